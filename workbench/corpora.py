@@ -1,0 +1,222 @@
+"""Corpus and question loaders: benchmark `corpus.json`, question `*.jsonl`, document folders.
+
+>>> units = load_corpus("sample_corpora/encyclopedia/corpus.json")   # doctest: +SKIP
+>>> units[0].title, units[0].document                                 # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+UNIT_MAX_CHARS = 2200  # SPEC §2: group adjacent paragraphs up to this many characters
+DOCUMENT_SUFFIXES = (".md", ".txt")
+
+
+class CorpusError(ValueError):
+    """A corpus or question file that cannot be used, with the file and item named."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One indexed text unit; `document` is its original passage (evaluation identity)."""
+
+    title: str
+    heading: str
+    body: str
+    document: str
+    source: str
+    location: str
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    question: str
+    gold: tuple[str, ...] = ()
+    type: str | None = None
+    hops: int | None = None
+    answer: str | None = None
+    line: int = field(default=0, compare=False)  # where it stands in its file, for errors
+
+
+def load_corpus(path: str | Path) -> list[Unit]:
+    """Units from a benchmark `corpus.json` or from a folder of .md/.txt documents."""
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"{path}: no such file or folder")
+    if path.is_dir():
+        return load_folder(path)
+    return load_benchmark_corpus(path)
+
+
+def load_benchmark_corpus(path: str | Path) -> list[Unit]:
+    """`corpus.json`: a JSON list of {"title", "text"}; one unit per passage (SPEC §2)."""
+    path = Path(path)
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise CorpusError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    if not isinstance(items, list):
+        raise CorpusError(f"{path}: expected a JSON list of {{\"title\", \"text\"}} objects, got {type(items).__name__}")
+    if not items:
+        raise CorpusError(f"{path}: the corpus is empty")
+    units: list[Unit] = []
+    first_seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        where = f"{path}, item {i}"
+        if not isinstance(item, dict):
+            raise CorpusError(f"{where}: expected an object with \"title\" and \"text\", got {type(item).__name__}")
+        for field in ("title", "text"):
+            if field not in item:
+                raise CorpusError(f"{where}: missing \"{field}\"")
+            if not isinstance(item[field], str):
+                raise CorpusError(f"{where}: \"{field}\" must be a string, got {type(item[field]).__name__}")
+        title, text = item["title"], item["text"]
+        if not title.strip():
+            raise CorpusError(f"{where}: empty \"title\"")
+        if not text.strip():
+            raise CorpusError(f"{where} ({title!r}): empty \"text\"")
+        if title in first_seen:
+            raise CorpusError(f"{where}: duplicate title {title!r} (first at item {first_seen[title]})")
+        first_seen[title] = i
+        units.append(Unit(title=title, heading="", body=text, document=title, source=path.name, location=f"item {i}"))
+    return units
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_BLANK = re.compile(r"^\s*$")
+
+
+def load_folder(root: str | Path) -> list[Unit]:
+    """Every .md/.txt file under `root` (sorted), split into paragraph groups of <= 2,200 chars."""
+    root = Path(root)
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in DOCUMENT_SUFFIXES)
+    if not files:
+        raise CorpusError(f"{root}: no .md or .txt files found")
+    units: list[Unit] = []
+    for file in files:
+        rel = file.relative_to(root).as_posix()
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorpusError(f"{rel}: not UTF-8 ({exc.reason} at byte {exc.start}); convert it or remove it") from None
+        units.extend(document_units(text, rel))
+    return units
+
+
+def _paragraphs(lines: list[str]) -> list[tuple[int, int, str]]:
+    """(first line, last line, text) of each blank-line separated paragraph, 1-based lines."""
+    out, start = [], None
+    for n, line in enumerate(lines + [""], start=1):
+        if _BLANK.match(line):
+            if start is not None:
+                out.append((start, n - 1, "\n".join(lines[start - 1 : n - 1])))
+                start = None
+        elif start is None:
+            start = n
+    return out
+
+
+def document_units(text: str, rel_path: str) -> list[Unit]:
+    """Units of one document: adjacent paragraphs grouped while the unit stays <= 2,200 chars;
+    a single longer paragraph stays whole (SPEC §2). Title = first Markdown H1, else the file stem."""
+    lines = text.splitlines()
+    paragraphs = _paragraphs(lines)
+    if not paragraphs:
+        return []
+    title = Path(rel_path).stem
+    for line in lines:
+        m = _HEADING.match(line)
+        if m and len(m.group(1)) == 1:
+            title = m.group(2)
+            break
+    # heading in effect at each paragraph: the path of Markdown headings above it
+    heading_path: list[str] = []
+    groups: list[list[tuple[int, int, str, str]]] = []
+    for first, last, para in paragraphs:
+        m = _HEADING.match(para.splitlines()[0])
+        if m:
+            level = len(m.group(1))
+            heading_path = heading_path[: level - 1] + [m.group(2)]
+        heading = " > ".join(heading_path)
+        current = groups[-1] if groups else None
+        if current is not None and len("\n\n".join(p[2] for p in current)) + 2 + len(para) <= UNIT_MAX_CHARS:
+            current.append((first, last, para, heading))
+        else:
+            groups.append([(first, last, para, heading)])
+    return [
+        Unit(
+            title=title,
+            heading=group[0][3],
+            body="\n\n".join(p[2] for p in group),
+            document=rel_path,
+            source=rel_path,
+            location=f"lines {group[0][0]}-{group[-1][1]}",
+        )
+        for group in groups
+    ]
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    """`*.jsonl`: one {"_id", "question", "supporting_titles", "type"?, "hops"?, "answer"?} per line."""
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"{path}: no such questions file")
+    questions: list[Question] = []
+    seen: set[str] = set()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}, line {n}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise CorpusError(f"{where}: expected a JSON object")
+        for field in ("_id", "question"):
+            if field not in item:
+                raise CorpusError(f"{where}: missing \"{field}\"")
+        gold = item.get("supporting_titles", [])
+        if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):
+            raise CorpusError(f"{where}: \"supporting_titles\" must be a list of strings")
+        qid = str(item["_id"])
+        if qid in seen:
+            raise CorpusError(f"{where}: duplicate _id {qid!r}")
+        seen.add(qid)
+        hops = item.get("hops")
+        if hops is None:
+            m = re.match(r"(\d)hop", qid)
+            hops = int(m.group(1)) if m else None
+        questions.append(
+            Question(
+                id=qid,
+                question=str(item["question"]),
+                gold=tuple(dict.fromkeys(gold)),
+                type=item.get("type"),
+                hops=hops,
+                answer=item.get("answer") if isinstance(item.get("answer"), str) else None,
+                line=n,
+            )
+        )
+    if not questions:
+        raise CorpusError(f"{path}: no questions")
+    return questions
+
+
+def check_gold(questions: list[Question], documents: set[str], path: str | Path = "questions") -> None:
+    """Refuse gold labels that name no document of the index, naming the question."""
+    for q in questions:
+        unknown = [g for g in q.gold if g not in documents]
+        if unknown:
+            raise CorpusError(
+                f"{path}, line {q.line} (question {q.id!r}): unknown gold title(s) {unknown!r} (not in the index)"
+            )

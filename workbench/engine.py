@@ -1,0 +1,447 @@
+"""The SAG2 procedure (SPEC §3) as small steps over plain data, and a Run that steps them.
+
+>>> run = Run(index, "Where was the director of Glass Harbour born?", judge=LexicalJudge(index))  # doctest: +SKIP
+>>> state = run.step()          # round 0: BM25 candidates, scored
+>>> trace = run.run()           # to the end (H expansion rounds or an early stop)
+>>> again = run.rerun(params=run.params.replace(L=10))   # from the first affected round
+
+Each step function, in the order of the paper: `initial_candidates`, `score_round`, `rank`,
+`select_seeds`, `select_terms`, `retrieve_expansion`, `build_pool`, `build_context`,
+`diversify`. Only the index and the judge do I/O.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from . import text as textlib
+from .corpora import Question
+from .index import DIVERSITY_TOKEN, Index, normalize_title, query_expression, quote
+from .judges import JudgeError, JudgmentMemo
+from .params import Params, earliest_affected_round
+from .terms import SeedView, TermWeightingError, analyze_body, choose_terms
+from .trace import (
+    STOP_BM25, STOP_EMPTY_QUESTION, STOP_JUDGE_ERROR, STOP_MAX_ROUNDS, STOP_NO_CANDIDATES,
+    STOP_NO_NEW_CANDIDATES, STOP_NO_SEEDS, STOP_NO_TERMS, STOP_TERM_WEIGHTING_ERROR, Candidate, ContextEntry, PoolEntry,
+    RoundState, Seed, Term, Trace, UnitInfo,
+)
+
+
+def dedupe(*lists) -> list:
+    seen, out = set(), []
+    for lst in lists:
+        for x in lst:
+            if x not in seen:
+                seen.add(x)
+                out.append(x)
+    return out
+
+
+# ---- name repair (SPEC §3) -----------------------------------------------------------------
+def repair_names(index: Index, text: str, seen=frozenset()) -> str:
+    """Replace accent-alias spans by their title when only the title has an unseen match.
+
+    >>> repair_names(index, "Where was Jose Marti born?")   # doctest: +SKIP
+    'Where was josé martí born?'
+    """
+    pattern = index.alias_pattern
+    if pattern is None:
+        return text
+    out, last = [], 0
+    for m in pattern.finditer(text):
+        title = index.aliases.get(normalize_title(m.group()))
+        if title is None:
+            continue
+        if not index.has_unseen_match(textlib.phrase(m.group()), seen) and index.has_unseen_match(
+            textlib.phrase(title), seen
+        ):
+            out.append(text[last : m.start()])
+            out.append(title)
+            last = m.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
+# ---- round 0 -------------------------------------------------------------------------------
+def question_expression(index: Index, question: str, params: Params) -> tuple[str, str]:
+    """(repaired question, OR of its first `query_tokens` distinct tokens as phrases)."""
+    repaired = repair_names(index, question)
+    tokens = list(dict.fromkeys(textlib.tokenize(repaired)))[: params.query_tokens]
+    return repaired, query_expression(tokens)
+
+
+def initial_candidates(index: Index, expression: str, params: Params) -> tuple[Candidate, ...]:
+    """C0: the first B units by BM25 of the question expression (ties: lower id)."""
+    rows = index.search(expression, params.B, params.field_weights)
+    return tuple(Candidate(u, i + 1, s) for i, (u, s) in enumerate(rows))
+
+
+# ---- scoring and ranking -------------------------------------------------------------------
+def judge_items(index: Index, unit_ids, previous: dict | None = None) -> list[dict]:
+    items = []
+    for u in unit_ids:
+        rec = index.unit(u)
+        item = {"unit_id": u, "title": rec.title, "text": rec.body, "document": rec.document}
+        if previous is not None:
+            item["previous_score"] = previous[u]
+        items.append(item)
+    return items
+
+
+def score_round(index, judge, memo: JudgmentMemo, question: str, pool, context, pins: dict) -> tuple[list[float], int]:
+    """A fresh probability for every pool unit in context E_r (pinned units keep their pin).
+    Returns (scores, judgments made)."""
+    ids = [e.unit_id for e in pool]
+    todo = [u for u in ids if u not in pins]
+    ctx = [
+        {**item, **({"previous_score": c.previous_score} if c.previous_score is not None else {})}
+        for item, c in zip(judge_items(index, [c.unit_id for c in context]), context)
+    ]
+    got = dict(zip(todo, memo.judge(judge, question, judge_items(index, todo), ctx))) if todo else {}
+    return [pins[u] if u in pins else got[u] for u in ids], len(todo)
+
+
+def rank(unit_ids, scores, fusion: dict, params: Params) -> tuple[int, ...]:
+    """Sort by (score desc, fusion desc, unit id asc); keep the first B."""
+    order = sorted(zip(unit_ids, scores), key=lambda x: (-x[1], -fusion[x[0]], x[0]))
+    return tuple(u for u, _ in order[: params.B])
+
+
+# ---- seeds and terms -----------------------------------------------------------------------
+def select_seeds(ranking, expanded, params: Params) -> list[int]:
+    """S_r: the first s ranked units never used as seeds before."""
+    used = set(expanded)
+    return [u for u in ranking if u not in used][: params.s]
+
+
+def select_terms(index: Index, seeds: list[int], latest: dict, question: str, params: Params):
+    """Every eligible term of the seeds with its components; the top L flagged selected."""
+    qtokens = frozenset(textlib.tokenize(question))
+    m = max(latest[u] for u in seeds)
+    views = [
+        SeedView(
+            unit_id=u, rank=i + 1, title=index.unit(u).title, score=latest[u], max_score=m,
+            sentences=analyze_body(index.unit(u).body), question_tokens=qtokens,
+        )
+        for i, u in enumerate(seeds)
+    ]
+    return choose_terms(views, index, params.term_weighting, params.L)
+
+
+def resolve_term(index: Index, term: str, kind: str, surface: str, seen) -> tuple[str, str]:
+    """The phrase to search for a selected term, and how it was obtained (SPEC §3)."""
+    if index.has_unseen_match(term, seen):
+        return term, "as is"
+    resolved, how = term, "as is"
+    repaired = repair_names(index, surface if kind == "name" else term, seen)
+    if repaired != (surface if kind == "name" else term):
+        resolved, how = textlib.phrase(repaired), "name repair"
+    if kind == "name" and not index.has_unseen_match(resolved, seen):
+        toks = resolved.split(" ")
+        subs = [
+            tuple(toks[i:j]) for i in range(len(toks)) for j in range(i + 2, len(toks) + 1)
+            if tuple(toks[i:j]) in index.title_phrases
+        ]
+        if subs:
+            best = min(subs, key=lambda t: (-len(t), t))
+            if index.has_unseen_match(" ".join(best), seen):
+                resolved, how = " ".join(best), "title phrase"
+    return resolved, how
+
+
+def retrieve_expansion(index: Index, selected, round0_expression: str, seen, params: Params):
+    """Per-term unseen matches ranked by BM25 of the whole expression, interleaved to B.
+    Returns (expression, candidates, {term: (resolved, resolution)})."""
+    resolutions = {t.term: resolve_term(index, t.term, t.kind, t.surface, seen) for t in selected}
+    expression = " OR ".join([quote(resolutions[t.term][0]) for t in selected] + [round0_expression])
+    bm25 = index.bm25_all(expression, params.field_weights)
+    lists = []
+    for t in selected:
+        # filter by the term separately: "term AND (...)" would count the term twice in BM25
+        units = [u for u in index.matches(resolutions[t.term][0]) if u not in seen]
+        units.sort(key=lambda u: (bm25[u], u))
+        lists.append((t.term, units))
+    candidates, taken = [], set()
+    depth = 0
+    while len(candidates) < params.B and any(depth < len(units) for _, units in lists):
+        for term, units in lists:
+            if depth < len(units) and units[depth] not in taken and len(candidates) < params.B:
+                u = units[depth]
+                taken.add(u)
+                candidates.append(Candidate(u, len(candidates) + 1, bm25[u], term, depth + 1))
+        depth += 1
+    return expression, tuple(candidates), resolutions
+
+
+# ---- pool and context ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class History:
+    """What earlier rounds leave behind, derived from their states."""
+
+    seen: frozenset  # units scored in any round
+    expanded: tuple  # seeds used so far (A), in order
+    protected: tuple  # P: first p of C0
+    latest: dict  # unit -> latest score
+    fusion: dict  # unit -> 1 / (fusion_constant + retrieval rank) from the round that retrieved it
+    previous_ranking: tuple
+
+
+def history(rounds, params: Params) -> History:
+    seen, expanded, latest, fusion = set(), [], {}, {}
+    for r in rounds:
+        for c in r.candidates:
+            fusion.setdefault(c.unit_id, 1.0 / (params.fusion_constant + c.retrieval_rank))
+        expanded.extend(s.unit_id for s in r.seeds)
+        if r.scored:
+            for e, s in zip(r.pool, r.scores):
+                latest[e.unit_id] = s
+                seen.add(e.unit_id)
+    protected = tuple(c.unit_id for c in rounds[0].candidates[: params.p]) if rounds else ()
+    return History(frozenset(seen), tuple(dedupe(expanded)), protected, latest, fusion,
+                   rounds[-1].ranking if rounds else ())
+
+
+def build_pool(round_no: int, candidates, hist: History, params: Params) -> tuple[PoolEntry, ...]:
+    """W_r (SPEC §3): C0; dedupe(P, A1, C1); final round: refill + up to 20 incoming."""
+    new = [c.unit_id for c in candidates]
+    if round_no == 0:
+        return tuple(PoolEntry(u, "new") for u in new)
+
+    def origin(u):
+        return "protected" if u in hist.protected else "seed" if u in hist.expanded else "history" if u in hist.seen else "new"
+
+    union = dedupe(hist.protected, hist.expanded, new)
+    if round_no == 1:
+        return tuple(PoolEntry(u, origin(u)) for u in union)
+    incoming = [u for u in union if u not in hist.seen][: params.incoming_limit]
+    by_score = sorted(hist.latest, key=lambda u: (-hist.latest[u], u))
+    refill = dedupe([u for u in union if u in hist.seen], by_score)[: len(union) - len(incoming)]
+    return tuple(PoolEntry(u, origin(u)) for u in refill) + tuple(PoolEntry(u, "new") for u in incoming)
+
+
+def build_context(round_no: int, candidates, hist: History, params: Params) -> tuple[ContextEntry, ...]:
+    """E0 = {}; E1 = dedupe(A1, first s of C1); E2 = previous top n with previous scores."""
+    if round_no == 0 or not params.use_context:
+        return ()
+    if round_no == 1:
+        return tuple(ContextEntry(u) for u in dedupe(hist.expanded, [c.unit_id for c in candidates[: params.s]]))
+    return tuple(ContextEntry(u, hist.latest[u]) for u in hist.previous_ranking[: params.context_size])
+
+
+# ---- diversity (Appendix C) ----------------------------------------------------------------
+def diversify(index: Index, ranking, scores: dict, n: int = 10) -> tuple[int, ...]:
+    """Greedy DPP over the top n: quality = judge score, similarity = sparse TF-IDF cosine."""
+    top = list(ranking[:n])
+    if len(top) < 2:
+        return tuple(ranking)
+    counts = []
+    for u in top:
+        c: dict[str, int] = {}
+        for t in DIVERSITY_TOKEN.findall(index.unit(u).body.casefold()):
+            c[t] = c.get(t, 0) + 1
+        counts.append(c)
+    df = index.diversity_df(t for c in counts for t in c)
+    vectors = []
+    for c in counts:
+        v = {t: (1 + math.log(k)) * (math.log((1 + index.D) / (1 + df.get(t, 0))) + 1) for t, k in c.items()}
+        norm = math.sqrt(sum(x * x for x in v.values()))
+        vectors.append({t: x / norm for t, x in v.items()} if norm > 0 else {})
+    q = [scores[u] for u in top]
+    m = len(top)
+
+    def kernel(i, j):
+        if i == j:
+            return q[i] * q[i]
+        a, b = vectors[i], vectors[j]
+        if len(a) > len(b):
+            a, b = b, a
+        return q[i] * q[j] * sum(x * b[t] for t, x in a.items() if t in b)
+
+    residual = [kernel(i, i) for i in range(m)]
+    floor = m * math.ulp(max(residual))
+    cholesky = [[] for _ in range(m)]
+    chosen: list[int] = []
+    remaining = list(range(m))
+    while remaining:
+        j = max(remaining, key=lambda i: (residual[i], -i))  # equal residuals: earlier unit wins
+        if residual[j] <= floor:
+            chosen.extend(remaining)  # every residual is negligible: keep the rest in order
+            break
+        chosen.append(j)
+        remaining.remove(j)
+        dj = math.sqrt(residual[j])
+        for i in remaining:
+            e = (kernel(j, i) - sum(a * b for a, b in zip(cholesky[j], cholesky[i]))) / dj
+            cholesky[i].append(e)
+            residual[i] -= e * e
+    return tuple(top[i] for i in chosen) + tuple(ranking[n:])
+
+
+# ---- the run -------------------------------------------------------------------------------
+class Run:
+    """A SAG2 trajectory for one question that can be stepped, read, rewound and re-run.
+
+    `judge=None` is the BM25 baseline (C0 in lexical order, no judge). `pins` maps
+    (round, unit_id) to a score the researcher fixes for that round."""
+
+    def __init__(self, index: Index, question, params: Params | None = None, judge=None, *,
+                 pins: dict | None = None, memo: JudgmentMemo | None = None, rounds=()):
+        if isinstance(question, Question):
+            self.question, self.question_id, self.gold = question.question, question.id, question.gold
+        else:
+            self.question, self.question_id, self.gold = str(question), None, ()
+        self.index = index
+        self.params = params or Params()
+        self.judge = judge
+        self.pins = dict(pins or {})
+        self.memo = memo or JudgmentMemo()
+        self.rounds: list[RoundState] = list(rounds)
+
+    # ---- reading ------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return bool(self.rounds) and self.rounds[-1].stop is not None
+
+    @property
+    def judge_name(self) -> str:
+        return "bm25" if self.judge is None else self.judge.name
+
+    def state(self, round_no: int) -> RoundState:
+        return self.rounds[round_no]
+
+    # ---- stepping -----------------------------------------------------------------------
+    def step(self) -> RoundState | None:
+        """Compute the next round (None once the run has stopped)."""
+        if self.finished:
+            return None
+        r = len(self.rounds)
+        state = self._round_zero() if r == 0 else self._expansion_round(r)
+        self.rounds.append(state)
+        return state
+
+    def run(self) -> Trace:
+        while self.step() is not None:
+            pass
+        return self.trace()
+
+    def _round_zero(self) -> RoundState:
+        repaired, expression = question_expression(self.index, self.question, self.params)
+        if not expression:
+            return RoundState(0, "", stop=STOP_EMPTY_QUESTION, repaired_question=repaired)
+        candidates = initial_candidates(self.index, expression, self.params)
+        if not candidates:
+            return RoundState(0, expression, stop=STOP_NO_CANDIDATES, repaired_question=repaired)
+        if self.judge is None:
+            ranking = tuple(c.unit_id for c in candidates)
+            return RoundState(0, expression, candidates, ranking=ranking, stop=STOP_BM25, repaired_question=repaired)
+        state = RoundState(0, expression, candidates, repaired_question=repaired)
+        return self._score(state, History(frozenset(), (), (), {}, {}, ()))
+
+    def _score(self, state: RoundState, hist: History) -> RoundState:
+        r = state.round
+        pool = build_pool(r, state.candidates, hist, self.params)
+        context = build_context(r, state.candidates, hist, self.params)
+        pins = {u: s for (pr, u), s in self.pins.items() if pr == r}
+        try:
+            scores, judgments = score_round(self.index, self.judge, self.memo, self.question, pool, context, pins)
+        except JudgeError as exc:
+            return replace(state, pool=pool, context=context, ranking=hist.previous_ranking,
+                           stop=STOP_JUDGE_ERROR, error=str(exc))
+        fusion = dict(hist.fusion)
+        for c in state.candidates:
+            fusion.setdefault(c.unit_id, 1.0 / (self.params.fusion_constant + c.retrieval_rank))
+        ranking = rank([e.unit_id for e in pool], scores, fusion, self.params)
+        return replace(
+            state, pool=pool, context=context, scores=tuple(scores), ranking=ranking, scored=True,
+            pinned=tuple(u for u in (e.unit_id for e in pool) if u in pins), judgments=judgments,
+            stop=STOP_MAX_ROUNDS if r >= self.params.H else None,
+        )
+
+    def _expansion_round(self, r: int) -> RoundState:
+        hist = history(self.rounds, self.params)
+        seeds = select_seeds(hist.previous_ranking, hist.expanded, self.params)
+        if not seeds:
+            return RoundState(r, "", ranking=hist.previous_ranking, stop=STOP_NO_SEEDS)
+        try:
+            choices, weights = select_terms(self.index, seeds, hist.latest, self.question, self.params)
+        except TermWeightingError as exc:  # a misbehaving variant: stop here, keep earlier rounds
+            return RoundState(r, "", ranking=hist.previous_ranking, stop=STOP_TERM_WEIGHTING_ERROR, error=str(exc))
+        seed_states = tuple(Seed(u, i + 1, hist.latest[u], weights.get(u)) for i, u in enumerate(seeds))
+        selected = [c for c in choices if c.selected]
+        if not selected:
+            return RoundState(r, "", seeds=seed_states, terms=_terms(choices, {}),
+                              ranking=hist.previous_ranking, stop=STOP_NO_TERMS)
+        expression, candidates, resolutions = retrieve_expansion(
+            self.index, selected, self.rounds[0].expression, hist.seen, self.params)
+        hist = replace(hist, expanded=tuple(dedupe(hist.expanded, seeds)))
+        state = RoundState(r, expression, candidates, seeds=seed_states, terms=_terms(choices, resolutions))
+        if not candidates:
+            return replace(state, ranking=hist.previous_ranking, stop=STOP_NO_NEW_CANDIDATES)
+        return self._score(state, hist)
+
+    # ---- results ------------------------------------------------------------------------
+    def trace(self) -> Trace:
+        final = self.rounds[-1].ranking if self.rounds else ()
+        scored = [r for r in self.rounds if r.scored]
+        if self.params.diversity and self.judge is not None and scored and final:
+            final = diversify(self.index, final, scored[-1].score_of())
+        named = set(final)
+        for r in self.rounds:
+            named.update(c.unit_id for c in r.candidates)
+            named.update(e.unit_id for e in r.pool)
+            named.update(c.unit_id for c in r.context)
+            named.update(s.unit_id for s in r.seeds)
+            named.update(t.seed for t in r.terms)
+        units = {}
+        for u in sorted(named):
+            rec = self.index.unit(u)
+            units[u] = UnitInfo(rec.title, rec.document, rec.source, rec.location)
+        return Trace(
+            question=self.question, question_id=self.question_id, gold=tuple(self.gold), params=self.params,
+            judge=self.judge_name, rounds=tuple(self.rounds), final_ranking=tuple(final), units=units,
+            stats={"judgments": sum(r.judgments for r in self.rounds)},
+        )
+
+    def rerun(self, from_round: int | None = None, *, params: Params | None = None, judge="unchanged",
+              pins: dict | None = None) -> "Run":
+        """A new Run that keeps rounds before `from_round` (default: the first round the
+        change can affect) and steps again from there, reusing this run's judgments."""
+        new_params = params or self.params
+        new_judge = self.judge if judge == "unchanged" else judge
+        new_pins = self.pins if pins is None else pins
+        if from_round is None:
+            from_round = earliest_affected_round(self.params, new_params)
+            if new_judge is not self.judge:
+                from_round = 0
+            changed = {k for k in set(self.pins) ^ set(new_pins)} | {
+                k for k in set(self.pins) & set(new_pins) if self.pins[k] != new_pins[k]}
+            if changed:
+                from_round = min(from_round, min(r for r, _ in changed))
+        keep = [r for r in self.rounds[:from_round]]
+        # the last kept round may carry a stop that the new parameters lift (e.g. larger H)
+        if keep and keep[-1].stop == STOP_MAX_ROUNDS and keep[-1].round < new_params.H:
+            keep[-1] = replace(keep[-1], stop=None)
+        run = Run(self.index, self._question_obj(), new_params, new_judge, pins=new_pins, memo=self.memo, rounds=keep)
+        if keep and keep[-1].scored and keep[-1].round >= new_params.H:
+            run.rounds[-1] = replace(keep[-1], stop=STOP_MAX_ROUNDS)
+        return run
+
+    def _question_obj(self):
+        return Question(self.question_id or "", self.question, tuple(self.gold)) if self.question_id else self.question
+
+    def _repr_html_(self) -> str:
+        return self.trace()._repr_html_()
+
+
+def _terms(choices, resolutions) -> tuple[Term, ...]:
+    out = []
+    for c in choices:
+        resolved, how = resolutions.get(c.term, (None, None))
+        w = c.weight
+        out.append(Term(
+            term=c.term, kind=c.kind, surface=c.surface, seed=c.seed, tf=w.tf, df=w.df, idf=w.idf,
+            query_connection=w.query_connection, seed_score=w.seed_score, seed_weight=w.seed_weight,
+            priority=w.priority, selected=c.selected, order=c.order, resolved=resolved, resolution=how,
+            extra=tuple(w.extra),
+        ))
+    return tuple(out)

@@ -1,0 +1,321 @@
+"""The SAG2 index (SPEC §2): one SQLite file with FTS5 over title/heading/body, the original
+units, and the locally derived statistics (df, title phrases, accent aliases, diversity df).
+
+>>> index = Index.build(load_corpus("sample_corpora/internal_docs"), "docs.sqlite")  # doctest: +SKIP
+>>> index.search(query_expression(["role_id"]), limit=3)                            # doctest: +SKIP
+[(4, -3.1), ...]
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import sqlite3
+import time
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import regex
+
+from . import text as textlib
+from .corpora import UNIT_MAX_CHARS, Unit
+
+SCHEMA_VERSION = "sag2wb-index-1"
+DEFAULT_FIELD_WEIGHTS = (2.0, 2.0, 1.0)
+# SPEC Appendix C: diversity vectors use plain word tokens, not jieba tokens.
+DIVERSITY_TOKEN = regex.compile(r"[^\W_]+")
+
+
+class IndexProblem(RuntimeError):
+    """An index that cannot be opened or built, with the reason and the fix."""
+
+
+def quote(term: str) -> str:
+    """An FTS5 phrase for a term: its text in double quotes, inner quotes doubled (SPEC §1)."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def query_expression(terms) -> str:
+    """OR of quoted phrases: nothing a user typed reaches FTS5 unquoted."""
+    return " OR ".join(quote(t) for t in terms)
+
+
+def tokenizer_signature() -> dict:
+    """Everything about text processing that changes tokens; an index records it."""
+    return {
+        "tokenizer_version": textlib.TOKENIZER_VERSION,
+        "jieba_version": textlib.jieba_version(),
+        "connected_latin": textlib.CONNECTED_LATIN,
+        "stopwords": hashlib.sha256(" ".join(sorted(textlib.STOPWORDS)).encode()).hexdigest()[:16],
+        "unit_max_chars": str(UNIT_MAX_CHARS),
+    }
+
+
+def fold_accents(text: str) -> str:
+    """SPEC §2 accent alias form: NFKD, drop combining marks after a Latin base letter, NFKC."""
+    out: list[str] = []
+    after_latin = False
+    for ch in unicodedata.normalize("NFKD", text):
+        if unicodedata.combining(ch):
+            if after_latin:
+                continue
+        else:
+            after_latin = ch.isalpha() and "LATIN" in unicodedata.name(ch, "")
+        out.append(ch)
+    return unicodedata.normalize("NFKC", "".join(out))
+
+
+def normalize_title(title: str) -> str:
+    return unicodedata.normalize("NFKC", title).casefold()
+
+
+@dataclass(frozen=True)
+class UnitRecord:
+    id: int
+    title: str
+    heading: str
+    body: str
+    document: str
+    source: str
+    location: str
+
+
+class Index:
+    """An opened SAG2 index. Read-only; caches per-phrase look-ups for the process."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise IndexProblem(f"{self.path}: no index here; build one with `sag2wb index CORPUS --db {self.path}`")
+        try:
+            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            meta = dict(self.db.execute("SELECT key, value FROM meta"))
+        except sqlite3.DatabaseError as exc:
+            raise IndexProblem(f"{self.path}: not a SAG2 workbench index ({exc})") from None
+        if meta.get("schema") != SCHEMA_VERSION or meta.get("complete") != "1":
+            raise IndexProblem(f"{self.path}: incomplete or foreign index (schema {meta.get('schema')!r}); rebuild it")
+        expected = tokenizer_signature()
+        diffs = [f"{k}: index has {meta.get(k)!r}, this workbench uses {v!r}" for k, v in expected.items() if meta.get(k) != v]
+        if diffs:
+            raise IndexProblem(
+                f"{self.path} was built with other text-processing settings ({'; '.join(diffs)}). "
+                f"Rebuild it with `sag2wb index CORPUS --db {self.path}`."
+            )
+        self.meta = meta
+        self.N = int(meta["units"])
+        self.D = int(meta["documents"])
+        self._matches: dict[str, frozenset[int]] = {}
+        self._df: dict[str, int] = {}
+        self._units: dict[int, UnitRecord] = {}
+
+    def __repr__(self) -> str:
+        return f"Index({str(self.path)!r}, units={self.N}, documents={self.D})"
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ---- units -------------------------------------------------------------------------
+    def unit(self, unit_id: int) -> UnitRecord:
+        rec = self._units.get(unit_id)
+        if rec is None:
+            row = self.db.execute(
+                "SELECT id, title, heading, body, document, source, location FROM units WHERE id = ?", (unit_id,)
+            ).fetchone()
+            if row is None:
+                raise KeyError(f"unit {unit_id} is not in {self.path}")
+            rec = self._units[unit_id] = UnitRecord(*row)
+        return rec
+
+    @cached_property
+    def titles(self) -> list[str]:
+        return [t for (t,) in self.db.execute("SELECT title FROM units ORDER BY id")]
+
+    @cached_property
+    def documents(self) -> dict[int, str]:
+        return dict(self.db.execute("SELECT id, document FROM units"))
+
+    # ---- FTS5 look-ups -----------------------------------------------------------------
+    def _fts(self, sql: str, args: tuple):
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as exc:  # only reachable through a bug: terms are quoted
+            raise IndexProblem(f"FTS5 rejected the expression {args[0]!r}: {exc}") from None
+
+    def search(self, expression: str, limit: int, weights=DEFAULT_FIELD_WEIGHTS) -> list[tuple[int, float]]:
+        """First `limit` units by BM25 of `expression` (ties: lower id first)."""
+        if not expression:
+            return []
+        w1, w2, w3 = weights
+        return self._fts(
+            "SELECT rowid, bm25(fts, ?, ?, ?) AS s FROM fts WHERE fts MATCH ? ORDER BY s, rowid LIMIT ?",
+            (w1, w2, w3, expression, limit),
+        )
+
+    def bm25_all(self, expression: str, weights=DEFAULT_FIELD_WEIGHTS) -> dict[int, float]:
+        """BM25 of `expression` for every unit that matches it."""
+        if not expression:
+            return {}
+        w1, w2, w3 = weights
+        rows = self._fts("SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ?", (w1, w2, w3, expression))
+        return dict(rows)
+
+    def matches(self, term: str) -> frozenset[int]:
+        """Units whose title, heading or body contains the phrase `term`."""
+        found = self._matches.get(term)
+        if found is None:
+            rows = self._fts("SELECT rowid FROM fts WHERE fts MATCH ?", (quote(term),))
+            found = self._matches[term] = frozenset(r for (r,) in rows)
+        return found
+
+    def has_unseen_match(self, term: str, seen) -> bool:
+        return any(u not in seen for u in self.matches(term))
+
+    def df(self, term: str) -> int:
+        """SPEC §2 df(t): units whose *body* matches the token or phrase."""
+        n = self._df.get(term)
+        if n is None:
+            (n,) = self._fts("SELECT count(*) FROM fts WHERE fts MATCH ?", ("body : " + quote(term),))[0]
+            self._df[term] = n
+        return n
+
+    def idf(self, term: str) -> float:
+        """SPEC §2: ln(1 + (N - df + 0.5) / (df + 0.5))."""
+        df = self.df(term)
+        return math.log(1 + (self.N - df + 0.5) / (df + 0.5))
+
+    # ---- derived structures --------------------------------------------------------------
+    @cached_property
+    def title_phrases(self) -> frozenset[tuple[str, ...]]:
+        """Token tuples of titles with >= 2 tokens (SPEC §2)."""
+        out = set()
+        for title in self.titles:
+            toks = tuple(textlib.tokenize(title))
+            if len(toks) >= 2:
+                out.add(toks)
+        return frozenset(out)
+
+    @cached_property
+    def aliases(self) -> dict[str, str]:
+        """Accent-folded key -> the one NFKC case-folded title that folds to it (SPEC §2)."""
+        folded: dict[str, set[str]] = {}
+        for title in set(normalize_title(t) for t in self.titles):
+            folded.setdefault(fold_accents(title), set()).add(title)
+        return {key: next(iter(ts)) for key, ts in folded.items() if len(ts) == 1 and key not in ts}
+
+    @cached_property
+    def alias_pattern(self) -> regex.Pattern | None:
+        if not self.aliases:
+            return None
+        keys = sorted(self.aliases, key=lambda k: (-len(k), k))  # longest key wins at a position
+        return regex.compile(
+            r"(?<![\p{L}\p{N}])(?:" + "|".join(regex.escape(k) for k in keys) + r")(?![\p{L}\p{N}])",
+            regex.IGNORECASE,
+        )
+
+    def diversity_df(self, tokens) -> dict[str, int]:
+        """Original documents containing each diversity token (SPEC Appendix C)."""
+        tokens = list(set(tokens))
+        out: dict[str, int] = {}
+        for i in range(0, len(tokens), 500):
+            chunk = tokens[i : i + 500]
+            out.update(
+                self.db.execute(
+                    f"SELECT term, df FROM diversity_df WHERE term IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+            )
+        return out
+
+    # ---- building ------------------------------------------------------------------------
+    @classmethod
+    def build(cls, units: list[Unit], path: str | Path, *, source: str = "") -> "Index":
+        """Build an index into `path` atomically (a failed build leaves no index behind)."""
+        path = Path(path)
+        if not units:
+            raise IndexProblem(f"{source or path}: nothing to index (no units)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.building-{os.getpid()}")
+        if tmp.exists():
+            tmp.unlink()
+        try:
+            _write_index(units, tmp, source)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return cls(path)
+
+
+def corpus_fingerprint(units: list[Unit]) -> str:
+    h = hashlib.sha256()
+    for u in units:
+        for part in (u.title, u.heading, u.body, u.document, u.source, u.location):
+            h.update(part.encode("utf-8"))
+            h.update(b"\x1f")
+    return h.hexdigest()
+
+
+def _write_index(units: list[Unit], path: Path, source: str) -> None:
+    tok = textlib.tokenize
+    db = sqlite3.connect(path)
+    try:
+        db.executescript(
+            """
+            PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = 4096;
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+            CREATE TABLE units (id INTEGER PRIMARY KEY, title TEXT NOT NULL, heading TEXT NOT NULL,
+                body TEXT NOT NULL, document TEXT NOT NULL, source TEXT NOT NULL, location TEXT NOT NULL);
+            -- contentless: the original text lives in `units`; FTS5 keeps only the token index.
+            CREATE VIRTUAL TABLE fts USING fts5(title, heading, body, content='');
+            CREATE TABLE diversity_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
+            """
+        )
+        rows = [(i, u.title, u.heading, u.body, u.document, u.source, u.location) for i, u in enumerate(units, start=1)]
+        db.executemany("INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        db.executemany(
+            "INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
+            ((i, " ".join(tok(u.title)), " ".join(tok(u.heading)), " ".join(tok(u.body))) for i, u in enumerate(units, start=1)),
+        )
+        db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+        doc_tokens: dict[str, set[str]] = {}
+        for u in units:
+            doc_tokens.setdefault(u.document, set()).update(DIVERSITY_TOKEN.findall(u.body.casefold()))
+        df = Counter()
+        for toks in doc_tokens.values():
+            df.update(toks)
+        db.executemany("INSERT INTO diversity_df VALUES (?, ?)", sorted(df.items()))
+        meta = {
+            "schema": SCHEMA_VERSION,
+            **tokenizer_signature(),
+            "units": str(len(units)),
+            "documents": str(len(doc_tokens)),
+            "source": source,
+            "fingerprint": corpus_fingerprint(units),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "complete": "1",  # written last: an index without it never opens
+        }
+        db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+        db.commit()
+        db.execute("VACUUM")
+    finally:
+        db.close()
+
+
+def open_or_build(units_or_corpus, path: str | Path, *, source: str = "") -> tuple[Index, bool]:
+    """Open `path` if it holds an index of exactly these units; otherwise (re)build it.
+    Returns (index, built)."""
+    from .corpora import load_corpus
+
+    units = load_corpus(units_or_corpus) if isinstance(units_or_corpus, (str, Path)) else units_or_corpus
+    path = Path(path)
+    if path.exists():
+        try:
+            index = Index(path)
+            if index.meta.get("fingerprint") == corpus_fingerprint(units):
+                return index, False
+            index.close()
+        except IndexProblem:
+            pass
+    return Index.build(units, path, source=source or str(units_or_corpus if isinstance(units_or_corpus, (str, Path)) else "")), True

@@ -1,0 +1,328 @@
+"""Expansion terms (SPEC §3 "Term selection"): seed analysis, term-weighting variants, top L.
+
+A term-weighting variant is one function with this signature::
+
+    def my_rule(seed: SeedView, stats: CorpusStats) -> dict[str, TermWeight]
+
+It receives one seed (its body's sentences with their expansion units, its score, the
+seed scores of the round, the question tokens) and corpus statistics, and returns, for the
+candidate terms it wants to propose, a priority and the components that explain it.
+Register it with `register_term_weighting("name", my_rule)` (or load it from
+`FILE.py:NAME`) and select it with `Params(term_weighting="name")`.
+
+>>> sorted(TERM_WEIGHTINGS)[:3]
+['bm25_feedback', 'no_idf', 'no_query_connection']
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import math
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Protocol
+
+from . import text as textlib
+
+
+class TermWeightingError(ValueError):
+    """Unknown, unloadable or misbehaving term-weighting variant."""
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence u of a seed: 𝔅(u) (names as phrase units, other tokens) and T(u)."""
+
+    text: str
+    units: tuple[str, ...]  # 𝔅(u): ordinary tokens, then name terms, duplicates kept
+    names: tuple[tuple[str, str], ...]  # (name term, surface text) in order of occurrence
+    tokens: tuple[str, ...]  # distinct tokens of tokenize(u) (names included), first-occurrence order
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def analyze_body(body: str) -> tuple[Sentence, ...]:
+    """Split a seed body into sentences and their expansion units (cached by text)."""
+    out = []
+    for sent in textlib.sentences(body):
+        names = []
+        ordinary: list[str] = []
+        last = 0
+        for start, end, surface in textlib.find_names(sent):
+            # each gap is tokenized on its own: a name's words are not counted again
+            ordinary.extend(textlib.tokenize(sent[last:start]))
+            last = end
+            term = textlib.phrase(surface)
+            if term:
+                names.append((term, surface))
+        ordinary.extend(textlib.tokenize(sent[last:]))
+        out.append(
+            Sentence(
+                text=sent,
+                units=tuple(ordinary) + tuple(t for t, _ in names),
+                names=tuple(names),
+                tokens=tuple(dict.fromkeys(textlib.tokenize(sent))),
+            )
+        )
+    return tuple(out)
+
+
+class CorpusStats(Protocol):
+    N: int
+
+    def df(self, term: str) -> int: ...
+
+    def idf(self, term: str) -> float: ...
+
+
+@dataclass(frozen=True)
+class SeedView:
+    """What a term-weighting variant may look at for one seed."""
+
+    unit_id: int
+    rank: int  # 1-based position among this round's seeds
+    title: str
+    score: float  # the seed's latest judge score
+    max_score: float  # m = max latest score over this round's seeds
+    sentences: tuple[Sentence, ...]
+    question_tokens: frozenset[str]
+    candidate_terms: frozenset[str] = frozenset()  # eligible terms: not made only of question tokens
+
+
+@dataclass(frozen=True)
+class TermWeight:
+    priority: float
+    tf: int = 0
+    df: int = 0
+    idf: float = 0.0
+    query_connection: float = 0.0
+    seed_score: float = 0.0
+    seed_weight: float = 0.0
+    extra: tuple[tuple[str, float], ...] = ()  # variant-specific components, for display
+
+
+TermWeighting = Callable[[SeedView, CorpusStats], dict]
+
+
+# ---- shared pieces of the paper's rule ------------------------------------------------------
+def term_frequencies(seed: SeedView) -> Counter:
+    """tf(t, d): count of t over all 𝔅(u) of the seed."""
+    tf: Counter = Counter()
+    for u in seed.sentences:
+        tf.update(u.units)
+    return tf
+
+
+def query_connections(seed: SeedView, stats: CorpusStats) -> dict[str, float]:
+    """c(t, d) = max over sentences u whose 𝔅(u) contains t of c(u) (SPEC §3)."""
+    best: dict[str, float] = {}
+    q = seed.question_tokens
+    for u in seed.sentences:
+        c = 0.0
+        for x in u.tokens:  # left to right, first occurrences: float order decides ties
+            if x in q:
+                c += stats.idf(x)
+        for t in u.units:
+            if c > best.get(t, -1.0):
+                best[t] = c
+    return best
+
+
+def paper_seed_weight(seed: SeedView) -> float:
+    """w(d) = 0.5 + 0.5 * score(d) / m (0.5 when m = 0)."""
+    return 0.5 if seed.max_score == 0 else 0.5 + 0.5 * seed.score / seed.max_score
+
+
+def _rule(seed: SeedView, stats: CorpusStats, *, use_idf=True, use_connection=True, weight=None, use_tf=True):
+    tf = term_frequencies(seed)
+    conn = query_connections(seed, stats)
+    w = paper_seed_weight(seed) if weight is None else weight
+    out = {}
+    for t, n in tf.items():
+        if t not in seed.candidate_terms:
+            continue
+        idf = stats.idf(t)
+        c = conn[t]
+        priority = (1 + math.log(n)) if use_tf else 1.0
+        if use_idf:
+            priority = priority * idf
+        if use_connection:
+            priority = priority * (1 + c)
+        priority = priority * w
+        out[t] = TermWeight(priority, tf=n, df=stats.df(t), idf=idf, query_connection=c, seed_score=seed.score, seed_weight=w)
+    return out
+
+
+def sag2_rule(seed: SeedView, stats: CorpusStats) -> dict[str, TermWeight]:
+    """The paper's rule: (1 + ln tf) * idf * (1 + c) * w."""
+    return _rule(seed, stats)
+
+
+def no_query_connection(seed: SeedView, stats: CorpusStats) -> dict[str, TermWeight]:
+    """Ablation: (1 + ln tf) * idf * w — sentence overlap with the question ignored."""
+    return _rule(seed, stats, use_connection=False)
+
+
+def uniform_seed_weight(seed: SeedView, stats: CorpusStats) -> dict[str, TermWeight]:
+    """Ablation: every seed weighs 1, whatever its judge score."""
+    return _rule(seed, stats, weight=1.0)
+
+
+def no_idf(seed: SeedView, stats: CorpusStats) -> dict[str, TermWeight]:
+    """Ablation: (1 + ln tf) * (1 + c) * w — corpus rarity ignored."""
+    return _rule(seed, stats, use_idf=False)
+
+
+def tf_only(seed: SeedView, stats: CorpusStats) -> dict[str, TermWeight]:
+    """Ablation: 1 + ln tf alone (no rarity, no question overlap, no seed score)."""
+    return _rule(seed, stats, use_idf=False, use_connection=False, weight=1.0)
+
+
+def bm25_feedback(seed: SeedView, stats: CorpusStats, k1: float = 1.2, b: float = 0.75, avg_len: float = 100.0) -> dict[str, TermWeight]:
+    """RM3-like feedback (paper Appendix B.3 in spirit): BM25 term weight in the seed,
+    times the seed's judge score as its relevance (no query connection)."""
+    tf = term_frequencies(seed)
+    length = sum(tf.values())
+    norm = k1 * (1 - b + b * length / avg_len)
+    out = {}
+    for t, n in tf.items():
+        if t not in seed.candidate_terms:
+            continue
+        idf = stats.idf(t)
+        weight = n * (k1 + 1) / (n + norm) * idf
+        out[t] = TermWeight(
+            weight * seed.score, tf=n, df=stats.df(t), idf=idf, seed_score=seed.score, seed_weight=seed.score,
+            extra=(("bm25_weight", weight),),
+        )
+    return out
+
+
+TERM_WEIGHTINGS: dict[str, TermWeighting] = {
+    "sag2": sag2_rule,
+    "no_query_connection": no_query_connection,
+    "uniform_seed_weight": uniform_seed_weight,
+    "no_idf": no_idf,
+    "tf_only": tf_only,
+    "bm25_feedback": bm25_feedback,
+}
+
+
+def register_term_weighting(name: str, fn: TermWeighting) -> TermWeighting:
+    """Add (or replace) a named variant; returns `fn` so it can be used as a decorator."""
+    if not callable(fn):
+        raise TermWeightingError(f"term weighting {name!r}: {fn!r} is not callable")
+    TERM_WEIGHTINGS[name] = fn
+    return fn
+
+
+def load_python_object(spec: str, what: str):
+    """Load `path/to/file.py:name` (the function-judge and variant plug-in form)."""
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path.endswith(".py"):
+        raise ValueError(f"{what} {spec!r}: expected FILE.py:NAME")
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"{what} {spec!r}: no such file {file}")
+    module_name = f"sag2wb_plugin_{abs(hash(str(file.resolve())))}"
+    mod_spec = importlib.util.spec_from_file_location(module_name, file)
+    module = importlib.util.module_from_spec(mod_spec)
+    try:
+        mod_spec.loader.exec_module(module)
+    except Exception as exc:
+        raise ValueError(f"{what} {spec!r}: {file} failed to load: {type(exc).__name__}: {exc}") from None
+    obj = getattr(module, name, None)
+    if obj is None:
+        raise ValueError(f"{what} {spec!r}: {file} has no {name!r}")
+    if not callable(obj):
+        raise ValueError(f"{what} {spec!r}: {name!r} is not callable")
+    return obj
+
+
+def get_term_weighting(name: str) -> TermWeighting:
+    if name in TERM_WEIGHTINGS:
+        return TERM_WEIGHTINGS[name]
+    if ":" in name and name.split(":")[0].endswith(".py"):
+        try:
+            return load_python_object(name, "term weighting")
+        except ValueError as exc:
+            raise TermWeightingError(str(exc)) from None
+    raise TermWeightingError(
+        f"unknown term weighting {name!r}; registered: {', '.join(sorted(TERM_WEIGHTINGS))} (or FILE.py:NAME)"
+    )
+
+
+@functools.cache
+def _collator():
+    from pyuca import Collator
+
+    return Collator()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def collation_key(term: str) -> tuple:
+    """pyuca's default Unicode collation key: the SPEC's tie-break between equal priorities."""
+    return tuple(_collator().sort_key(term))
+
+
+@dataclass(frozen=True)
+class TermChoice:
+    """A term's winning weight over the seeds, with the seed it came from."""
+
+    term: str
+    kind: str  # "token" or "name"
+    surface: str
+    seed: int
+    weight: TermWeight
+    selected: bool = False
+    order: int = 0  # 1-based priority order among selected terms
+    resolved: str | None = None
+    resolution: str | None = None
+
+
+def choose_terms(
+    seeds: list[SeedView], stats: CorpusStats, weighting_name: str, L: int
+) -> tuple[list[TermChoice], dict[int, float | None]]:
+    """Every eligible term with its best seed, the top L (priority desc, collation key)
+    selected; and each seed's weight as the variant set it (None if it proposed no term).
+
+    Excluded (SPEC §3): terms whose tokens are all question tokens, and terms with df = 0."""
+    weighting = get_term_weighting(weighting_name)
+    best: dict[str, TermChoice] = {}
+    seed_weights: dict[int, float | None] = {}
+    for seed in seeds:  # ranking order; a later seed wins only with a strictly higher priority
+        kinds: dict[str, tuple[str, str]] = {}
+        for u in seed.sentences:
+            for t in u.units[: len(u.units) - len(u.names)]:
+                kinds.setdefault(t, ("token", t))
+            for t, surface in u.names:
+                kinds.setdefault(t, ("name", surface))
+        eligible = frozenset(t for t in kinds if not all(x in seed.question_tokens for x in t.split(" ")))
+        weights = weighting(replace(seed, candidate_terms=eligible), stats)
+        if not isinstance(weights, dict):
+            raise TermWeightingError(f"term weighting {weighting_name!r} returned {type(weights).__name__}, expected a dict")
+        seed_weights[seed.unit_id] = next(
+            (w.seed_weight for w in weights.values() if isinstance(w, TermWeight)), None
+        )
+        for t, w in weights.items():
+            if t not in eligible:
+                continue
+            pr = w.priority if isinstance(w, TermWeight) else w
+            if not isinstance(pr, (int, float)) or math.isnan(pr) or pr < 0 or math.isinf(pr):
+                raise TermWeightingError(
+                    f"term weighting {weighting_name!r} gave term {t!r} of seed {seed.unit_id} the priority {pr!r}; "
+                    "priorities must be finite and >= 0"
+                )
+            if not isinstance(w, TermWeight):
+                w = TermWeight(float(pr))
+            if stats.df(t) == 0:
+                continue
+            current = best.get(t)
+            if current is None or w.priority > current.weight.priority:
+                kind, surface = kinds[t]
+                best[t] = TermChoice(t, kind, surface, seed.unit_id, w)
+    ordered = sorted(best.values(), key=lambda c: (-c.weight.priority, collation_key(c.term)))
+    choices = [
+        TermChoice(c.term, c.kind, c.surface, c.seed, c.weight, selected=i < L, order=i + 1 if i < L else 0)
+        for i, c in enumerate(ordered)
+    ]
+    return choices, seed_weights

@@ -1,0 +1,185 @@
+"""SAG2 text processing (SPEC §1): tokens, name phrases, sentences.
+
+>>> tokenize("After login, the session stores the user's role_id.")
+['after', 'login', 'session', 'stores', 'user', 's', 'role', 'id', 'role_id']
+
+`tokenize` is the fast path used everywhere; `tokenize_plain` is the rule written out
+straight (one jieba pass over the whole text) and exists so tests can prove the fast
+path emits exactly the same tokens.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import unicodedata
+
+import jieba
+import jieba.finalseg
+import regex
+
+# Bump when any rule below changes: indexes record it and refuse a mismatched open.
+TOKENIZER_VERSION = "sag2-text-1"
+
+# SPEC §1.2: keep connected Latin tokens (role_id, a.b-c, 3.5%) whole in jieba's
+# fallback segmenter. jieba reads this module attribute at call time.
+CONNECTED_LATIN = r"([a-zA-Z0-9]+(?:[._-][a-zA-Z0-9]+)*%?)"
+
+STOPWORDS = frozenset(
+    "的 了 是 在 和 与 或 哪 什么 哪个 哪些 如何 怎么 为什么 是否 这 那 一个 一种 请 我 你 他 它 吗 呢 吧 地 得".split()
+    + "the a an of in on at to for and or is are was were be by with from which what who how when where does do did that this it as".split()
+)
+
+_SEPARATOR = re.compile(r"[._-]")
+_LATIN_LETTER = re.compile(r"[a-z]")
+_LETTER_OR_DIGIT = regex.compile(r"[\p{L}\p{N}]")
+# jieba.cut's own block splitter (re_han_default): each block is segmented on its own,
+# which is what makes per-block memoisation exact.
+_JIEBA_BLOCK = re.compile("([\u4E00-\u9FD5a-zA-Z0-9+#&\\._%\\-]+)", re.U)
+
+
+@functools.cache
+def _jieba() -> jieba.Tokenizer:
+    # Loading the dictionary takes ~1 s: once per process, on first use.
+    jieba.setLogLevel(logging.WARNING)
+    jieba.finalseg.re_skip = re.compile(CONNECTED_LATIN)
+    jieba.dt.check_initialized()
+    return jieba.dt
+
+
+def jieba_version() -> str:
+    return jieba.__version__
+
+
+def normalize(text: str) -> str:
+    """SPEC §1.1: NFKC, then lower-case."""
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+@functools.cache
+def _ascii_short_words() -> tuple[str, ...]:
+    return tuple(w for w, f in _jieba().FREQ.items() if f > 0 and len(w) in (2, 3) and w.isascii())
+
+
+def _expand_word(word: str, freq: dict) -> list[str]:
+    """SPEC §1.3-4: separator parts, dictionary sub-words of length 2 and 3, the word; filtered."""
+    out: list[str] = []
+    # An ASCII word can only contain an ASCII dictionary word; jieba 0.42.1 has two
+    # ('c#', 'c++'), so for nearly every English word the look-ups below are skipped.
+    skip_lookups = word.isascii() and not any(w in word for w in _ascii_short_words())
+    if _SEPARATOR.search(word):
+        out.extend(p for p in _SEPARATOR.split(word) if len(p) >= 2 and _LATIN_LETTER.search(p))
+    for n in (2, 3):
+        if len(word) > n and not skip_lookups:
+            out.extend(
+                word[i : i + n] for i in range(len(word) - n + 1) if freq.get(word[i : i + n], 0) > 0
+            )
+    out.append(word)
+    return [t for t in out if t not in STOPWORDS and _LETTER_OR_DIGIT.search(t)]
+
+
+def tokenize_plain(text: str) -> list[str]:
+    """The SPEC §1 rule, one jieba pass over the whole text (slow reference path)."""
+    dt = _jieba()
+    out: list[str] = []
+    for word in dt.cut(normalize(text), HMM=True):
+        out.extend(_expand_word(word, dt.FREQ))
+    return out
+
+
+_ASCII_BLOCK = re.compile(r"[a-z0-9._%-]+")
+
+
+@functools.cache
+def _ascii_blocks_skip_dictionary() -> bool:
+    # jieba segments a block by dictionary words; if no dictionary word is made only of
+    # [a-z0-9._%-] (true for jieba 0.42.1: only 'c#' and 'c++'), such a block falls through
+    # to the fallback segmenter whole, i.e. it is split by CONNECTED_LATIN alone.
+    return not any(f > 0 and _ASCII_BLOCK.fullmatch(w) for w, f in _jieba().FREQ.items())
+
+
+_CONNECTED = re.compile(CONNECTED_LATIN)
+
+
+def _chunk_tokens(chunk: str) -> tuple[str, ...]:
+    """Tokens of one whitespace-free, normalised chunk (jieba never joins across spaces)."""
+    dt = _jieba()
+    out: list[str] = []
+    for block in _JIEBA_BLOCK.split(chunk):
+        if not block:
+            continue
+        if _JIEBA_BLOCK.match(block):
+            if _ASCII_BLOCK.fullmatch(block) and _ascii_blocks_skip_dictionary():
+                words = [w for w in _CONNECTED.split(block) if w]
+            else:
+                words = dt.cut(block, HMM=True)
+            for word in words:
+                tokens = _WORD_CACHE.get(word)
+                if tokens is None:
+                    tokens = _WORD_CACHE[word] = tuple(_expand_word(word, dt.FREQ))
+                out.extend(tokens)
+        else:
+            # Outside jieba's blocks every character is its own word (punctuation, and
+            # letters jieba does not treat as word characters, e.g. 'é').
+            out.extend(ch for ch in block if ch not in STOPWORDS and _LETTER_OR_DIGIT.match(ch))
+    return tuple(out)
+
+
+_WORD_CACHE: dict[str, tuple[str, ...]] = {}
+_CHUNK_CACHE: dict[str, tuple[str, ...]] = {}
+_CHUNK_CACHE_LIMIT = 1 << 20
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokens of `text` in order, duplicates kept (SPEC §1). Same output as `tokenize_plain`.
+
+    >>> tokenize("J. Smith's 3.5% a.b-c")
+    ['j', 'smith', 's', '3.5%', 'a.b-c']
+    """
+    cache = _CHUNK_CACHE
+    out: list[str] = []
+    for chunk in normalize(text).split():
+        tokens = cache.get(chunk)
+        if tokens is None:
+            if len(cache) >= _CHUNK_CACHE_LIMIT:
+                cache.clear()
+                _WORD_CACHE.clear()
+            tokens = cache[chunk] = _chunk_tokens(chunk)
+        out.extend(tokens)
+    return out
+
+
+def phrase(text: str) -> str:
+    """A lexical term's text: the space-joined tokens (SPEC §1 "name's term")."""
+    return " ".join(tokenize(text))
+
+
+# SPEC §1 "Name phrases": >= 2 capitalised words (initial tried first, then an upper-case
+# letter with letters/marks, optionally joined by - ’ ' to further parts), separated by
+# spaces/tabs, not touching a letter or digit on either side.
+_PART = r"(?:\p{Lu}\.|\p{Lu}[\p{L}\p{M}]*)"
+_CAPITALISED = rf"{_PART}(?:[-’']{_PART})*"
+NAME = regex.compile(rf"(?<![\p{{L}}\p{{N}}]){_CAPITALISED}(?:[ \t]+{_CAPITALISED})+(?![\p{{L}}\p{{N}}])")
+
+
+def find_names(text: str) -> list[tuple[int, int, str]]:
+    """Name phrases as (start, end, surface) by a left-to-right scan of original-case text.
+
+    >>> find_names("Lothair II married Teutberga of Lotharingia.")
+    [(0, 10, 'Lothair II')]
+    """
+    return [(m.start(), m.end(), m.group()) for m in NAME.finditer(text)]
+
+
+# SPEC §1 "Sentences": '.', '!' or '?' plus whitespace ends a sentence unless it follows a
+# lone capital (the initial in 'J. Smith'); newlines always split.
+SENTENCE_BREAK = re.compile(r"(?<!\b[A-Z])[.!?]\s+|\n+")
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences of a passage (empty pieces dropped).
+
+    >>> sentences("J. Smith met Mr. Brown. They left!\\nNext")
+    ['J. Smith met Mr', 'Brown', 'They left', 'Next']
+    """
+    return [s for s in SENTENCE_BREAK.split(text) if s]
