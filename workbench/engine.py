@@ -296,6 +296,8 @@ class Run:
         self.pins = dict(pins or {})
         self.memo = memo or JudgmentMemo()
         self.rounds: list[RoundState] = list(rounds)
+        self._usage_start = judge_usage(judge)
+        self._memo_start = (self.memo.hits, self.memo.misses)
 
     # ---- reading ------------------------------------------------------------------------
     @property
@@ -399,8 +401,19 @@ class Run:
         return Trace(
             question=self.question, question_id=self.question_id, gold=tuple(self.gold), params=self.params,
             judge=self.judge_name, rounds=tuple(self.rounds), final_ranking=tuple(final), units=units,
-            stats={"judgments": sum(r.judgments for r in self.rounds)},
+            stats=self.stats(),
         )
+
+    def stats(self) -> dict:
+        """Judgments of this run, in-process cache hits, and the judge's own usage since the
+        run started (a cached JEV judge adds requests, tokens, cost, disk-cache hits)."""
+        out = {"judgments": sum(r.judgments for r in self.rounds),
+               "memo_hits": self.memo.hits - self._memo_start[0],
+               "memo_misses": self.memo.misses - self._memo_start[1]}
+        now = judge_usage(self.judge)
+        for k, v in now.items():
+            out[k] = v - self._usage_start.get(k, 0)
+        return out
 
     def rerun(self, from_round: int | None = None, *, params: Params | None = None, judge="unchanged",
               pins: dict | None = None) -> "Run":
@@ -431,6 +444,27 @@ class Run:
 
     def _repr_html_(self) -> str:
         return self.trace()._repr_html_()
+
+
+def judge_usage(judge) -> dict:
+    """A judge's cumulative counters, if it keeps any (`usage()` -> {name: number})."""
+    usage = getattr(judge, "usage", None)
+    return dict(usage()) if callable(usage) else {}
+
+
+def truncated_trace(index: Index, trace: Trace, H: int) -> Trace:
+    """The trace as if the run had stopped after expansion round H (same trajectory):
+    how the paper reads H=0, 1, 2 off one run."""
+    rounds = list(trace.rounds[: H + 1])
+    if rounds and rounds[-1].stop is None:
+        rounds[-1] = replace(rounds[-1], stop=STOP_MAX_ROUNDS)
+    final = rounds[-1].ranking if rounds else ()
+    scored = [r for r in rounds if r.scored]
+    if trace.params.diversity and trace.judge != "bm25" and scored and final:
+        final = diversify(index, final, scored[-1].score_of())
+    return replace(trace, params=trace.params.replace(H=min(H, trace.params.H)), rounds=tuple(rounds),
+                   final_ranking=tuple(final),
+                   stats={**trace.stats, "judgments": sum(r.judgments for r in rounds)})
 
 
 def _terms(choices, resolutions) -> tuple[Term, ...]:
