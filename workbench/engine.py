@@ -19,7 +19,7 @@ from .corpora import Question
 from .index import DIVERSITY_TOKEN, Index, normalize_title, query_expression, quote
 from .judges import JudgeError, JudgmentMemo
 from .params import Params, earliest_affected_round
-from .terms import SeedView, TermWeightingError, analyze_body, choose_terms
+from .terms import SeedView, TermWeightingError, analyze_body, choose_terms, get_term_weighting
 from .trace import (
     STOP_BM25, STOP_EMPTY_QUESTION, STOP_JUDGE_ERROR, STOP_MAX_ROUNDS, STOP_NO_CANDIDATES,
     STOP_NO_NEW_CANDIDATES, STOP_NO_SEEDS, STOP_NO_TERMS, STOP_TERM_WEIGHTING_ERROR, Candidate, ContextEntry, PoolEntry,
@@ -292,6 +292,7 @@ class Run:
             self.question, self.question_id, self.gold = str(question), None, ()
         self.index = index
         self.params = params or Params()
+        get_term_weighting(self.params.term_weighting)  # unknown variant: fail now, listing the known ones
         self.judge = judge
         self.pins = dict(pins or {})
         self.memo = memo or JudgmentMemo()
