@@ -21,7 +21,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 from . import text as textlib
 
@@ -89,8 +89,10 @@ class SeedView:
     candidate_terms: frozenset[str] = frozenset()  # eligible terms: not made only of question tokens
 
 
-@dataclass(frozen=True)
-class TermWeight:
+class TermWeight(NamedTuple):
+    """A term's priority in one seed and the components that explain it (a NamedTuple:
+    variants create one per term per seed, so it must be cheap)."""
+
     priority: float
     tf: int = 0
     df: int = 0
@@ -98,7 +100,7 @@ class TermWeight:
     query_connection: float = 0.0
     seed_score: float = 0.0
     seed_weight: float = 0.0
-    extra: tuple[tuple[str, float], ...] = ()  # variant-specific components, for display
+    extra: tuple = ()  # variant-specific components as (name, value) pairs, for display
 
 
 TermWeighting = Callable[[SeedView, CorpusStats], dict]
@@ -178,20 +180,47 @@ def tf_only(seed: SeedView, stats: CorpusStats) -> dict[str, TermWeight]:
     return _rule(seed, stats, use_idf=False, use_connection=False, weight=1.0)
 
 
-def bm25_feedback(seed: SeedView, stats: CorpusStats, k1: float = 1.2, b: float = 0.75, avg_len: float = 100.0) -> dict[str, TermWeight]:
-    """RM3-like feedback (paper Appendix B.3 in spirit): BM25 term weight in the seed,
-    times the seed's judge score as its relevance (no query connection)."""
+RM3_MAX_DF_SHARE = 0.10  # paper B.3: RM3 drops terms found in more than 10% of indexed units
+RM3_TOKEN_LENGTH = (2, 20)  # paper B.3: RM3 keeps tokens of 2-20 alphanumeric characters
+BM25_REFERENCE_LENGTH = 100.0  # |d| normaliser: a seed of 100 expansion units counts as average
+
+
+def bm25_feedback(seed: SeedView, stats: CorpusStats, k1: float = 1.2, b: float = 0.75,
+                  avg_len: float = BM25_REFERENCE_LENGTH) -> dict[str, TermWeight]:
+    """RM3-like relevance feedback (paper Appendix B.3, in spirit): BM25 weight of the term
+    in the seed, times the seed's judge score as its relevance.
+
+        bm25(t, d)     = idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avg_len))
+        priority(t, d) = bm25(t, d) * score(d)
+
+    with tf(t, d) and idf(t) as in the paper's rule, |d| = the seed's number of expansion
+    units (sum of tf), k1 = 1.2, b = 0.75 and a fixed reference length avg_len = 100 (the
+    per-seed signature has no corpus average length). As in the paper's RM3 configuration,
+    terms in more than 10% of the indexed units (df > 0.1 N) and single tokens outside 2-20
+    alphanumeric characters are not proposed; name phrases are kept. Where RM3 sums
+    P(t|d)·P(q|d) over feedback passages, this variant takes the seed's judge score for P(q|d)
+    and, like every variant, the maximum over seeds (choose_terms); there is no query-overlap
+    factor, and the original query stays in every expansion expression (SPEC §3), which plays
+    the part of RM3's interpolation with the original query.
+    """
     tf = term_frequencies(seed)
     length = sum(tf.values())
     norm = k1 * (1 - b + b * length / avg_len)
+    max_df = RM3_MAX_DF_SHARE * stats.N
+    lo, hi = RM3_TOKEN_LENGTH
     out = {}
     for t, n in tf.items():
         if t not in seed.candidate_terms:
             continue
+        if " " not in t and not (lo <= len(t) <= hi and t.isalnum()):
+            continue
+        df = stats.df(t)
+        if df > max_df:
+            continue
         idf = stats.idf(t)
         weight = n * (k1 + 1) / (n + norm) * idf
         out[t] = TermWeight(
-            weight * seed.score, tf=n, df=stats.df(t), idf=idf, seed_score=seed.score, seed_weight=seed.score,
+            weight * seed.score, tf=n, df=df, idf=idf, seed_score=seed.score, seed_weight=seed.score,
             extra=(("bm25_weight", weight),),
         )
     return out
@@ -208,7 +237,14 @@ TERM_WEIGHTINGS: dict[str, TermWeighting] = {
 
 
 def register_term_weighting(name: str, fn: TermWeighting) -> TermWeighting:
-    """Add (or replace) a named variant; returns `fn` so it can be used as a decorator."""
+    """Add (or replace) a named variant; returns `fn`.
+
+    >>> register_term_weighting("half_idf", lambda seed, stats: {})   # doctest: +ELLIPSIS
+    <function <lambda> at ...>
+    >>> del TERM_WEIGHTINGS["half_idf"]
+    """
+    if not isinstance(name, str) or not name.strip() or ".py:" in name:
+        raise TermWeightingError(f"term weighting name {name!r}: expected a non-empty name (FILE.py:NAME is the file form)")
     if not callable(fn):
         raise TermWeightingError(f"term weighting {name!r}: {fn!r} is not callable")
     TERM_WEIGHTINGS[name] = fn
@@ -238,17 +274,65 @@ def load_python_object(spec: str, what: str):
     return obj
 
 
+@functools.lru_cache(maxsize=64)
+def _load_file_variant(spec: str, identity) -> TermWeighting:
+    # cached by the file's path, mtime and size: loaded once per run, reloaded when edited
+    return load_python_object(spec, "term weighting")
+
+
 def get_term_weighting(name: str) -> TermWeighting:
+    """The variant registered under `name`, or loaded from `FILE.py:NAME`.
+
+    >>> get_term_weighting("sag2") is sag2_rule
+    True
+    """
     if name in TERM_WEIGHTINGS:
         return TERM_WEIGHTINGS[name]
-    if ":" in name and name.split(":")[0].endswith(".py"):
+    if ":" in name and name.rpartition(":")[0].endswith(".py"):
+        path = Path(name.rpartition(":")[0])
         try:
-            return load_python_object(name, "term weighting")
+            st = path.stat()
+            identity = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+        except OSError:
+            identity = None
+        try:
+            return _load_file_variant(name, identity)
         except ValueError as exc:
             raise TermWeightingError(str(exc)) from None
     raise TermWeightingError(
         f"unknown term weighting {name!r}; registered: {', '.join(sorted(TERM_WEIGHTINGS))} (or FILE.py:NAME)"
     )
+
+
+def _code_text(code) -> str:
+    # nested code objects (lambdas, inner functions) print with their address: recurse instead
+    consts = [_code_text(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts]
+    return "|".join([code.co_code.hex(), *consts, *code.co_names])
+
+
+def variant_fingerprint(name: str) -> str:
+    """A short hash of the variant's code (for result caches: editing a notebook cell's
+    function changes it, so stale results are not reused).
+
+    >>> len(variant_fingerprint("sag2"))
+    12
+    """
+    import hashlib
+
+    fn = get_term_weighting(name)
+    target = getattr(fn, "func", fn)  # functools.partial
+    code = getattr(target, "__code__", None)
+    if code is None:
+        code = getattr(getattr(target, "__call__", None), "__code__", None)
+    parts = [name, getattr(target, "__qualname__", type(target).__name__)]
+    if code is not None:
+        parts.append(_code_text(code))
+    for attr in ("args", "keywords"):
+        if hasattr(fn, attr):
+            parts.append(repr(getattr(fn, attr)))
+    defaults = getattr(target, "__defaults__", None)
+    parts.append(repr(defaults))
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 @functools.cache
@@ -320,7 +404,17 @@ def choose_terms(
             if current is None or w.priority > current.weight.priority:
                 kind, surface = kinds[t]
                 best[t] = TermChoice(t, kind, surface, seed.unit_id, w)
-    ordered = sorted(best.values(), key=lambda c: (-c.weight.priority, collation_key(c.term)))
+    ordered = sorted(best.values(), key=lambda c: (-c.weight.priority, c.term))
+    # The SPEC's tie-break is pyuca collation; computing it is slow, so it is applied to the
+    # tie groups that reach into the top L (the order further down is display only).
+    i = 0
+    while i < min(L, len(ordered)):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1].weight.priority == ordered[i].weight.priority:
+            j += 1
+        if j > i:
+            ordered[i : j + 1] = sorted(ordered[i : j + 1], key=lambda c: collation_key(c.term))
+        i = j + 1
     choices = [
         TermChoice(c.term, c.kind, c.surface, c.seed, c.weight, selected=i < L, order=i + 1 if i < L else 0)
         for i, c in enumerate(ordered)
