@@ -225,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", default=None, help="index (needed by the lexical judge)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--delay-ms", type=float, default=0.0, help="answer every request this much later")
+    p.add_argument("--fault", action="append", default=[], metavar="KIND[:SECONDS][xTIMES]",
+                   help="inject a fault into the next requests, e.g. 429:1, 500x5, slow:3, malformed (see docs/jev.md)")
     p.set_defaults(func=cmd_judge_server)
 
     p = sub.add_parser("cache", help="export or import the judgments of a JEV cache")
