@@ -27,6 +27,7 @@ SCHEMA_VERSION = "sag2wb-index-1"
 DEFAULT_FIELD_WEIGHTS = (2.0, 2.0, 1.0)
 # SPEC Appendix C: diversity vectors use plain word tokens, not jieba tokens.
 DIVERSITY_TOKEN = regex.compile(r"[^\W_]+")
+_PLAIN_TOKEN = regex.compile(r"[a-z0-9]+")
 
 
 class IndexProblem(RuntimeError):
@@ -109,6 +110,7 @@ class Index:
         self.D = int(meta["documents"])
         self._matches: dict[str, frozenset[int]] = {}
         self._df: dict[str, int] = {}
+        self._idf: dict[str, float] = {}
         self._units: dict[int, UnitRecord] = {}
 
     def __repr__(self) -> str:
@@ -177,14 +179,28 @@ class Index:
         """SPEC §2 df(t): units whose *body* matches the token or phrase."""
         n = self._df.get(term)
         if n is None:
-            (n,) = self._fts("SELECT count(*) FROM fts WHERE fts MATCH ?", ("body : " + quote(term),))[0]
+            if _PLAIN_TOKEN.fullmatch(term):
+                n = self._body_vocabulary.get(term, 0)
+            else:
+                (n,) = self._fts("SELECT count(*) FROM fts WHERE fts MATCH ?", ("body : " + quote(term),))[0]
             self._df[term] = n
         return n
 
+    @cached_property
+    def _body_vocabulary(self) -> dict[str, int]:
+        # unicode61 leaves a lower-case ASCII letter/digit run as one token, unchanged, so for
+        # such a term the body phrase-match count is its fts5vocab document count: one
+        # read of the vocabulary replaces thousands of MATCH queries (tested equal).
+        self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.body_vocab USING fts5vocab(main, fts, 'col')")
+        return dict(self.db.execute("SELECT term, doc FROM temp.body_vocab WHERE col = 'body'"))
+
     def idf(self, term: str) -> float:
         """SPEC §2: ln(1 + (N - df + 0.5) / (df + 0.5))."""
-        df = self.df(term)
-        return math.log(1 + (self.N - df + 0.5) / (df + 0.5))
+        value = self._idf.get(term)
+        if value is None:
+            df = self.df(term)
+            value = self._idf[term] = math.log(1 + (self.N - df + 0.5) / (df + 0.5))
+        return value
 
     # ---- derived structures --------------------------------------------------------------
     @cached_property

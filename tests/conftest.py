@@ -1,0 +1,49 @@
+"""Shared fixtures: small hand-checkable indexes built from inline passages."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from workbench.corpora import Unit
+from workbench.index import Index
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("SAG2WB_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def units_from(passages) -> list[Unit]:
+    """[(title, text), ...] -> benchmark-style units (one unit per passage)."""
+    return [Unit(title=t, heading="", body=x, document=t, source="inline", location=f"item {i}")
+            for i, (t, x) in enumerate(passages)]
+
+
+def build_index(tmp_path, passages, name="ix.sqlite") -> Index:
+    return Index.build(units_from(passages), tmp_path / name)
+
+
+# A tiny 2-hop world: the question names the film; the director's birthplace is only in
+# the director's passage, reachable through the name "Mara Quell".
+FILM_WORLD = [
+    ("Glass Harbour", "Glass Harbour is a 1961 drama film directed by Mara Quell. It was shot in Vellor."),
+    ("Mara Quell", "Mara Quell was a film director. She was born in Tessaly and studied painting."),
+    ("Tessaly", "Tessaly is a river town known for bridges."),
+    ("Glass Harbor (band)", "Glass Harbor is a band from Ostrow. The band released three albums."),
+    ("Ostrow", "Ostrow is a port city with a film festival."),
+    ("José Arriaga", "José Arriaga was a composer born in Lumen. He scored the film Glass Harbour."),
+    ("Lumen", "Lumen is a hill village."),
+    ("Harbour Lights", "Harbour Lights is a 1970 film directed by Piet Oduya."),
+]
+
+
+@pytest.fixture
+def film_index(tmp_path) -> Index:
+    return build_index(tmp_path, FILM_WORLD)
+
+
+def shared_data(*parts) -> Path:
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"benchmark data not found at {path}")
+    return path
