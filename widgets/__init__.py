@@ -1,0 +1,10 @@
+"""Jupyter widgets for SAG2 Workbench: a dashboard over one model of UI state whose views
+read only `Trace.frames()` and ask the engine to re-run.
+
+>>> from widgets import dashboard_for
+>>> dashboard_for("sample_corpora/internal_docs")   # doctest: +SKIP
+"""
+from .dashboard import Dashboard, dashboard_for
+from .model import DashboardModel, jev_configured
+
+__all__ = ["Dashboard", "DashboardModel", "dashboard_for", "jev_configured"]

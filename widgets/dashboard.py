@@ -1,0 +1,134 @@
+"""The SAG2 dashboard: one model, the views that read its trace frames, and the controls.
+
+>>> from widgets import Dashboard, dashboard_for                                   # doctest: +SKIP
+>>> Dashboard(index, questions, judge="lexical")                                   # doctest: +SKIP
+>>> dashboard_for("sample_corpora/internal_docs")     # index the folder, find its questions  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import ipywidgets as w
+
+from workbench.corpora import Question, load_corpus, load_questions
+from workbench.index import open_or_build
+from workbench.params import Params
+
+from . import views
+from .controls import JudgeControls, ParamsControls, PinControls
+from .model import DashboardModel
+
+
+def _section(title: str, child, css_class: str = "") -> w.VBox:
+    box = w.VBox([w.HTML(f"<div style='font-weight:600;font-size:13px;margin-top:4px'>{html.escape(title)}</div>"),
+                  child], layout=w.Layout(min_width="0", overflow="hidden", width="100%"))
+    if css_class:
+        box.add_class(css_class)
+    return box
+
+
+def _two_columns(left, right) -> w.GridBox:
+    return w.GridBox([left, right], layout=w.Layout(
+        grid_template_columns="minmax(0, 1fr) minmax(0, 1fr)", grid_gap="6px 12px", width="100%"))
+
+
+class Dashboard:
+    """Step through a SAG2 trajectory, see why each passage and term appeared, change the
+    parameters or the judge and see the new trajectory. Displays itself in a notebook.
+
+    `background=True` runs re-runs on a worker thread so Stop can interrupt between rounds."""
+
+    def __init__(self, index, questions, judge="lexical", params: Params | None = None, *,
+                 jev_options: dict | None = None, judges: dict | None = None, background: bool = False):
+        self.model = DashboardModel(index, questions, judge=judge, params=params, jev_options=jev_options,
+                                    judges=judges)
+        self.background = background
+        m = self.model
+        self.status = views.StatusView(m)
+        self.stepper = views.StepperView(m)
+        self.pool = views.PoolView(m)
+        self.context = views.ContextView(m)
+        self.seeds = views.SeedsView(m)
+        self.terms = views.TermsView(m)
+        self.slope = views.SlopeView(m)
+        self.trajectory = views.TrajectoryView(m)
+        self.ranking = views.RankingView(m)
+        self.diff = views.DiffView(m)
+        self.params = ParamsControls(m)
+        self.judge = JudgeControls(m)
+        self.pins = PinControls(m)
+        if background:
+            m.recompute_later = m.recompute_in_background
+        controls = w.VBox([self.params.widget, self.judge.widget, self.pins.widget, self.status.widget],
+                          layout=w.Layout(border="1px solid #ddd", padding="4px", width="100%"))
+        controls.add_class("sag2wb-controls")
+        self.widget = w.VBox([
+            w.HTML("<div style='font-size:16px;font-weight:600'>SAG2 trajectory dashboard</div>"),
+            self.stepper.widget,
+            controls,
+            _two_columns(_section(self.pool.title, self.pool.widget, "sag2wb-pool-section"),
+                         w.VBox([_section(self.seeds.title, self.seeds.widget, "sag2wb-seeds-section"),
+                                 _section(self.context.title, self.context.widget)],
+                                layout=w.Layout(min_width="0"))),
+            _section(self.terms.title, self.terms.widget, "sag2wb-terms-section"),
+            _two_columns(_section(self.slope.title, self.slope.widget, "sag2wb-slope-section"),
+                         _section(self.ranking.title, self.ranking.widget, "sag2wb-ranking-section")),
+            _section(self.trajectory.title, self.trajectory.widget, "sag2wb-trajectory-section"),
+            _section(self.diff.title, self.diff.widget, "sag2wb-diff-section"),
+        ], layout=w.Layout(width="100%", max_width="1240px", overflow="hidden"))
+        self.widget.add_class("sag2wb-dashboard")
+
+    # ---- notebook display ------------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def display(self):
+        from IPython.display import display
+
+        display(self.widget)
+
+    # ---- conveniences for notebooks --------------------------------------------------------
+    @property
+    def trace(self):
+        return self.model.trace
+
+    @property
+    def frames(self) -> dict:
+        return self.model.frames
+
+
+def _find_questions(path: Path):
+    for candidate in (path.with_name(path.name + ".questions.jsonl"), path / "questions.jsonl",
+                      path.parent / "questions.jsonl"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def dashboard_for(corpus, questions=None, judge: str = "lexical", *, db=None, params: Params | None = None,
+                  **kwargs) -> Dashboard:
+    """Index a folder of .md/.txt documents (or a corpus.json, or a folder holding one) and
+    open the dashboard. `questions`: a .jsonl path, Question objects or plain strings; by
+    default the `<folder>.questions.jsonl` next to the folder or a `questions.jsonl` inside.
+    The index goes to `.sag2wb/<name>.sqlite` (git-ignored) unless `db` says otherwise.
+
+    >>> dashboard_for("sample_corpora/internal_docs")                      # doctest: +SKIP
+    >>> dashboard_for("my_docs", questions=["How are refunds approved?"])  # doctest: +SKIP
+    """
+    path = Path(corpus)
+    source = path / "corpus.json" if path.is_dir() and (path / "corpus.json").is_file() else path
+    units = load_corpus(source)
+    db = Path(db) if db else Path(".sag2wb") / f"{path.name or 'corpus'}.sqlite"
+    index, _ = open_or_build(units, db, source=str(source))
+    if questions is None:
+        found = _find_questions(path)
+        if found is None:
+            raise ValueError(f"{path}: no questions file found next to it; pass questions=[...]")
+        questions = found
+    if isinstance(questions, (str, Path)) and str(questions).endswith(".jsonl"):
+        questions = load_questions(questions)
+    elif isinstance(questions, str):
+        questions = [questions]
+    questions = [q if isinstance(q, Question) else Question(f"q{i + 1}", str(q)) for i, q in enumerate(questions)]
+    return Dashboard(index, questions, judge=judge, params=params, **kwargs)

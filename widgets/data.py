@@ -1,0 +1,189 @@
+"""What each view shows, computed from the trace frames only (pure functions, no widgets).
+
+>>> frames = trace.frames()                                     # doctest: +SKIP
+>>> pool_table(frames, round_no=1, show_gold=True).head()       # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+POOL_VIEW_COLUMNS = ["rank", "title", "origin", "retrieval_rank", "via_term", "score", "previous_score", "gold"]
+TERM_COMPONENTS = ["tf factor (1+ln tf)", "idf", "1 + query connection", "seed_weight"]
+
+
+def short(text: str, n: int = 38) -> str:
+    text = str(text)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def pool_table(frames: dict, round_no: int, show_gold: bool) -> pd.DataFrame:
+    """The round's pool (or unscored candidates) by rank: origin, retrieval rank, via term, scores."""
+    p = frames["passages"]
+    p = p[p["round"] == round_no].copy()
+    p["_order"] = p["rank"].fillna(p["retrieval_rank"]).fillna(1e9)
+    p = p.sort_values(["_order", "unit_id"])
+    cols = [c for c in POOL_VIEW_COLUMNS if show_gold or c != "gold"]
+    return p[cols + ["unit_id", "pinned", "in_context"]].reset_index(drop=True)
+
+
+def context_table(frames: dict, round_no: int, show_gold: bool) -> pd.DataFrame:
+    c = frames["context"]
+    c = c[c["round"] == round_no].copy()
+    if show_gold:
+        gold_units = set(frames["passages"].loc[frames["passages"]["gold"] == True, "unit_id"])  # noqa: E712
+        c["gold"] = c["unit_id"].isin(gold_units)
+    return c.reset_index(drop=True)
+
+
+def seeds_by_round(frames: dict) -> dict:
+    """{round r: [unit ids of S_(r-1)]}, the seeds whose terms retrieved round r.
+
+    The frames give each round's seed count; the seeds are the first that many units of the
+    previous round's ranking never used as seeds before (SPEC §3, Seeds)."""
+    p, rounds = frames["passages"], frames["rounds"]
+    used, out = set(), {}
+    for r, count in zip(rounds["round"], rounds["seeds"]):
+        if r == 0 or not count:
+            continue
+        prev = p[(p["round"] == r - 1) & p["rank"].notna()].sort_values("rank")
+        chosen = [int(u) for u in prev["unit_id"] if u not in used][: int(count)]
+        used.update(chosen)
+        out[int(r)] = chosen
+    return out
+
+
+def seed_bars(frames: dict, round_no: int) -> pd.DataFrame:
+    """Seeds whose terms retrieved this round (S_(r-1)), in seed order, with their score and,
+    when one of their terms won, the seed weight the term-weighting rule gave them."""
+    cols = ["unit_id", "title", "previous_rank", "seed_score", "seed_weight", "gold", "terms_selected"]
+    ids = seeds_by_round(frames).get(round_no, [])
+    if not ids:
+        return pd.DataFrame(columns=cols)
+    p = frames["passages"]
+    prev = p[p["round"] == round_no - 1].set_index("unit_id")
+    t = frames["terms"]
+    t = t[t["round"] == round_no]
+    weight = t.groupby("seed")["seed_weight"].max()
+    selected = t[t["selected"]].groupby("seed").size()
+    out = pd.DataFrame({"unit_id": ids})
+    out["title"] = out["unit_id"].map(prev["title"])
+    out["previous_rank"] = out["unit_id"].map(prev["rank"])
+    out["seed_score"] = out["unit_id"].map(prev["score"])
+    out["seed_weight"] = out["unit_id"].map(weight)
+    out["gold"] = out["unit_id"].map(prev["gold"])
+    out["terms_selected"] = out["unit_id"].map(selected).fillna(0).astype(int)
+    return out[cols]
+
+
+def term_components(frames: dict, round_no: int, top: int = 25) -> pd.DataFrame:
+    """The round's terms by priority (selected first, then the best unselected up to `top`),
+    with the four factors of priority = (1+ln tf)·idf·(1+c)·w and the resolved form."""
+    t = frames["terms"]
+    t = t[t["round"] == round_no].sort_values(["priority", "term"], ascending=[False, True]).head(top).copy()
+    t["tf factor (1+ln tf)"] = [1 + math.log(x) if x and x > 0 else 0.0 for x in t["tf"]]
+    t["1 + query connection"] = 1 + t["query_connection"]
+    t["product"] = t["tf factor (1+ln tf)"] * t["idf"] * t["1 + query connection"] * t["seed_weight"]
+    t["label"] = [
+        f"{term} → {res}" if isinstance(res, str) and res != term else str(term)
+        for term, res in zip(t["term"], t["resolved"])
+    ]
+    return t.reset_index(drop=True)
+
+
+def slope_lines(frames: dict) -> dict:
+    """Score of every scored unit across rounds, split into gold / entered by expansion / other.
+
+    Returns {category: (x, y, text)} with None separating units, so each category is one
+    plotly trace (hundreds of units stay fast)."""
+    p = frames["passages"].dropna(subset=["score"])
+    first = frames["passages"].sort_values("round").drop_duplicates("unit_id")
+    via_expansion = set(first.loc[first["via_term"].notna(), "unit_id"])
+    gold = set(p.loc[p["gold"] == True, "unit_id"])  # noqa: E712
+    out = {"other": ([], [], []), "entered by expansion": ([], [], []), "gold": ([], [], [])}
+    for unit_id, g in p.sort_values("round").groupby("unit_id", sort=True):
+        cat = "gold" if unit_id in gold else "entered by expansion" if unit_id in via_expansion else "other"
+        x, y, text = out[cat]
+        title = g["title"].iloc[0]
+        for r, s, v in zip(g["round"], g["score"], g["via_term"]):
+            x.append(int(r))
+            y.append(float(s))
+            text.append(f"{title}" + (f" (via “{v}”)" if isinstance(v, str) else ""))
+        x.append(None)
+        y.append(None)
+        text.append(None)
+    return out
+
+
+def trajectory_links(frames: dict, keep_top: int = 10) -> dict:
+    """Sankey data passage → term → passage across rounds.
+
+    Kept: the seeds, the selected terms, and the retrieved passages that matter (final top
+    `keep_top`, gold, or later used as seeds); a term is kept only when it leads to one."""
+    p, t = frames["passages"], frames["terms"]
+    ranking = frames["ranking"]
+    final_top = set(ranking["unit_id"].head(keep_top))
+    gold_units = set(p.loc[p["gold"] == True, "unit_id"])  # noqa: E712
+    seeds = set(t["seed"])
+    retrieved = p.dropna(subset=["via_term"]).drop_duplicates(["round", "unit_id"])
+    interesting = retrieved[retrieved["unit_id"].isin(final_top | gold_units | seeds)]
+    sel = t[t["selected"]]
+    nodes, index, colors, links = [], {}, [], {"source": [], "target": [], "value": [], "label": []}
+    titles = dict(zip(p["unit_id"], p["title"]))
+    for u, title in zip(t["seed"], t["seed_title"]):
+        titles.setdefault(u, title)
+
+    def node(key, label, color):
+        if key not in index:
+            index[key] = len(nodes)
+            nodes.append(label)
+            colors.append(color)
+        return index[key]
+
+    def passage_color(u):
+        return "#2ca02c" if u in gold_units else "#1f77b4" if u in final_top else "#9e9e9e"
+
+    for (r, term), g in interesting.groupby(["round", "via_term"], sort=True):
+        winner = sel[(sel["round"] == r) & (sel["term"] == term)]
+        if winner.empty:
+            continue
+        seed = int(winner["seed"].iloc[0])
+        s = node(("p", seed), "★ " * (seed in gold_units) + short(titles.get(seed, seed)), passage_color(seed))
+        tn = node(("t", r, term), f"“{term}” (r{r})", "#ff7f0e")
+        links["source"].append(s)
+        links["target"].append(tn)
+        links["value"].append(len(g))
+        links["label"].append(f"seed {short(titles.get(seed, seed))} → term {term}")
+        for u in g["unit_id"]:
+            u = int(u)
+            pn = node(("p", u), "★ " * (u in gold_units) + short(titles.get(u, u)), passage_color(u))
+            links["source"].append(tn)
+            links["target"].append(pn)
+            links["value"].append(1)
+            links["label"].append(f"term {term} → {short(titles.get(u, u))} (round {r})")
+    return {"labels": nodes, "colors": colors, **links}
+
+
+def ranking_compare(frames: dict, show_gold: bool, top: int = 10) -> pd.DataFrame:
+    """Final top `top` after diversity, with the rank each had before the reordering."""
+    r = frames["ranking"].head(top).copy()
+    r["move"] = r["rank_before_diversity"] - r["position"]
+    cols = ["position", "rank_before_diversity", "move", "title", "score"] + (["gold"] if show_gold else [])
+    return r[cols + ["unit_id"]]
+
+
+def diff_runs(reference: dict | None, current: dict, top: int = 10) -> dict:
+    """What entered the top `top`, what left it, and rank moves, between two runs' frames."""
+    if reference is None:
+        return {"entered": [], "left": [], "moved": [], "same": True, "reference": [], "current": []}
+    a = reference["ranking"].head(top)
+    b = current["ranking"].head(top)
+    ra = dict(zip(a["unit_id"], a["position"]))
+    rb = dict(zip(b["unit_id"], b["position"]))
+    titles = {**dict(zip(a["unit_id"], a["title"])), **dict(zip(b["unit_id"], b["title"]))}
+    entered = [(titles[u], rb[u]) for u in b["unit_id"] if u not in ra]
+    left = [(titles[u], ra[u]) for u in a["unit_id"] if u not in rb]
+    moved = [(titles[u], ra[u], rb[u]) for u in b["unit_id"] if u in ra and ra[u] != rb[u]]
+    return {"entered": entered, "left": left, "moved": moved, "same": not (entered or left or moved),
+            "reference": list(a["title"]), "current": list(b["title"])}

@@ -1,0 +1,288 @@
+"""The dashboard's one model of UI state: question, round, params, judge, pins.
+
+Views subscribe to it and redraw from the trace frames; controls change it and ask the
+engine to re-run. No ipywidgets here, so the model is tested without a browser.
+
+>>> model = DashboardModel(index, questions, judge="lexical")   # doctest: +SKIP
+>>> model.set_params(L=10)       # re-runs from the first round the change affects
+>>> model.frames["terms"].query("round == 1 and selected").shape[0]
+10
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+from workbench.corpora import Question
+from workbench.engine import Run
+from workbench.judges import FunctionJudge, JudgeError, JudgmentMemo, LexicalJudge, OracleJudge, load_function_judge
+from workbench.params import Params, ParamsError, earliest_affected_round
+from workbench.terms import TERM_WEIGHTINGS, TermWeightingError
+
+JEV_KEY_VARIABLES = ("JEV_API_KEY", "OPENROUTER_API_KEY", "TYPESAFE_API_KEY")
+TRACE, ROUND, STATUS = "trace", "round", "status"
+
+
+def jev_configured(jev_options: dict | None = None) -> bool:
+    """JEV is offered when an API key is in the environment or a judgment cache is configured."""
+    return any(os.environ.get(v) for v in JEV_KEY_VARIABLES) or bool((jev_options or {}).get("cache_dir"))
+
+
+class Interrupted(Exception):
+    """The researcher pressed Stop; the previous trajectory stays."""
+
+
+@dataclass
+class Status:
+    busy: bool = False
+    done: int = 0  # rounds computed in the current recomputation
+    total: int = 0
+    message: str = ""
+    error: str | None = None  # the last failure (judge, params, loading), shown in the dashboard
+    seconds: float = 0.0
+
+
+class DashboardModel:
+    """UI state + the current Run/Trace. `subscribe(fn)` calls fn(model, what) with what in
+    {"trace", "round", "status"}; views read `model.frames` and `model.round`."""
+
+    def __init__(self, index, questions, *, judge="lexical", params: Params | None = None,
+                 jev_options: dict | None = None, judges: dict | None = None):
+        self.index = index
+        self.questions = [q if isinstance(q, Question) else Question("", str(q)) for q in (questions or [])]
+        if not self.questions:
+            raise ValueError("DashboardModel needs at least one question")
+        for i, q in enumerate(self.questions):
+            if not q.id:
+                self.questions[i] = Question(f"q{i + 1}", q.question, q.gold, q.type, q.hops, q.answer)
+        self.has_gold = any(q.gold for q in self.questions)
+        self.jev_options = dict(jev_options or {})
+        self.extra_judges = dict(judges or {})  # name -> callable or judge object
+        self.memo = JudgmentMemo()
+        self._judges: dict = {}
+        self._listeners = []
+        self._cancel = threading.Event()
+        self._lock = threading.RLock()
+        self.status = Status()
+        self.question = self.questions[0]
+        self.params = params or Params()
+        self.judge_spec = self._check_judge_spec(judge)
+        self.pins: dict = {}
+        self.round = 0
+        self.run: Run | None = None  # the run behind the shown (last good) trace
+        self.trace = None
+        self.frames: dict = {}
+        self.reference = None  # a trace to diff against (the previous one unless fixed)
+        self.reference_fixed = False
+        self.last_recompute: dict = {}
+        self.recompute()
+
+    # ---- subscription ----------------------------------------------------------------------
+    def subscribe(self, fn):
+        self._listeners.append(fn)
+        return fn
+
+    def _emit(self, what: str):
+        for fn in list(self._listeners):
+            fn(self, what)
+
+    # ---- what the pickers offer ------------------------------------------------------------
+    def judge_options(self) -> list[str]:
+        """bm25, lexical; oracle only with gold; jev only when configured; registered functions."""
+        out = ["bm25", "lexical"]
+        if self.question.gold:
+            out.append("oracle")
+        if jev_configured(self.jev_options):
+            out.append("jev")
+        out.extend(self.extra_judges)
+        if self.judge_spec not in out:
+            out.append(self.judge_spec)
+        return out
+
+    @staticmethod
+    def term_weightings() -> list[str]:
+        return list(TERM_WEIGHTINGS)
+
+    @property
+    def rounds_count(self) -> int:
+        return len(self.trace.rounds) if self.trace else 0
+
+    @property
+    def show_gold(self) -> bool:
+        return bool(self.question.gold)
+
+    # ---- judges ----------------------------------------------------------------------------
+    def _check_judge_spec(self, spec) -> str:
+        if callable(spec) and not isinstance(spec, str):
+            name = getattr(spec, "__name__", "function")
+            self.extra_judges[name] = spec
+            return name
+        return str(spec)
+
+    def judge_for(self, spec: str, question: Question):
+        """The judge object for a spec (kept, so re-runs see the same object and judge key)."""
+        if spec == "bm25":
+            return None
+        if spec == "oracle":
+            if not question.gold:
+                raise JudgeError("judge 'oracle' needs gold labels; this question has none")
+            key = ("oracle", question.gold)
+            if key not in self._judges:
+                self._judges[key] = OracleJudge(question.gold)
+            return self._judges[key]
+        if spec in self._judges:
+            return self._judges[spec]
+        if spec == "lexical":
+            judge = LexicalJudge(self.index)
+        elif spec == "jev":
+            if not jev_configured(self.jev_options):
+                raise JudgeError("judge 'jev' is not configured: set JEV_API_KEY, OPENROUTER_API_KEY or "
+                                 "TYPESAFE_API_KEY, or pass jev_options={'cache_dir': ...}")
+            from workbench.judges import make_judge  # imports workbench.jev lazily
+
+            judge = make_judge("jev", self.index, **self.jev_options)
+        elif spec in self.extra_judges:
+            obj = self.extra_judges[spec]
+            judge = obj if hasattr(obj, "judge") else FunctionJudge(obj, name=spec)
+        elif ":" in spec and spec.split(":")[0].endswith(".py"):
+            judge = load_function_judge(spec)
+        else:
+            raise JudgeError(f"unknown judge {spec!r}; choose one of {', '.join(self.judge_options())} or FILE.py:NAME")
+        self._judges[spec] = judge
+        return judge
+
+    # ---- changing the state ----------------------------------------------------------------
+    def set_question(self, question_id: str):
+        q = next((q for q in self.questions if q.id == question_id), None)
+        if q is None:
+            raise ValueError(f"unknown question {question_id!r}")
+        if q == self.question:
+            return
+        self.question, self.pins, self.run = q, {}, None
+        if self.judge_spec == "oracle" and not q.gold:
+            self.judge_spec = "lexical"
+        self.recompute_later(new_question=True)
+
+    def validate_params(self, **changes) -> Params:
+        """The params with these changes, or ParamsError / TermWeightingError with the message."""
+        params = self.params.replace(**changes)
+        if params.term_weighting not in TERM_WEIGHTINGS and ":" not in params.term_weighting:
+            raise ParamsError(f"unknown term weighting {params.term_weighting!r}; registered: "
+                              f"{', '.join(sorted(TERM_WEIGHTINGS))}")
+        return params
+
+    def set_params(self, **changes):
+        """Apply parameter changes (raises ParamsError without changing anything when invalid)."""
+        params = self.validate_params(**changes)
+        if params == self.params:
+            return
+        self.params = params
+        self.recompute_later()
+
+    def set_judge(self, spec):
+        spec = self._check_judge_spec(spec)
+        self.judge_for(spec, self.question)  # fails now (JudgeError) for an unusable spec
+        if spec == self.judge_spec:
+            return
+        self.judge_spec = spec
+        self.recompute_later()
+
+    def pin(self, round_no: int, unit_id: int, score: float):
+        if not 0.0 <= float(score) <= 1.0:
+            raise ValueError(f"a pinned score must be in [0, 1], got {score!r}")
+        self.pins = {**self.pins, (int(round_no), int(unit_id)): float(score)}
+        self.recompute_later()
+
+    def clear_pins(self):
+        if self.pins:
+            self.pins = {}
+            self.recompute_later()
+
+    def set_round(self, round_no: int):
+        round_no = max(0, min(int(round_no), self.rounds_count - 1))
+        if round_no != self.round:
+            self.round = round_no
+            self._emit(ROUND)
+
+    def fix_reference(self, fixed: bool = True):
+        """Keep the current trace as the diff reference (otherwise: the previous trace)."""
+        self.reference_fixed = fixed
+        if fixed:
+            self.reference = self.trace
+        self._emit(TRACE)
+
+    def interrupt(self):
+        """Ask a running recomputation to stop after the current round."""
+        self._cancel.set()
+
+    # ---- the engine ------------------------------------------------------------------------
+    def recompute(self, new_question: bool = False):
+        """Re-run from the earliest affected round (judgments come from the shared memo).
+
+        A judge that fails, or an interruption, keeps the last good trajectory on display and
+        records the message in `status.error`."""
+        with self._lock:
+            self._cancel.clear()
+            start = time.perf_counter()
+            self.status = Status(busy=True, total=self.params.H + 1, message="running")
+            self._emit(STATUS)
+            try:
+                judge = self.judge_for(self.judge_spec, self.question)
+                if self.run is None or new_question:
+                    run = Run(self.index, self.question, self.params, judge, pins=self.pins, memo=self.memo)
+                    from_round = 0
+                else:
+                    run = self.run.rerun(params=self.params, judge=judge, pins=self.pins)
+                    from_round = len(run.rounds)
+                self.status.done = len(run.rounds)
+                while run.step() is not None:
+                    self.status.done = len(run.rounds)
+                    self._emit(STATUS)
+                    if self._cancel.is_set() and not run.finished:
+                        raise Interrupted(f"interrupted after round {len(run.rounds) - 1}; "
+                                          "showing the previous trajectory")
+                trace = run.trace()
+            except (JudgeError, TermWeightingError, ParamsError, Interrupted) as exc:
+                self.status = Status(error=str(exc), message="kept the last good trajectory",
+                                     seconds=time.perf_counter() - start)
+                self._emit(STATUS)
+                return
+            failed = next((r for r in trace.rounds if r.error), None)
+            self.last_recompute = {"from_round": from_round, "seconds": time.perf_counter() - start,
+                                   **trace.stats}
+            if failed is not None:
+                self.status = Status(
+                    error=f"round {failed.round}: {failed.stop}: {failed.error}",
+                    message="kept the last good trajectory" if self.trace is not None else "",
+                    seconds=time.perf_counter() - start)
+                if self.trace is not None and not new_question:
+                    self._emit(STATUS)
+                    return
+            else:
+                self.status = Status(message=f"re-ran from round {from_round}",
+                                     done=len(trace.rounds), total=len(trace.rounds),
+                                     seconds=time.perf_counter() - start)
+            if not self.reference_fixed:
+                self.reference = self.trace if not new_question else None
+            self.run, self.trace = run, trace
+            self.frames = trace.frames()
+            self.round = min(self.round, len(trace.rounds) - 1) if not new_question else 0
+        self._emit(TRACE)
+        self._emit(STATUS)
+
+    def recompute_later(self, new_question: bool = False):
+        """How a change asks for a re-run: now, on this thread (the dashboard may swap in
+        `recompute_in_background`)."""
+        self.recompute(new_question=new_question)
+
+    def recompute_in_background(self, new_question: bool = False) -> threading.Thread:
+        """Recompute on a worker thread so the Stop button stays responsive."""
+        thread = threading.Thread(target=self.recompute, kwargs={"new_question": new_question}, daemon=True)
+        thread.start()
+        return thread
+
+    # ---- derived data for views (all from frames) ------------------------------------------
+    def affected_round(self, new: Params) -> int:
+        return earliest_affected_round(self.params, new)
