@@ -47,3 +47,24 @@ def shared_data(*parts) -> Path:
     if not path.exists():
         pytest.skip(f"benchmark data not found at {path}")
     return path
+
+
+# Bridge world: the director's passage shares no token with the question, so only
+# expansion through the name "Mara Quell" reaches it; distractors share surface terms.
+BRIDGE_WORLD = [
+    ("Glass Harbour", "Glass Harbour is a 1961 drama film directed by Mara Quell."),  # 1
+    ("Mara Quell", "Mara Quell grew up in Tessaly. Mara Quell painted rivers."),  # 2
+    ("Tessaly", "Tessaly is a river town known for bridges."),  # 3
+    ("Glass Harbor (band)", "Glass Harbor is a band from Ostrow. The band released albums."),  # 4
+    ("Harbour Lights", "Harbour Lights is a 1970 film by a famous director born in Ostrow."),  # 5
+    ("Ostrow", "Ostrow is a port city."),  # 6
+    ("Quell family", "The Quell family ran a bakery."),  # 7
+    ("Painters", "Painters of rivers include several artists."),  # 8
+]
+
+
+def title_judge(scores: dict, default: float = 0.1):
+    """A function judge that scores by title, for hand-checked trajectories."""
+    def judge(question, candidates, context):
+        return [scores.get(c["title"], default) for c in candidates]
+    return judge
