@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -211,8 +212,14 @@ def build_rounds(trace, calls, doc_title, unit_title, max_hops):
                             "term": qd.get("term"),
                             "match": qd.get("match_expression"),
                             "retrieved": qd.get("retrieved_count"),
+                            # [title, rank in this term's own list, BM25 score as
+                            # reported by the reference (negative: lower is better)]
                             "selected": [
-                                [doc_title(s.get("document_id")), s.get("bm25_rank")]
+                                [
+                                    doc_title(s.get("document_id")),
+                                    s.get("bm25_rank"),
+                                    s.get("bm25_score"),
+                                ]
                                 for s in qd.get("selected") or []
                             ],
                         }
@@ -248,6 +255,24 @@ def build_rounds(trace, calls, doc_title, unit_title, max_hops):
             rec["protected_count"] = entry.get("protected_bm25_count")
             rec.setdefault("stop", None)
     out = [rounds[h] for h in order]
+    if not out:
+        # the reference returns an empty result and an empty trace when the question
+        # has no usable token (observed); nothing was retrieved or scored
+        out = [{"round": 0, "candidates": [], "terms": [], "stop": "no_query_tokens"}]
+    # The round-0 query expression is not traced as such, but every expansion round's
+    # ranking expression ends with it, parenthesised, after the OR of the term matches.
+    for rec in out:
+        expr, queries = rec.get("ranking_expression"), rec.get("term_queries") or []
+        if expr and queries:
+            head = " OR ".join(q["match"] for q in queries) + " OR ("
+            if expr.startswith(head) and expr.endswith(")"):
+                first = out[0]
+                first["query_expression"] = expr[len(head) : -1]
+                first["query_tokens"] = [
+                    m.replace('""', '"')
+                    for m in re.findall(r'"((?:[^"]|"")*)"', first["query_expression"])
+                ]
+                break
     if out:
         last = out[-1]
         if last.get("stop") is None and "pool" in last:
@@ -279,7 +304,9 @@ async def run(args):
     db_path = workdir / "sag2.sqlite"
     config = EngineConfig(relational=RelationalConfig(provider="sqlite", path=str(db_path)))
     scorer = RecordingScorer()
-    max_hops = 0 if args.judge == "bm25" else args.max_hops
+    # bm25: the zero judge still lets the engine run one (discarded) expansion round, only
+    # so that its trace reveals the round-0 query expression; the ranking is C0 as traced.
+    max_hops = 1 if args.judge == "bm25" else args.max_hops
 
     results = []
     async with DataEngine(config, data_source_id=DATA_SOURCE, scorer=scorer) as engine:
@@ -331,6 +358,7 @@ async def run(args):
                 trace, scorer.calls, doc_title, lambda u: unit_title.get(u), max_hops
             )
             if args.judge == "bm25":
+                rounds = rounds[:1]
                 first = rounds[0] if rounds else {}
                 ranking = dedupe(first.get("candidates") or [])[:MAX_RANKING]
                 judgments = 0
@@ -347,7 +375,8 @@ async def run(args):
                         "protected_count",
                     ):
                         r.pop(key, None)
-                    r["stop"] = "bm25_only"
+                    if r.get("stop") in (None, "max_rounds"):
+                        r["stop"] = "bm25_only"
             else:
                 ranking = dedupe(h.title.strip() for h in result.chunks)[:MAX_RANKING]
                 judgments = sum(len(c["pool"]) for c in scorer.calls)
@@ -357,7 +386,9 @@ async def run(args):
                     "question": q["question"],
                     "ranking": ranking,
                     "judgments": judgments,
-                    "ranking_units": [chunk_unit.get(h.chunk_id, h.chunk_id) for h in result.chunks]
+                    "ranking_units": [
+                        chunk_unit.get(h.chunk_id, h.chunk_id) for h in result.chunks
+                    ]
                     if args.judge != "bm25"
                     else [],
                     "final_scores": {
