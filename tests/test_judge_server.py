@@ -1,0 +1,111 @@
+"""The local Noul-compatible server: wire format, served judges, fault specs, bad requests."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from argparse import Namespace
+from pathlib import Path
+
+import httpx
+import pytest
+
+from workbench import jev
+from workbench.corpora import Unit
+from workbench.index import Index
+from workbench.judge_server import FAULTS, JudgeServer, make_server_judge, parse_fault
+from workbench.judges import JudgeError, LexicalJudge
+
+REPO = Path(__file__).resolve().parent.parent
+CANDIDATES = [{"unit_id": i, "title": t, "text": f"{t} lies on the river Vell.", "document": t}
+              for i, t in enumerate(["Ardmore", "Brask", "Coln"])]
+CONTEXT = [{"unit_id": 10, "title": "Vell", "text": "The Vell flows past Ardmore.", "previous_score": 0.8}]
+
+
+def _hash_judge():
+    spec = importlib.util.spec_from_file_location("comparison_judges", REPO / "benchmarks" / "comparison_judges.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.hash_judge
+
+
+@pytest.fixture
+def hash_server():
+    srv = JudgeServer(make_server_judge("hash", None)).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("style", jev.PAYLOAD_STYLES)
+def test_serves_the_hash_judge_over_the_wire_format(hash_server, style):
+    body = jev.build_request("local-model", "Which town is on the Vell?", CANDIDATES, CONTEXT, style)
+    r = httpx.post(hash_server.url, json=body)
+    assert r.status_code == 200
+    data = r.json()
+    assert data["model"] == "local-model" and set(data["answers"]) == {"c1", "c2", "c3"}
+    assert all(a["type"] == "noul" for a in data["answers"].values())
+    expected = _hash_judge()("Which town is on the Vell?", CANDIDATES, CONTEXT)
+    assert [data["answers"][k]["noul"] for k in ("c1", "c2", "c3")] == pytest.approx(expected)
+    assert data["usage"]["input_tokens"] == jev.estimate_request_tokens(body) and data["usage"]["output_tokens"] == 3
+
+
+def test_lexical_judge_over_http_equals_in_process(tmp_path):
+    units = [Unit(c["title"], "", c["text"], c["title"], "inline", "") for c in CANDIDATES + CONTEXT]
+    index = Index.build(units, tmp_path / "i.sqlite")
+    with pytest.raises(JudgeError, match="needs an index: --db DB"):
+        make_server_judge("lexical", None)
+    with JudgeServer(make_server_judge("lexical", str(index.path))) as srv:
+        body = jev.build_request("m", "Which town is on the Vell?", CANDIDATES, [{**CONTEXT[0]}], "stateful")
+        got = httpx.post(srv.url, json=body).json()["answers"]
+    expected = LexicalJudge(index).judge("Which town is on the Vell?", CANDIDATES, CONTEXT)
+    assert [got[k]["noul"] for k in ("c1", "c2", "c3")] == pytest.approx(expected)
+
+
+def test_bad_requests_get_400_naming_the_problem(hash_server):
+    r = httpx.post(hash_server.url, content=b"not json")
+    assert r.status_code == 400
+    r = httpx.post(hash_server.url, json={"model": "m", "state": {"question": "q"}, "questions": {}})
+    assert r.status_code == 400 and '"questions" must be a non-empty JSON object' in r.json()["error"]
+    body = jev.build_request("m", "q", CANDIDATES[:1], [], "stateful")
+    body["state"]["candidates"] = []
+    r = httpx.post(hash_server.url, json=body)
+    assert r.status_code == 400 and "candidate 1 is not in state.candidates" in r.json()["error"]
+    assert httpx.get(hash_server.url).json()["requests"] == 3
+
+
+def test_faults_apply_in_order_then_normal_service(hash_server):
+    hash_server.add_fault("429", retry_after=2).add_fault("503").add_fault("malformed")
+    body = jev.build_request("m", "q", CANDIDATES[:1], [], "inline")
+    r1 = httpx.post(hash_server.url, json=body)
+    assert r1.status_code == 429 and r1.headers["Retry-After"] == "2"
+    assert httpx.post(hash_server.url, json=body).status_code == 503
+    r3 = httpx.post(hash_server.url, json=body)
+    assert r3.status_code == 200 and pytest.raises(json.JSONDecodeError, r3.json)
+    assert httpx.post(hash_server.url, json=body).json()["answers"]["c1"]["type"] == "noul"
+    with pytest.raises(ValueError, match="expected one of"):
+        hash_server.add_fault("teapot")
+
+
+def test_fault_specs():
+    assert parse_fault("500x5") == ("500", 5, {})
+    assert parse_fault("429:1.5") == ("429", 1, {"retry_after": 1.5})
+    assert parse_fault("slow:3x2") == ("slow", 2, {"delay": 3.0})
+    assert parse_fault("out-of-range") == ("out-of-range", 1, {})
+    with pytest.raises(ValueError, match="unknown kind"):
+        parse_fault("boom")
+    with pytest.raises(ValueError, match="expected KIND"):
+        parse_fault("500xmany")
+    assert {"429", "500", "slow", "malformed", "missing", "out-of-range", "401"} <= set(FAULTS)
+
+
+def test_cannot_serve_jev_or_oracle():
+    for spec in ("jev", "oracle"):
+        with pytest.raises(JudgeError, match="cannot serve"):
+            make_server_judge(spec, None)
+
+
+def test_cli_parser_accepts_server_options():
+    from workbench.cli import build_parser
+
+    args = build_parser().parse_args(["judge-server", "--judge", "hash", "--port", "0", "--delay-ms", "200",
+                                      "--fault", "429:1", "--fault", "500x5"])
+    assert isinstance(args, Namespace) and args.delay_ms == 200 and args.fault == ["429:1", "500x5"]
