@@ -1,0 +1,75 @@
+"""SPEC §3 Evaluation: unique-passage recall, complete evidence, bootstrap, resume."""
+import json
+
+import pytest
+
+from workbench.corpora import Question
+from workbench.evaluate import (
+    all_evidence_at, evaluate, mean_metrics, paired_bootstrap, question_metrics, recall_at,
+)
+from workbench.params import Params
+
+from .conftest import BRIDGE_WORLD, build_index
+
+
+def test_recall_and_all_evidence_by_hand():
+    docs = ["a", "x", "b", "y", "z", "c"]
+    assert recall_at(docs, ["a", "b", "c"], 5) == 2 / 3
+    assert all_evidence_at(docs, ["a", "b"], 5) == 1.0 and all_evidence_at(docs, ["a", "c"], 5) == 0.0
+    assert question_metrics(docs, ["a", "c"]) == {"R@5": 50.0, "R@10": 100.0, "AE@10": 100.0}
+    assert mean_metrics([{"R@5": 50.0, "R@10": 100.0, "AE@10": 100.0}, {"R@5": 0.0, "R@10": 50.0, "AE@10": 0.0}]) == {
+        "R@5": 25.0, "R@10": 75.0, "AE@10": 50.0}
+
+
+def test_units_map_to_unique_documents_first_occurrence(tmp_path):
+    from workbench.corpora import Unit
+    from workbench.engine import Run
+    from workbench.index import Index
+
+    units = [Unit("A", "", "alpha one", "a.md", "a.md", "l1"), Unit("A", "", "alpha two", "a.md", "a.md", "l2"),
+             Unit("B", "", "alpha three", "b.md", "b.md", "l1")]
+    ix = Index.build(units, tmp_path / "ix.sqlite")
+    trace = Run(ix, "alpha", Params(H=0), None).run()
+    assert trace.documents() == ["a.md", "b.md"]  # two units of a.md count once
+
+
+def test_paired_bootstrap_is_seeded_and_paired():
+    a = [1.0, 0.0, 1.0, 1.0]
+    b = [0.0, 0.0, 1.0, 0.0]
+    mean, lo, hi = paired_bootstrap(a, b)
+    assert mean == 0.5 and 0.0 <= lo <= 0.5 <= hi <= 1.0
+    assert paired_bootstrap(a, b) == (mean, lo, hi)  # seed 20261015: reproducible
+    assert paired_bootstrap(a, a) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="same questions"):
+        paired_bootstrap(a, b[:3])
+
+
+def test_evaluate_resumes_from_partial_records(tmp_path):
+    ix = build_index(tmp_path, BRIDGE_WORLD)
+    qs = [Question("q1", "Where was the director of Glass Harbour born?", ("Glass Harbour", "Tessaly"), "bridge", 2),
+          Question("q2", "Which band is from Ostrow?", ("Glass Harbor (band)", "Ostrow"), "bridge", 2)]
+    resume = tmp_path / "partial.jsonl"
+    full = evaluate(ix, qs, "oracle", Params(), progress=False, resume_path=resume)
+    assert len(resume.read_text().splitlines()) == 2
+    # an interrupted run: only q1 recorded, plus a line cut in half
+    lines = resume.read_text().splitlines()
+    resume.write_text(lines[0] + "\n" + lines[1][:20])
+    calls = []
+    again = evaluate(ix, qs, "oracle", Params(), progress=False, resume_path=resume,
+                     judge_for=lambda q: calls.append(q.id) or __import__("workbench.judges", fromlist=["x"]).OracleJudge(q.gold))
+    assert calls == ["q2"] and again.metrics == full.metrics
+    # another configuration does not reuse those records
+    other = evaluate(ix, qs, "oracle", Params(H=0), progress=False, resume_path=resume)
+    assert other.config != full.config
+
+
+def test_by_type_and_hops_tables(tmp_path):
+    ix = build_index(tmp_path, BRIDGE_WORLD)
+    qs = [Question("q1", "Where was the director of Glass Harbour born?", ("Glass Harbour", "Tessaly"), "bridge", 2),
+          Question("q2", "Which band is from Ostrow?", ("Glass Harbor (band)",), "single", 1)]
+    res = evaluate(ix, qs, "lexical", Params(), progress=False)
+    assert set(res.by("type").index) == {"bridge", "single"}
+    assert set(res.by("hops").index) == {1, 2}
+    data = res.to_dict()
+    assert set(data["metrics"]) == {"R@5", "R@10", "AE@10", "questions", "judgments"}
+    json.dumps(data, allow_nan=False)
