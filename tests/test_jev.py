@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +14,7 @@ from workbench.cli import main as cli_main
 from workbench.corpora import Unit
 from workbench.engine import Run
 from workbench.index import Index
-from workbench.judges import FunctionJudge, LexicalJudge
+from workbench.judges import FunctionJudge
 from workbench.judge_server import JudgeServer
 from workbench.params import Params
 
