@@ -252,3 +252,16 @@ def test_ablate_command(enc, questions, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "needs a judge" in err or "compares judged policies" in err
     assert "unknown term weighting 'nope'" in err and "registered:" in err
+
+
+def test_questions_without_gold(enc, questions, tmp_path):
+    from workbench.corpora import Question
+    qs = [questions[0], Question("nogold", "Who directed Glass Harbour?")]
+    res = Experiment(enc, qs, [Config("a", Params(H=0), "lexical"), Config("b", Params(H=0, L=5), "lexical")],
+                     progress=False).run()
+    with pytest.raises(ExperimentError, match="no value .*nogold"):
+        res.compare("a", "b")
+    qfile = tmp_path / "nogold.jsonl"
+    qfile.write_text('{"_id": "nogold", "question": "Who directed Glass Harbour?"}\n')
+    assert cli_main(["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "lexical",
+                     "--out", str(tmp_path / "x.json"), "--quiet"]) == 2

@@ -480,9 +480,18 @@ def paired_interval(a, b, metric: str = "R@10", names=("a", "b")) -> dict:
     if not a:
         raise ExperimentError(f"nothing to compare: {names[0]!r} and {names[1]!r} have no questions")
     order = list(a)
+    missing = [q for q in order if _is_nan(a[q]) or _is_nan(b[q])]
+    if missing:
+        raise ExperimentError(
+            f"cannot compare {names[0]!r} with {names[1]!r} on {metric}: {len(missing)} question(s) have no value "
+            f"(no gold labels?): {', '.join(map(str, missing[:5]))}{', ...' if len(missing) > 5 else ''}")
     diff, lo, hi = paired_bootstrap([a[q] for q in order], [b[q] for q in order])
     return {"metric": metric, "a": names[0], "b": names[1], "questions": len(order),
             "difference": round(diff, 4), "low": round(lo, 4), "high": round(hi, 4)}
+
+
+def _is_nan(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 class Results:
@@ -769,6 +778,10 @@ def ablate_main(args) -> int:
     index = Index(args.db)
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)
+    no_gold = [q.id for q in questions if not q.gold]
+    if no_gold:
+        raise CLIError(f"{args.questions}: {len(no_gold)} question(s) have no gold labels (supporting_titles), "
+                       f"which the ablation's metrics need: {', '.join(no_gold[:5])}{' ...' if len(no_gold) > 5 else ''}")
     params = _params(args).replace(H=2)
     out = Path(args.out)
     resume = out.with_name(out.name + ".partial.jsonl")
@@ -780,9 +793,11 @@ def ablate_main(args) -> int:
     report = ablation_report(results, args.judge)
     report.update({"db": str(args.db), "questions_file": str(args.questions), "index": index.meta.get("fingerprint"),
                    "params": params.to_dict(), "seconds": round(seconds, 2), "stats": results.stats,
-                   "per_question": results.frame(extras=True).to_dict(orient="records")})
+                   "per_question": [{k: (None if _is_nan(v) else v) for k, v in r.items()}
+                                    for r in results.frame(extras=True).to_dict(orient="records")]})
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, ensure_ascii=False, indent=1, default=_json_default), encoding="utf-8")
+    out.write_text(json.dumps(report, ensure_ascii=False, indent=1, default=_json_default, allow_nan=False),
+                   encoding="utf-8")
     markdown = ablation_markdown(results, report, f"SAG2 ablation: {Path(args.questions).name}, judge {args.judge}")
     out.with_suffix(".md").write_text(markdown, encoding="utf-8")
     html_text = (f"<!doctype html><meta charset='utf-8'><title>SAG2 ablation</title>"
