@@ -75,7 +75,8 @@ def load_benchmark_corpus(path: str | Path) -> list[Unit]:
                 raise CorpusError(f"{where}: missing \"{field}\"")
             if not isinstance(item[field], str):
                 raise CorpusError(f"{where}: \"{field}\" must be a string, got {type(item[field]).__name__}")
-        title, text = item["title"], item["text"]
+        # surrounding whitespace carries nothing (and would change what a judge is shown)
+        title, text = item["title"].strip(), item["text"].strip()
         if not title.strip():
             raise CorpusError(f"{where}: empty \"title\"")
         if not text.strip():

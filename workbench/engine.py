@@ -290,6 +290,8 @@ class Run:
             self.question, self.question_id, self.gold = question.question, question.id, question.gold
         else:
             self.question, self.question_id, self.gold = str(question), None, ()
+        # the judge sees the question as written, less surrounding whitespace
+        self.question = self.question.strip()
         self.index = index
         self.params = params or Params()
         get_term_weighting(self.params.term_weighting)  # unknown variant: fail now, listing the known ones

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import sqlite3
 import time
 import unicodedata
@@ -25,8 +26,10 @@ from .corpora import UNIT_MAX_CHARS, Unit
 
 SCHEMA_VERSION = "sag2wb-index-1"
 DEFAULT_FIELD_WEIGHTS = (2.0, 2.0, 1.0)
-# SPEC Appendix C: diversity vectors use plain word tokens, not jieba tokens.
-DIVERSITY_TOKEN = regex.compile(r"[^\W_]+")
+# SPEC Appendix C: diversity vectors use plain word tokens, not jieba tokens. The standard
+# library's `re` on purpose: its \w excludes combining marks (Devanagari vowel signs split a
+# word), which is what the reference implementation's vectors show; `regex` would differ.
+DIVERSITY_TOKEN = re.compile(r"[^\W_]+")
 _PLAIN_TOKEN = regex.compile(r"[a-z0-9]+")
 
 
@@ -52,6 +55,7 @@ def tokenizer_signature() -> dict:
         "connected_latin": textlib.CONNECTED_LATIN,
         "stopwords": hashlib.sha256(" ".join(sorted(textlib.STOPWORDS)).encode()).hexdigest()[:16],
         "unit_max_chars": str(UNIT_MAX_CHARS),
+        "diversity_token": "re:" + DIVERSITY_TOKEN.pattern,
     }
 
 
