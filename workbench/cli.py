@@ -74,8 +74,9 @@ def cmd_index(args) -> int:
     return 0
 
 
-def _print_ranking(trace, index, limit: int) -> None:
+def _print_ranking(trace, index, limit: int, gold=()) -> None:
     scores = trace.final_scores()
+    gold = set(gold)
     print(f"question: {trace.question}")
     print(f"judge: {trace.judge}; judgments: {trace.judgments}; stop: {trace.stop}")
     if not trace.final_ranking:
@@ -85,7 +86,8 @@ def _print_ranking(trace, index, limit: int) -> None:
         rec = index.unit(u)
         score = scores.get(u)
         where = f"{rec.source} {rec.location}".strip()
-        print(f"{i:3d}. {rec.title}  [{where}]  score={'%.4f' % score if score is not None else 'bm25'}")
+        mark = " *gold*" if rec.document in gold else ""
+        print(f"{i:3d}. {rec.title}  [{where}]  score={'%.4f' % score if score is not None else 'bm25'}{mark}")
 
 
 def _explain(trace) -> None:
@@ -136,19 +138,20 @@ def cmd_eval(args) -> int:
     result = evaluate(index, questions, args.judge, params, progress=not args.quiet, resume_path=resume,
                       trace_dir=args.trace_dir, **_jev_options(args))
     data = result.to_dict()
-    judge_stats = getattr(result, "judge_stats", None)
-    if judge_stats:
-        data["stats"].update(judge_stats)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False), encoding="utf-8")
     resume.unlink(missing_ok=True)
-    m = data["metrics"]
+    m, s = data["metrics"], data["stats"]
+    usage = (f"  requests {s.get('requests', 0)}  tokens in/out {s.get('input_tokens', 0)}/{s.get('output_tokens', 0)}"
+             f"  cost {s.get('cost', 0)}") if "requests" in s else ""
     print(f"{args.judge}: R@5 {m['R@5']:.2f}  R@10 {m['R@10']:.2f}  AE@10 {m['AE@10']:.2f}  "
-          f"questions {m['questions']}  judgments {m['judgments']}  -> {out}")
+          f"questions {m['questions']}  judgments {m['judgments']}{usage}  -> {out}")
     return 0
 
 
 def cmd_demo(args) -> int:
+    """Index the bundled docs, walk one cross-file question round by round, then compare
+    BM25, SAG2 with the offline lexical judge, and the oracle ceiling on every sample question."""
     from .engine import Run
     from .evaluate import evaluate
     from .judges import LexicalJudge
@@ -158,14 +161,25 @@ def cmd_demo(args) -> int:
     print(f"{'built' if built else 'opened'} {db} ({index.N} units, {index.D} files of the bundled internal docs)\n")
     questions = load_questions(SAMPLE_DOCS_QUESTIONS)
     judge = LexicalJudge(index)
-    trace = Run(index, questions[0], Params(), judge).run()
-    _print_ranking(trace, index, 10)
-    gold = set(questions[0].gold)
-    print("gold files: " + ", ".join(sorted(gold)))
+    # docs-02 asks the flagship question in Chinese: only expansion through the identifiers
+    # role_id / permission_keys reaches the English gateway file.
+    question = next((q for q in questions if q.id == args.question), questions[0])
+    trace = Run(index, question, Params(), judge).run()
+    _print_ranking(trace, index, 10, question.gold)
+    baseline = Run(index, question, Params(), None).run()
+    found = lambda t: sorted(set(t.documents()[:10]) & set(question.gold))
+    print(f"gold files ({len(question.gold)}): " + ", ".join(sorted(question.gold)))
+    print(f"in the top 10: BM25 alone {len(found(baseline))}, SAG2 with the offline lexical judge {len(found(trace))}"
+          f" (reached through expansion: {', '.join(sorted(set(found(trace)) - set(found(baseline)))) or 'none'})")
     _explain(trace)
+    print("\ngold files in the top 10, per sample question:")
+    results = {name: evaluate(index, questions, name, Params(), progress=False) for name in ("bm25", "lexical", "oracle")}
+    print(f"  {'question':10s} {'gold':>4s} {'bm25':>5s} {'lexical':>8s} {'oracle':>7s}  question text")
+    for i, q in enumerate(questions):
+        row = [round(results[n].records[i]["R@10"] * len(q.gold) / 100) for n in results]
+        print(f"  {q.id:10s} {len(q.gold):4d} {row[0]:5d} {row[1]:8d} {row[2]:7d}  {q.question[:60]}")
     print()
-    for name in ("bm25", "lexical", "oracle"):
-        result = evaluate(index, questions, name, Params(), progress=False)
+    for name, result in results.items():
         m = result.metrics
         print(f"{name:8s} on {m['questions']} sample questions: R@5 {m['R@5']:.2f}  R@10 {m['R@10']:.2f}  "
               f"AE@10 {m['AE@10']:.2f}  judgments {m['judgments']}" + ("  (oracle: a ceiling, not a model)" if name == "oracle" else ""))
@@ -196,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="index the bundled docs corpus and walk one multi-hop question (offline)")
     p.add_argument("--db", default=os.environ.get("SAG2WB_DEMO_DB", ".sag2wb/internal_docs.sqlite"))
+    p.add_argument("--question", default="docs-02", help="which sample question to walk through (default docs-02)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("index", help="build an index from corpus.json or a folder of .md/.txt")

@@ -140,6 +140,7 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
     if trace_dir is not None:
         Path(trace_dir).mkdir(parents=True, exist_ok=True)
     records, traces = [], {}
+    usage: dict = {}  # the judge's own counters summed over questions run now (requests, tokens, cost)
     bar = _progress(len(questions), f"{judge}", progress)
     try:
         for q in questions:
@@ -148,6 +149,9 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
                 bar.update(1)
                 continue
             trace = Run(index, q, params, judge_for(q), memo=memo).run()
+            for k, v in trace.stats.items():
+                if k not in ("judgments", "memo_hits", "memo_misses"):
+                    usage[k] = usage.get(k, 0) + v
             rec = question_record(trace, q)
             records.append(rec)
             if keep_traces:
@@ -160,7 +164,8 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
             bar.update(1)
     finally:
         bar.close()
-    stats = {"judgments": sum(r["judgments"] for r in records), "memo_hits": memo.hits, "memo_misses": memo.misses}
+    stats = {"judgments": sum(r["judgments"] for r in records), "memo_hits": memo.hits, "memo_misses": memo.misses,
+             "resumed_questions": sum(1 for q in questions if q.id in done), **usage}
     return EvalResult(config, records, traces, stats)
 
 
