@@ -11,7 +11,7 @@ from workbench.cli import main as cli_main
 from workbench.corpora import load_corpus, load_questions
 from workbench.engine import Run
 from workbench.experiments import (
-    ABLATION_ROWS, Config, Experiment, ExperimentError, Results, final_only_trace, paired_interval, paper_ablation,
+    ABLATION_ROWS, Config, Experiment, ExperimentError, final_only_trace, paired_interval, paper_ablation,
 )
 from workbench.index import Index
 from workbench.judges import JudgmentMemo, OracleJudge
@@ -265,3 +265,15 @@ def test_questions_without_gold(enc, questions, tmp_path):
     qfile.write_text('{"_id": "nogold", "question": "Who directed Glass Harbour?"}\n')
     assert cli_main(["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "lexical",
                      "--out", str(tmp_path / "x.json"), "--quiet"]) == 2
+
+
+def test_ablate_with_a_file_variant(enc, tmp_path):
+    rules = tmp_path / "my_rules.py"
+    rules.write_text("from workbench.terms import tf_only\n\ndef flat(seed, stats):\n    return tf_only(seed, stats)\n")
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("".join(line + "\n" for line in (ENC / "questions.jsonl").read_text().splitlines()[:4]))
+    out = tmp_path / "flat.json"
+    assert cli_main(["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "lexical", "--out", str(out),
+                     "--quiet", "--param", f"term_weighting={rules}:flat"]) == 0
+    data = json.loads(out.read_text())
+    assert data["params"]["term_weighting"] == f"{rules}:flat" and data["rows"]["H=2"]["judgments"] > 0
