@@ -61,11 +61,11 @@ def test_param_change_redraws_every_view_and_reuses_judgments(dash):
 
 def test_round_slider_moves_the_round_views(dash):
     dash.stepper.slider.value = 0
-    pool0, seeds0 = dash.pool.widget.value, tuple(dash.seeds.widget.data[0].x or ())
+    pool0, seeds0 = dash.pool.widget.value, tuple(dash.seeds.widget.data[0].y or ())
     dash.stepper.slider.value = 1
     assert dash.model.round == 1
     assert dash.pool.widget.value != pool0
-    assert tuple(dash.seeds.widget.data[0].x) != seeds0 and len(dash.seeds.widget.data[0].x) == 10
+    assert tuple(dash.seeds.widget.data[0].y) != seeds0 and len(dash.seeds.widget.data[0].y) == 10
     assert "Round <b>1</b>" in dash.stepper.summary.value
     dash.stepper.next.click()
     assert dash.model.round == 2 and dash.stepper.slider.value == 2

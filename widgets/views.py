@@ -6,6 +6,7 @@ Tables are ipywidgets.HTML; charts are plotly FigureWidgets updated in place
 from __future__ import annotations
 
 import html
+from copy import deepcopy
 
 import ipywidgets as w
 import plotly.graph_objects as go
@@ -31,9 +32,14 @@ TABLE_CSS = (
 )
 
 
-def fmt(v, digits=3) -> str:
+INT_COLUMNS = {"rank", "retrieval_rank", "position", "rank_before_diversity", "previous_rank"}
+
+
+def fmt(v, digits=3, integer=False) -> str:
     if v is None or (isinstance(v, float) and v != v):
         return ""
+    if integer and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return str(int(v))
     if isinstance(v, float):
         return f"{v:.{digits}f}"
     if isinstance(v, bool):
@@ -48,16 +54,29 @@ def html_table(df, columns, headers=None, row_class=None, box=True, cls="") -> s
     for rec in df.to_dict("records"):
         klass = row_class(rec) if row_class else ""
         cells = "".join(
-            f"<td title='{html.escape(str(rec.get(c, '')))}'>{fmt(rec.get(c))}</td>" for c in columns)
+            f"<td title='{html.escape(str(rec.get(c, '')))}'>{fmt(rec.get(c), integer=c in INT_COLUMNS)}</td>"
+            for c in columns)
         rows.append(f"<tr class='{klass}'>{cells}</tr>")
     table = f"<table class='sag2wb-table {cls}'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     return TABLE_CSS + (f"<div class='sag2wb-box'>{table}</div>" if box else table)
 
 
+def sync_figure_state(fig: go.FigureWidget):
+    """Copy the figure's data and layout into its synced widget state.
+
+    plotly's FigureWidget only refreshes `_widget_data`/`_widget_layout` in its own
+    `_repr_mimebundle_`; inside a VBox that is never called, so a view created later (Voilà,
+    a second display) would draw the empty figure it was built with. Updates made with
+    `batch_update` still reach live views as restyle/relayout messages."""
+    fig._widget_layout = deepcopy(fig._layout_obj._props)
+    fig._widget_data = deepcopy(fig._data)
+
+
 def _figure(height: int, **layout) -> go.FigureWidget:
     fig = go.FigureWidget()
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10), autosize=True,
-                      font=dict(size=11), legend=dict(orientation="h", y=-0.15), **layout)
+    layout = {"legend": dict(orientation="h", y=-0.15), **layout}
+    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10), autosize=True, font=dict(size=11),
+                      **layout)
     return fig
 
 
@@ -72,10 +91,14 @@ class View:
         self.widget = self.build()
         model.subscribe(self._on_event)
         self.redraw()
+        if isinstance(self.widget, go.FigureWidget):
+            sync_figure_state(self.widget)
 
     def _on_event(self, model, what):
         if what in self.events:
             self.redraw()
+            if isinstance(self.widget, go.FigureWidget):
+                sync_figure_state(self.widget)
 
     def build(self):  # pragma: no cover - overridden
         raise NotImplementedError
@@ -192,9 +215,10 @@ class SeedsView(View):
     title = "Seeds of the round and their weights"
 
     def build(self):
-        fig = _figure(240, barmode="group", yaxis=dict(range=[0, 1.05], title=None))
-        fig.add_bar(name="seed score", marker_color=SELECTED)
-        fig.add_bar(name="seed weight w(d)", marker_color=EXPANSION)
+        fig = _figure(260, barmode="group", xaxis=dict(range=[0, 1.05]), yaxis=dict(autorange="reversed"),
+                      legend=dict(orientation="h", y=1.0, x=1, xanchor="right", yanchor="bottom"))
+        fig.add_bar(name="seed score", marker_color=SELECTED, orientation="h")
+        fig.add_bar(name="seed weight w(d) (when it won a term)", marker_color=EXPANSION, orientation="h")
         return fig
 
     def redraw(self):
@@ -202,13 +226,13 @@ class SeedsView(View):
         if not m.frames:
             return
         df = data.seed_bars(m.frames, m.round)
-        labels = [("★ " if g is True and m.show_gold else "") + f"{int(r) if r == r else '?'}. {data.short(t, 22)}"
+        labels = [("★ " if g is True and m.show_gold else "") + f"{int(r) if r == r else '?'}. {data.short(t, 28)}"
                   for t, r, g in zip(df["title"], df["previous_rank"], df["gold"])]
         with self.widget.batch_update():
-            self.widget.data[0].x, self.widget.data[0].y = labels, list(df["seed_score"])
-            self.widget.data[1].x = labels
-            self.widget.data[1].y = [None if v != v else float(v) for v in df["seed_weight"]]
-            self.widget.layout.title.text = (f"round {m.round}: seeds from round {m.round - 1}" if len(df)
+            self.widget.data[0].y, self.widget.data[0].x = labels, list(df["seed_score"])
+            self.widget.data[1].y = labels
+            self.widget.data[1].x = [None if v != v else float(v) for v in df["seed_weight"]]
+            self.widget.layout.title.text = (f"round {m.round}: seeds (ranked in round {m.round - 1})" if len(df)
                                              else f"round {m.round}: no seeds (round 0 is plain BM25)")
 
 
