@@ -297,6 +297,11 @@ def test_same_inputs_give_byte_identical_json_that_round_trips(bridge):
     b = bridge_run(bridge).run().to_json()
     assert a == b
     assert Trace.from_json(a).to_json() == a
+    run = bridge_run(bridge)
+    first = run.run()
+    warm = Run(bridge, QUESTION, run.params, run.judge, memo=run.memo).run()  # every judgment from the memo
+    assert warm.stats["memo_hits"] == warm.judgments and first.to_json() != warm.to_json()
+    assert first.to_json(stats=False) == warm.to_json(stats=False)
 
 
 def test_frames_have_documented_columns(bridge):

@@ -233,9 +233,14 @@ class Trace:
             "stats": self.stats,
         }
 
-    def to_json(self) -> str:
-        """Canonical JSON: same inputs and judge give byte-identical text."""
-        return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    def to_json(self, stats: bool = True) -> str:
+        """Canonical JSON: same inputs and judge give byte-identical text. `stats` (cache
+        hits, requests, tokens) describe how this run was computed, not the trajectory:
+        leave them out to compare trajectories computed with warm and cold caches."""
+        d = self.to_dict()
+        if not stats:
+            d.pop("stats")
+        return json.dumps(d, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Trace":
