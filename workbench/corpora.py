@@ -70,11 +70,11 @@ def load_benchmark_corpus(path: str | Path) -> list[Unit]:
         where = f"{path}, item {i}"
         if not isinstance(item, dict):
             raise CorpusError(f"{where}: expected an object with \"title\" and \"text\", got {type(item).__name__}")
-        for field in ("title", "text"):
-            if field not in item:
-                raise CorpusError(f"{where}: missing \"{field}\"")
-            if not isinstance(item[field], str):
-                raise CorpusError(f"{where}: \"{field}\" must be a string, got {type(item[field]).__name__}")
+        for name in ("title", "text"):
+            if name not in item:
+                raise CorpusError(f"{where}: missing \"{name}\"")
+            if not isinstance(item[name], str):
+                raise CorpusError(f"{where}: \"{name}\" must be a string, got {type(item[name]).__name__}")
         # surrounding whitespace carries nothing (and would change what a judge is shown)
         title, text = item["title"].strip(), item["text"].strip()
         if not title.strip():
@@ -183,9 +183,9 @@ def load_questions(path: str | Path) -> list[Question]:
             raise CorpusError(f"{where}: not valid JSON ({exc.msg})") from None
         if not isinstance(item, dict):
             raise CorpusError(f"{where}: expected a JSON object")
-        for field in ("_id", "question"):
-            if field not in item:
-                raise CorpusError(f"{where}: missing \"{field}\"")
+        for name in ("_id", "question"):
+            if name not in item:
+                raise CorpusError(f"{where}: missing \"{name}\"")
         gold = item.get("supporting_titles", [])
         if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):
             raise CorpusError(f"{where}: \"supporting_titles\" must be a list of strings")

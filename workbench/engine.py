@@ -374,12 +374,12 @@ class Run:
         seed_states = tuple(Seed(u, i + 1, hist.latest[u], weights.get(u)) for i, u in enumerate(seeds))
         selected = [c for c in choices if c.selected]
         if not selected:
-            return RoundState(r, "", seeds=seed_states, terms=_terms(choices, {}, self.params.L),
+            return RoundState(r, "", seeds=seed_states, terms=term_rows(choices, {}, self.params.L),
                               ranking=hist.previous_ranking, stop=STOP_NO_TERMS)
         expression, candidates, resolutions = retrieve_expansion(
             self.index, selected, self.rounds[0].expression, hist.seen, self.params)
         hist = replace(hist, expanded=tuple(dedupe(hist.expanded, seeds)))
-        state = RoundState(r, expression, candidates, seeds=seed_states, terms=_terms(choices, resolutions, self.params.L))
+        state = RoundState(r, expression, candidates, seeds=seed_states, terms=term_rows(choices, resolutions, self.params.L))
         if not candidates:
             return replace(state, ranking=hist.previous_ranking, stop=STOP_NO_NEW_CANDIDATES)
         return self._score(state, hist)
@@ -473,7 +473,8 @@ def truncated_trace(index: Index, trace: Trace, H: int) -> Trace:
 NEAR_MISSES = 2  # unselected terms kept in the trace: this many times L (the "why not" view)
 
 
-def _terms(choices, resolutions, L: int) -> tuple[Term, ...]:
+def term_rows(choices, resolutions, L: int) -> tuple[Term, ...]:
+    """Trace rows for a round's terms: the selected ones and the best near misses."""
     out = []
     for c in choices[: L * (1 + NEAR_MISSES)]:
         resolved, how = resolutions.get(c.term, (None, None))

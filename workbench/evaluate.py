@@ -141,7 +141,7 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
         Path(trace_dir).mkdir(parents=True, exist_ok=True)
     records, traces = [], {}
     usage: dict = {}  # the judge's own counters summed over questions run now (requests, tokens, cost)
-    bar = _progress(len(questions), f"{judge}", progress)
+    bar = progress_bar(len(questions), f"{judge}", progress)
     try:
         for q in questions:
             if q.id in done:
@@ -182,7 +182,8 @@ def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)[:120]
 
 
-def _progress(total: int, desc: str, enabled: bool):
+def progress_bar(total: int, desc: str, enabled: bool):
+    """tqdm's notebook-aware bar, or a silent stand-in."""
     if enabled:
         try:
             from tqdm.auto import tqdm

@@ -37,15 +37,15 @@ from pathlib import Path
 from .corpora import Question
 from .engine import (
     Run, dedupe, initial_candidates, question_expression, rank, retrieve_expansion, score_round,
-    select_seeds, select_terms, truncated_trace,
+    select_seeds, select_terms, term_rows, truncated_trace,
 )
-from .evaluate import METRICS, judge_factory, paired_bootstrap, question_metrics
+from .evaluate import METRICS, judge_factory, paired_bootstrap, progress_bar, question_metrics
 from .judges import JudgeError, JudgmentMemo
 from .params import Params
 from .terms import TermWeightingError, get_term_weighting, variant_fingerprint
 from .trace import (
     STOP_EMPTY_QUESTION, STOP_JUDGE_ERROR, STOP_MAX_ROUNDS, STOP_NO_CANDIDATES, STOP_NO_NEW_CANDIDATES,
-    STOP_NO_SEEDS, STOP_NO_TERMS, STOP_TERM_WEIGHTING_ERROR, PoolEntry, RoundState, Seed, Term, Trace,
+    STOP_NO_SEEDS, STOP_NO_TERMS, STOP_TERM_WEIGHTING_ERROR, PoolEntry, RoundState, Seed, Trace,
 )
 
 POLICIES = ("sag2", "truncated", "matched-budget", "final-only")
@@ -110,21 +110,6 @@ def paper_ablation(params: Params | None = None, judge: str = "lexical") -> list
         Config("matched-budget", base.replace(H=0), judge, "matched-budget", source="H=2"),
         Config("final-only", base, judge, "final-only"),
     ]
-
-
-def _term_rows(choices, resolutions, L: int) -> tuple[Term, ...]:
-    """Term rows for display: the selected terms and as many near misses."""
-    out = []
-    for c in choices[: 2 * L]:
-        resolved, how = resolutions.get(c.term, (None, None))
-        w = c.weight
-        out.append(Term(
-            term=c.term, kind=c.kind, surface=c.surface, seed=c.seed, tf=w.tf, df=w.df, idf=w.idf,
-            query_connection=w.query_connection, seed_score=w.seed_score, seed_weight=w.seed_weight,
-            priority=w.priority, selected=c.selected, order=c.order, resolved=resolved, resolution=how,
-            extra=tuple(w.extra),
-        ))
-    return tuple(out)
 
 
 # ---- the final-only policy (paper B.2) ------------------------------------------------------
@@ -194,11 +179,11 @@ def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo 
         seed_states = tuple(Seed(u, i + 1, 1.0, weights.get(u)) for i, u in enumerate(seeds))
         selected = [c for c in choices if c.selected]
         if not selected:
-            stop_state = RoundState(r, "", seeds=seed_states, terms=_term_rows(choices, {}, params.L), stop=STOP_NO_TERMS)
+            stop_state = RoundState(r, "", seeds=seed_states, terms=term_rows(choices, {}, params.L), stop=STOP_NO_TERMS)
             break
         expr_r, cands, resolutions = retrieve_expansion(index, selected, expression, frozenset(seen), params)
         expanded = dedupe(expanded, seeds)
-        terms = _term_rows(choices, resolutions, params.L)
+        terms = term_rows(choices, resolutions, params.L)
         if not cands:
             stop_state = RoundState(r, expr_r, seeds=seed_states, terms=terms, stop=STOP_NO_NEW_CANDIDATES)
             break
@@ -400,7 +385,7 @@ class Experiment:
         for config in _run_order(self.configs):
             key = self.config_key(config)
             rows = records.setdefault(config.name, {})
-            bar = _progress(len(self.questions), config.name, self.progress)
+            bar = progress_bar(len(self.questions), config.name, self.progress)
             try:
                 for q in self.questions:
                     rec = done.get((key, q.id))
@@ -431,25 +416,6 @@ def _raise_run_error(config: Config, question: Question, trace: Trace) -> None:
             raise TermWeightingError(f"configuration {config.name!r}, question {question.id!r}: {r.error}")
         if r.stop == STOP_JUDGE_ERROR:
             raise JudgeError(f"configuration {config.name!r}, question {question.id!r}: {r.error}")
-
-
-def _progress(total: int, desc: str, enabled: bool):
-    if enabled:
-        try:
-            from tqdm.auto import tqdm
-
-            return tqdm(total=total, desc=desc, leave=False)
-        except ImportError:
-            pass
-
-    class _Quiet:
-        def update(self, n):
-            pass
-
-        def close(self):
-            pass
-
-    return _Quiet()
 
 
 # ---- results ---------------------------------------------------------------------------------
