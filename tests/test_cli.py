@@ -7,7 +7,7 @@ import pytest
 
 from workbench.cli import main
 
-from .conftest import BRIDGE_WORLD, REPO, shared_data
+from .conftest import BRIDGE_WORLD, shared_data
 
 
 @pytest.fixture
