@@ -115,6 +115,7 @@ class Index:
         self._matches: dict[str, frozenset[int]] = {}
         self._df: dict[str, int] = {}
         self._idf: dict[str, float] = {}
+        self._bm25_cache: dict[tuple, dict[int, float]] = {}
         self._units: dict[int, UnitRecord] = {}
 
     def __repr__(self) -> str:
@@ -161,12 +162,19 @@ class Index:
         )
 
     def bm25_all(self, expression: str, weights=DEFAULT_FIELD_WEIGHTS) -> dict[int, float]:
-        """BM25 of `expression` for every unit that matches it."""
+        """BM25 of `expression` for every unit that matches it (recent expressions cached:
+        scoring thousands of rows is the costliest query, and re-runs repeat it)."""
         if not expression:
             return {}
-        w1, w2, w3 = weights
-        rows = self._fts("SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ?", (w1, w2, w3, expression))
-        return dict(rows)
+        key = (expression, tuple(weights))
+        rows = self._bm25_cache.pop(key, None)
+        if rows is None:
+            w1, w2, w3 = weights
+            rows = dict(self._fts("SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ?", (w1, w2, w3, expression)))
+            if len(self._bm25_cache) >= 64:
+                self._bm25_cache.pop(next(iter(self._bm25_cache)))
+        self._bm25_cache[key] = rows  # most recent last
+        return rows
 
     def matches(self, term: str) -> frozenset[int]:
         """Units whose title, heading or body contains the phrase `term`."""
