@@ -120,6 +120,7 @@ def _set_readout(page, selector: str, value: str):
 def test_slider_and_parameter_change_redraw_the_views(page):
     from playwright.sync_api import expect
 
+    expect.set_options(timeout=STEP_TIMEOUT_MS)  # auto-waiting, generous on a loaded CI machine
     dashboard = page.locator(".sag2wb-dashboard")
     expect(dashboard).to_be_visible(timeout=LOAD_TIMEOUT_MS)
     summary = page.locator(".sag2wb-round-summary")
@@ -127,6 +128,11 @@ def test_slider_and_parameter_change_redraw_the_views(page):
     # plotly drew data, not only empty axes: bars in the term chart, lines in the slope chart
     expect(page.locator(".sag2wb-slope-section .js-plotly-plot .scatterlayer .trace")).to_have_count(3)
     expect(page.locator(".sag2wb-seeds-section .js-plotly-plot")).to_be_visible()
+    # every chart finished its first draw (an update sent while plotly's first draw is still
+    # running can be lost: plotly's widget view, not ours)
+    expect(page.locator(".sag2wb-seeds-section .gtitle")).to_contain_text("round 0: no seeds")
+    expect(page.locator(".sag2wb-terms-section .annotation-text")).to_have_count(5)
+    expect(page.locator(".sag2wb-trajectory-section .js-plotly-plot .sankey")).to_be_attached()
     pool = page.locator(".sag2wb-pool")
     expect(pool).to_contain_text("round 0:")
     no_horizontal_scroll = "document.documentElement.scrollWidth <= window.innerWidth"
