@@ -305,11 +305,13 @@ def test_same_inputs_give_byte_identical_json_that_round_trips(bridge):
 
 
 def test_frames_have_documented_columns(bridge):
-    from workbench.trace import PASSAGE_COLUMNS, TERM_COLUMNS
+    from workbench.trace import PASSAGE_COLUMNS, SEED_COLUMNS, TERM_COLUMNS
 
     frames = bridge_run(bridge).run().frames()
     assert list(frames["passages"].columns) == PASSAGE_COLUMNS
     assert list(frames["terms"].columns) == TERM_COLUMNS
+    assert list(frames["seeds"].columns) == SEED_COLUMNS
+    assert frames["seeds"][["round", "rank", "unit_id", "score", "weight"]].values.tolist() == [[1, 1, 1, 0.9, 1.0], [2, 1, 2, 0.8, 1.0]]
     p = frames["passages"]
     row = p[(p["round"] == 2) & (p["unit_id"] == 1)].iloc[0]
     assert row["previous_score"] == 0.9 and row["score_change"] == 0.0 and row["origin"] == "seed"

@@ -149,6 +149,9 @@ def test_seeds_view_matches_the_engine_seeds(dash):
         assert derived[r.round] == [s.unit_id for s in r.seeds]
     bars = data.seed_bars(dash.model.frames, 1)
     assert list(bars["seed_score"]) == [s.score for s in trace.rounds[1].seeds]
+    assert list(bars["seed_weight"]) == [s.weight for s in trace.rounds[1].seeds]
+    # the previous round ranked them first among units not yet expanded
+    assert list(bars["previous_rank"]) == sorted(bars["previous_rank"])
 
 
 def test_term_components_multiply_to_the_priority(dash):

@@ -38,41 +38,27 @@ def context_table(frames: dict, round_no: int, show_gold: bool) -> pd.DataFrame:
 
 
 def seeds_by_round(frames: dict) -> dict:
-    """{round r: [unit ids of S_(r-1)]}, the seeds whose terms retrieved round r.
-
-    The frames give each round's seed count; the seeds are the first that many units of the
-    previous round's ranking never used as seeds before (SPEC §3, Seeds)."""
-    p, rounds = frames["passages"], frames["rounds"]
-    used, out = set(), {}
-    for r, count in zip(rounds["round"], rounds["seeds"]):
-        if r == 0 or not count:
-            continue
-        prev = p[(p["round"] == r - 1) & p["rank"].notna()].sort_values("rank")
-        chosen = [int(u) for u in prev["unit_id"] if u not in used][: int(count)]
-        used.update(chosen)
-        out[int(r)] = chosen
-    return out
+    """{round r: [unit ids of S_(r-1)]}, the seeds whose terms retrieved round r."""
+    seeds = frames["seeds"].sort_values(["round", "rank"])
+    return {int(r): [int(u) for u in g["unit_id"]] for r, g in seeds.groupby("round")}
 
 
 def seed_bars(frames: dict, round_no: int) -> pd.DataFrame:
-    """Seeds whose terms retrieved this round (S_(r-1)), in seed order, with their score and,
-    when one of their terms won, the seed weight the term-weighting rule gave them."""
+    """Seeds whose terms retrieved this round (S_(r-1)), in seed order, with their score, the
+    seed weight the term-weighting rule gave them, and how many selected terms they won."""
     cols = ["unit_id", "title", "previous_rank", "seed_score", "seed_weight", "gold", "terms_selected"]
-    ids = seeds_by_round(frames).get(round_no, [])
-    if not ids:
+    s = frames["seeds"]
+    s = s[s["round"] == round_no].sort_values("rank")
+    if s.empty:
         return pd.DataFrame(columns=cols)
     p = frames["passages"]
     prev = p[p["round"] == round_no - 1].set_index("unit_id")
     t = frames["terms"]
-    t = t[t["round"] == round_no]
-    weight = t.groupby("seed")["seed_weight"].max()
-    selected = t[t["selected"]].groupby("seed").size()
-    out = pd.DataFrame({"unit_id": ids})
-    out["title"] = out["unit_id"].map(prev["title"])
+    selected = t[(t["round"] == round_no) & t["selected"]].groupby("seed").size()
+    out = pd.DataFrame({"unit_id": s["unit_id"].astype(int).to_numpy(), "title": s["title"].to_numpy(),
+                        "seed_score": s["score"].to_numpy(), "seed_weight": s["weight"].to_numpy(),
+                        "gold": s["gold"].to_numpy()})
     out["previous_rank"] = out["unit_id"].map(prev["rank"])
-    out["seed_score"] = out["unit_id"].map(prev["score"])
-    out["seed_weight"] = out["unit_id"].map(weight)
-    out["gold"] = out["unit_id"].map(prev["gold"])
     out["terms_selected"] = out["unit_id"].map(selected).fillna(0).astype(int)
     return out[cols]
 

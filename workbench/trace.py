@@ -112,6 +112,7 @@ TERM_COLUMNS = [
     "round", "term", "kind", "surface", "seed", "seed_title", "tf", "df", "idf", "query_connection", "seed_score",
     "seed_weight", "priority", "selected", "order", "resolved", "resolution",
 ]
+SEED_COLUMNS = ["round", "rank", "unit_id", "title", "score", "weight", "gold"]
 ROUND_COLUMNS = ["round", "scored", "candidates", "pool", "context", "seeds", "terms_selected", "judgments", "stop", "error"]
 CONTEXT_COLUMNS = ["round", "position", "unit_id", "title", "previous_score"]
 RANKING_COLUMNS = ["position", "unit_id", "title", "document", "score", "rank_before_diversity", "gold"]
@@ -163,11 +164,12 @@ class Trace:
 
     # ---- frames ---------------------------------------------------------------------------
     def frames(self) -> dict:
-        """Long DataFrames with the fixed columns above: passages, terms, rounds, context, ranking."""
+        """Long DataFrames with the fixed columns above: passages, terms, seeds, rounds,
+        context, ranking. A round's seeds are S_(r-1), whose terms retrieved that round."""
         import pandas as pd
 
         gold = set(self.gold)
-        passages, terms, rounds, context = [], [], [], []
+        passages, terms, rounds, context, seeds = [], [], [], [], []
         latest: dict[int, float] = {}
         for r in self.rounds:
             cand = {c.unit_id: c for c in r.candidates}
@@ -199,6 +201,10 @@ class Trace:
                     "priority": t.priority, "selected": t.selected, "order": t.order, "resolved": t.resolved,
                     "resolution": t.resolution,
                 })
+            for s in r.seeds:
+                info = self.units[s.unit_id]
+                seeds.append({"round": r.round, "rank": s.rank, "unit_id": s.unit_id, "title": info.title,
+                              "score": s.score, "weight": s.weight, "gold": (info.document in gold) if gold else None})
             for i, c in enumerate(r.context, start=1):
                 context.append({"round": r.round, "position": i, "unit_id": c.unit_id,
                                 "title": self.units[c.unit_id].title, "previous_score": c.previous_score})
@@ -217,6 +223,7 @@ class Trace:
         return {
             "passages": pd.DataFrame(passages, columns=PASSAGE_COLUMNS),
             "terms": pd.DataFrame(terms, columns=TERM_COLUMNS),
+            "seeds": pd.DataFrame(seeds, columns=SEED_COLUMNS),
             "rounds": pd.DataFrame(rounds, columns=ROUND_COLUMNS),
             "context": pd.DataFrame(context, columns=CONTEXT_COLUMNS),
             "ranking": pd.DataFrame(ranking, columns=RANKING_COLUMNS),
