@@ -123,3 +123,17 @@ def test_diversity_df_counts_original_documents(tmp_path):
     assert ix.D == 2 and ix.N == 3
     # [^\W_]+ splits at '_'; counts are per original document
     assert ix.diversity_df(["alpha", "beta", "gamma", "zeta"]) == {"alpha": 2, "beta": 1, "gamma": 1}
+
+
+def test_bm25_restricted_to_some_rows_gives_the_same_scores(tmp_path):
+    ix = build_index(tmp_path, [(f"T{i}", f"alpha {'beta ' * (i % 3)}gamma{i % 4}") for i in range(30)])
+    expr = '"alpha" OR "beta" OR "gamma1"'
+    full = ix.bm25_all(expr)
+    some = {3, 4, 17, 29}
+    assert ix.bm25_all(expr, among=some) == {u: full[u] for u in some}
+    assert ix.bm25_all(expr, among=set()) == {}
+
+
+def test_units_reads_many_at_once_in_the_order_asked(tmp_path):
+    ix = build_index(tmp_path, [("A", "a"), ("B", "b"), ("C", "c")])
+    assert [r.title for r in ix.units([3, 1, 3])] == ["C", "A", "C"]

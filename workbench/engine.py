@@ -79,8 +79,8 @@ def initial_candidates(index: Index, expression: str, params: Params) -> tuple[C
 # ---- scoring and ranking -------------------------------------------------------------------
 def judge_items(index: Index, unit_ids, previous: dict | None = None) -> list[dict]:
     items = []
-    for u in unit_ids:
-        rec = index.unit(u)
+    for rec in index.units(unit_ids):
+        u = rec.id
         item = {"unit_id": u, "title": rec.title, "text": rec.body, "document": rec.document}
         if previous is not None:
             item["previous_score"] = previous[u]
@@ -154,11 +154,11 @@ def retrieve_expansion(index: Index, selected, round0_expression: str, seen, par
     Returns (expression, candidates, {term: (resolved, resolution)})."""
     resolutions = {t.term: resolve_term(index, t.term, t.kind, t.surface, seen) for t in selected}
     expression = " OR ".join([quote(resolutions[t.term][0]) for t in selected] + [round0_expression])
-    bm25 = index.bm25_all(expression, params.field_weights)
+    # filter by each term separately: "term AND (...)" would count the term twice in BM25
+    matched = [[u for u in index.matches(resolutions[t.term][0]) if u not in seen] for t in selected]
+    bm25 = index.bm25_all(expression, params.field_weights, among={u for units in matched for u in units})
     lists = []
-    for t in selected:
-        # filter by the term separately: "term AND (...)" would count the term twice in BM25
-        units = [u for u in index.matches(resolutions[t.term][0]) if u not in seen]
+    for t, units in zip(selected, matched):
         units.sort(key=lambda u: (bm25[u], u))
         lists.append((t.term, units))
     candidates, taken = [], set()
@@ -397,10 +397,8 @@ class Run:
             named.update(c.unit_id for c in r.context)
             named.update(s.unit_id for s in r.seeds)
             named.update(t.seed for t in r.terms)
-        units = {}
-        for u in sorted(named):
-            rec = self.index.unit(u)
-            units[u] = UnitInfo(rec.title, rec.document, rec.source, rec.location)
+        units = {rec.id: UnitInfo(rec.title, rec.document, rec.source, rec.location)
+                 for rec in self.index.units(sorted(named))}
         return Trace(
             question=self.question, question_id=self.question_id, gold=tuple(self.gold), params=self.params,
             judge=self.judge_name, rounds=tuple(self.rounds), final_ranking=tuple(final), units=units,

@@ -8,6 +8,7 @@ units, and the locally derived statistics (df, title phrases, accent aliases, di
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
@@ -133,7 +134,13 @@ class Index:
             ).fetchone()
             if row is None:
                 raise KeyError(f"unit {unit_id} is not in {self.path}")
-            rec = self._units[unit_id] = UnitRecord(*row)
+            rec = self._remember(UnitRecord(*row))
+        return rec
+
+    def _remember(self, rec: UnitRecord) -> UnitRecord:
+        if len(self._units) >= 50_000:  # bounded: a large corpus is not held in memory
+            self._units.clear()
+        self._units[rec.id] = rec
         return rec
 
     @cached_property
@@ -161,20 +168,44 @@ class Index:
             (w1, w2, w3, expression, limit),
         )
 
-    def bm25_all(self, expression: str, weights=DEFAULT_FIELD_WEIGHTS) -> dict[int, float]:
-        """BM25 of `expression` for every unit that matches it (recent expressions cached:
-        scoring thousands of rows is the costliest query, and re-runs repeat it)."""
+    def bm25_all(self, expression: str, weights=DEFAULT_FIELD_WEIGHTS, among=None) -> dict[int, float]:
+        """BM25 of `expression` for every unit that matches it, or only for the units in
+        `among`. A unit's score does not depend on which other rows are returned (idf and
+        average length come from the whole index), so restricting the rows is exact; it
+        saves scoring the thousands of rows that match only common question words.
+        Recent results are cached: re-runs repeat these queries."""
         if not expression:
             return {}
-        key = (expression, tuple(weights))
+        restrict = None if among is None else sorted(among)
+        key = (expression, tuple(weights), None if restrict is None else tuple(restrict))
         rows = self._bm25_cache.pop(key, None)
         if rows is None:
             w1, w2, w3 = weights
-            rows = dict(self._fts("SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ?", (w1, w2, w3, expression)))
+            if restrict is None:
+                sql, args = "SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ?", (w1, w2, w3, expression)
+            else:
+                # '+rowid' keeps SQLite from turning the filter into one FTS5 look-up per id
+                sql = ("SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ? "
+                       "AND +rowid IN (SELECT value FROM json_each(?))")
+                args = (w1, w2, w3, expression, json.dumps(restrict))
+            rows = dict(self._fts(sql, args))
             if len(self._bm25_cache) >= 64:
                 self._bm25_cache.pop(next(iter(self._bm25_cache)))
         self._bm25_cache[key] = rows  # most recent last
         return rows
+
+    def units(self, unit_ids) -> list[UnitRecord]:
+        """Several units at once (one query for those not yet read)."""
+        unit_ids = list(unit_ids)
+        missing = [u for u in dict.fromkeys(unit_ids) if u not in self._units]
+        for i in range(0, len(missing), 500):
+            chunk = missing[i : i + 500]
+            rows = self.db.execute(
+                "SELECT id, title, heading, body, document, source, location FROM units "
+                f"WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+            for row in rows:
+                self._remember(UnitRecord(*row))
+        return [self.unit(u) for u in unit_ids]
 
     def matches(self, term: str) -> frozenset[int]:
         """Units whose title, heading or body contains the phrase `term`."""
