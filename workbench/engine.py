@@ -120,10 +120,10 @@ def select_terms(index: Index, seeds: list[int], latest: dict, question: str, pa
     m = max(latest[u] for u in seeds)
     views = [
         SeedView(
-            unit_id=u, rank=i + 1, title=index.unit(u).title, score=latest[u], max_score=m,
-            sentences=analyze_body(index.unit(u).body), question_tokens=qtokens,
+            unit_id=rec.id, rank=i + 1, title=rec.title, score=latest[rec.id], max_score=m,
+            sentences=analyze_body(rec.body), question_tokens=qtokens, body=rec.body,
         )
-        for i, u in enumerate(seeds)
+        for i, rec in enumerate(index.units(seeds))
     ]
     return choose_terms(views, index, params.term_weighting, params.L)
 

@@ -67,6 +67,32 @@ def analyze_body(body: str) -> tuple[Sentence, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class BodyTerms:
+    """Question-independent counts of one seed body, cached by text (seeds recur across
+    rounds, re-runs and questions)."""
+
+    tf: dict  # term -> count over all 𝔅(u)
+    kinds: dict  # term -> ("token" | "name", surface of its first occurrence)
+    sentences_of: dict  # term -> indices of the sentences whose 𝔅(u) contains it
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def body_terms(body: str) -> BodyTerms:
+    tf: Counter = Counter()
+    kinds: dict = {}
+    sentences_of: dict = {}
+    for i, u in enumerate(analyze_body(body)):
+        tf.update(u.units)
+        for t in u.units[: len(u.units) - len(u.names)]:
+            kinds.setdefault(t, ("token", t))
+        for t, surface in u.names:
+            kinds.setdefault(t, ("name", surface))
+        for t in dict.fromkeys(u.units):
+            sentences_of.setdefault(t, []).append(i)
+    return BodyTerms(dict(tf), kinds, {t: tuple(v) for t, v in sentences_of.items()})
+
+
 class CorpusStats(Protocol):
     N: int
 
@@ -87,6 +113,7 @@ class SeedView:
     sentences: tuple[Sentence, ...]
     question_tokens: frozenset[str]
     candidate_terms: frozenset[str] = frozenset()  # eligible terms: not made only of question tokens
+    body: str = ""  # the seed's body text; when given, per-body counts come from a cache
 
 
 class TermWeight(NamedTuple):
@@ -109,21 +136,35 @@ TermWeighting = Callable[[SeedView, CorpusStats], dict]
 # ---- shared pieces of the paper's rule ------------------------------------------------------
 def term_frequencies(seed: SeedView) -> Counter:
     """tf(t, d): count of t over all 𝔅(u) of the seed."""
+    if seed.body:
+        return Counter(body_terms(seed.body).tf)
     tf: Counter = Counter()
     for u in seed.sentences:
         tf.update(u.units)
     return tf
 
 
-def query_connections(seed: SeedView, stats: CorpusStats) -> dict[str, float]:
-    """c(t, d) = max over sentences u whose 𝔅(u) contains t of c(u) (SPEC §3)."""
-    best: dict[str, float] = {}
+def sentence_connections(seed: SeedView, stats: CorpusStats) -> list[float]:
+    """c(u) for each sentence: idf summed over its distinct question tokens, left to right
+    in order of first occurrence (the float order decides ties between terms)."""
     q = seed.question_tokens
+    out = []
     for u in seed.sentences:
         c = 0.0
-        for x in u.tokens:  # left to right, first occurrences: float order decides ties
+        for x in u.tokens:
             if x in q:
                 c += stats.idf(x)
+        out.append(c)
+    return out
+
+
+def query_connections(seed: SeedView, stats: CorpusStats) -> dict[str, float]:
+    """c(t, d) = max over sentences u whose 𝔅(u) contains t of c(u) (SPEC §3)."""
+    cu = sentence_connections(seed, stats)
+    if seed.body:
+        return {t: max(cu[i] for i in where) for t, where in body_terms(seed.body).sentences_of.items()}
+    best: dict[str, float] = {}
+    for c, u in zip(cu, seed.sentences):
         for t in u.units:
             if c > best.get(t, -1.0):
                 best[t] = c
@@ -136,22 +177,24 @@ def paper_seed_weight(seed: SeedView) -> float:
 
 
 def _rule(seed: SeedView, stats: CorpusStats, *, use_idf=True, use_connection=True, weight=None, use_tf=True):
-    tf = term_frequencies(seed)
+    tf = body_terms(seed.body).tf if seed.body else term_frequencies(seed)
     conn = query_connections(seed, stats)
     w = paper_seed_weight(seed) if weight is None else weight
+    candidates, idf_of, df_of, log, score = seed.candidate_terms, stats.idf, stats.df, math.log, seed.score
     out = {}
     for t, n in tf.items():
-        if t not in seed.candidate_terms:
+        if t not in candidates:
             continue
-        idf = stats.idf(t)
+        idf = idf_of(t)
         c = conn[t]
-        priority = (1 + math.log(n)) if use_tf else 1.0
+        # ((1 + ln tf) * idf) * (1 + c) * w, multiplied in this order (ties depend on it)
+        priority = (1 + log(n)) if use_tf else 1.0
         if use_idf:
             priority = priority * idf
         if use_connection:
             priority = priority * (1 + c)
         priority = priority * w
-        out[t] = TermWeight(priority, tf=n, df=stats.df(t), idf=idf, query_connection=c, seed_score=seed.score, seed_weight=w)
+        out[t] = TermWeight(priority, n, df_of(t), idf, c, score, w)
     return out
 
 
@@ -373,14 +416,19 @@ def choose_terms(
     weighting = get_term_weighting(weighting_name)
     best: dict[str, TermChoice] = {}
     seed_weights: dict[int, float | None] = {}
+    inf = math.inf
     for seed in seeds:  # ranking order; a later seed wins only with a strictly higher priority
-        kinds: dict[str, tuple[str, str]] = {}
-        for u in seed.sentences:
-            for t in u.units[: len(u.units) - len(u.names)]:
-                kinds.setdefault(t, ("token", t))
-            for t, surface in u.names:
-                kinds.setdefault(t, ("name", surface))
-        eligible = frozenset(t for t in kinds if not all(x in seed.question_tokens for x in t.split(" ")))
+        if seed.body:
+            kinds = body_terms(seed.body).kinds
+        else:
+            kinds = {}
+            for u in seed.sentences:
+                for t in u.units[: len(u.units) - len(u.names)]:
+                    kinds.setdefault(t, ("token", t))
+                for t, surface in u.names:
+                    kinds.setdefault(t, ("name", surface))
+        q = seed.question_tokens
+        eligible = frozenset(t for t in kinds if (t not in q if " " not in t else not all(x in q for x in t.split(" "))))
         weights = weighting(replace(seed, candidate_terms=eligible), stats)
         if not isinstance(weights, dict):
             raise TermWeightingError(f"term weighting {weighting_name!r} returned {type(weights).__name__}, expected a dict")
@@ -390,13 +438,14 @@ def choose_terms(
         for t, w in weights.items():
             if t not in eligible:
                 continue
-            pr = w.priority if isinstance(w, TermWeight) else w
-            if not isinstance(pr, (int, float)) or math.isnan(pr) or pr < 0 or math.isinf(pr):
+            pr = w.priority if type(w) is TermWeight else w
+            # 'not pr >= 0' also catches NaN
+            if type(pr) not in (float, int) and not isinstance(pr, (int, float)) or not pr >= 0 or pr == inf:
                 raise TermWeightingError(
                     f"term weighting {weighting_name!r} gave term {t!r} of seed {seed.unit_id} the priority {pr!r}; "
                     "priorities must be finite and >= 0"
                 )
-            if not isinstance(w, TermWeight):
+            if type(w) is not TermWeight:
                 w = TermWeight(float(pr))
             if stats.df(t) == 0:
                 continue
