@@ -34,19 +34,9 @@ FIELDS = [("candidates", "candidates"), ("terms", "terms"), ("pool", "pool"), ("
 
 
 def our_rounds(trace) -> list[dict]:
-    out = []
-    for r in trace.rounds:
-        out.append({
-            "round": r.round,
-            "candidates": trace.titles(c.unit_id for c in r.candidates),
-            "terms": [t.term for t in sorted((t for t in r.terms if t.selected), key=lambda t: t.order)],
-            "pool": trace.titles(e.unit_id for e in r.pool),
-            "context": trace.titles(c.unit_id for c in r.context),
-            "scores": {trace.units[e.unit_id].title: s for e, s in zip(r.pool, r.scores)},
-            "ranking": trace.titles(r.ranking) if r.scored else [],
-            "scored": r.scored,
-        })
-    return out
+    """The CLI's per-round record, plus each round's ranking (the other side lists it)."""
+    return [{**summary, "ranking": trace.titles(r.ranking) if r.scored else [], "scored": r.scored}
+            for summary, r in zip(trace.summary()["rounds"], trace.rounds)]
 
 
 def first_difference(a: list, b: list):

@@ -79,14 +79,10 @@ def normalize_title(title: str) -> str:
 
 
 @dataclass(frozen=True)
-class UnitRecord:
-    id: int
-    title: str
-    heading: str
-    body: str
-    document: str
-    source: str
-    location: str
+class UnitRecord(Unit):
+    """A stored unit: the loaded Unit plus its id in the index (the FTS5 rowid)."""
+
+    id: int = 0
 
 
 class Index:
@@ -130,7 +126,7 @@ class Index:
         rec = self._units.get(unit_id)
         if rec is None:
             row = self.db.execute(
-                "SELECT id, title, heading, body, document, source, location FROM units WHERE id = ?", (unit_id,)
+                "SELECT title, heading, body, document, source, location, id FROM units WHERE id = ?", (unit_id,)
             ).fetchone()
             if row is None:
                 raise KeyError(f"unit {unit_id} is not in {self.path}")
@@ -201,7 +197,7 @@ class Index:
         for i in range(0, len(missing), 500):
             chunk = missing[i : i + 500]
             rows = self.db.execute(
-                "SELECT id, title, heading, body, document, source, location FROM units "
+                "SELECT title, heading, body, document, source, location, id FROM units "
                 f"WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
             for row in rows:
                 self._remember(UnitRecord(*row))
