@@ -391,9 +391,9 @@ def collation_key(term: str) -> tuple:
     return tuple(_collator().sort_key(term))
 
 
-@dataclass(frozen=True)
-class TermChoice:
-    """A term's winning weight over the seeds, with the seed it came from."""
+class TermChoice(NamedTuple):
+    """A term's winning weight over the seeds, with the seed it came from (a NamedTuple:
+    one is made per eligible term per round)."""
 
     term: str
     kind: str  # "token" or "name"
@@ -415,6 +415,7 @@ def choose_terms(
     Excluded (SPEC §3): terms whose tokens are all question tokens, and terms with df = 0."""
     weighting = get_term_weighting(weighting_name)
     best: dict[str, TermChoice] = {}
+    no_match: set[str] = set()
     seed_weights: dict[int, float | None] = {}
     inf = math.inf
     for seed in seeds:  # ranking order; a later seed wins only with a strictly higher priority
@@ -447,12 +448,15 @@ def choose_terms(
                 )
             if type(w) is not TermWeight:
                 w = TermWeight(float(pr))
-            if stats.df(t) == 0:
-                continue
             current = best.get(t)
-            if current is None or w.priority > current.weight.priority:
-                kind, surface = kinds[t]
-                best[t] = TermChoice(t, kind, surface, seed.unit_id, w)
+            if current is None:
+                if t in no_match or stats.df(t) == 0:  # df is the term's own: checked once
+                    no_match.add(t)
+                    continue
+            elif not w.priority > current.weight.priority:
+                continue
+            kind, surface = kinds[t]
+            best[t] = TermChoice(t, kind, surface, seed.unit_id, w)
     ordered = sorted(best.values(), key=lambda c: (-c.weight.priority, c.term))
     # The SPEC's tie-break is pyuca collation; computing it is slow, so it is applied to the
     # tie groups that reach into the top L (the order further down is display only).
