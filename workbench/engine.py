@@ -186,11 +186,17 @@ class History:
     previous_ranking: tuple
 
 
+def add_fusion(fusion: dict, candidates, params: Params) -> dict:
+    """fusion = 1 / (constant + retrieval rank), fixed by the round that first retrieved a unit."""
+    for c in candidates:
+        fusion.setdefault(c.unit_id, 1.0 / (params.fusion_constant + c.retrieval_rank))
+    return fusion
+
+
 def history(rounds, params: Params) -> History:
     seen, expanded, latest, fusion = set(), [], {}, {}
     for r in rounds:
-        for c in r.candidates:
-            fusion.setdefault(c.unit_id, 1.0 / (params.fusion_constant + c.retrieval_rank))
+        add_fusion(fusion, r.candidates, params)
         expanded.extend(s.unit_id for s in r.seeds)
         if r.scored:
             for e, s in zip(r.pool, r.scores):
@@ -277,6 +283,16 @@ def diversify(index: Index, ranking, scores: dict, n: int = 10) -> tuple[int, ..
     return tuple(top[i] for i in chosen) + tuple(ranking[n:])
 
 
+def final_ranking(index: Index, rounds, params: Params, judged: bool) -> tuple[int, ...]:
+    """The last round's ranking, its top 10 reordered for diversity when the judge scored it
+    (pure lexical rankings keep their lexical order)."""
+    final = rounds[-1].ranking if rounds else ()
+    scored = [r for r in rounds if r.scored]
+    if params.diversity and judged and scored and final:
+        final = diversify(index, final, scored[-1].score_of())
+    return tuple(final)
+
+
 # ---- the run -------------------------------------------------------------------------------
 class Run:
     """A SAG2 trajectory for one question that can be stepped, read, rewound and re-run.
@@ -352,9 +368,7 @@ class Run:
         except JudgeError as exc:
             return replace(state, pool=pool, context=context, ranking=hist.previous_ranking,
                            stop=STOP_JUDGE_ERROR, error=str(exc))
-        fusion = dict(hist.fusion)
-        for c in state.candidates:
-            fusion.setdefault(c.unit_id, 1.0 / (self.params.fusion_constant + c.retrieval_rank))
+        fusion = add_fusion(dict(hist.fusion), state.candidates, self.params)
         ranking = rank([e.unit_id for e in pool], scores, fusion, self.params)
         return replace(
             state, pool=pool, context=context, scores=tuple(scores), ranking=ranking, scored=True,
@@ -386,10 +400,7 @@ class Run:
 
     # ---- results ------------------------------------------------------------------------
     def trace(self) -> Trace:
-        final = self.rounds[-1].ranking if self.rounds else ()
-        scored = [r for r in self.rounds if r.scored]
-        if self.params.diversity and self.judge is not None and scored and final:
-            final = diversify(self.index, final, scored[-1].score_of())
+        final = final_ranking(self.index, self.rounds, self.params, judged=self.judge is not None)
         named = set(final)
         for r in self.rounds:
             named.update(c.unit_id for c in r.candidates)
@@ -459,10 +470,7 @@ def truncated_trace(index: Index, trace: Trace, H: int) -> Trace:
     rounds = list(trace.rounds[: H + 1])
     if rounds and rounds[-1].stop is None:
         rounds[-1] = replace(rounds[-1], stop=STOP_MAX_ROUNDS)
-    final = rounds[-1].ranking if rounds else ()
-    scored = [r for r in rounds if r.scored]
-    if trace.params.diversity and trace.judge != "bm25" and scored and final:
-        final = diversify(index, final, scored[-1].score_of())
+    final = final_ranking(index, rounds, trace.params, judged=trace.judge != "bm25")
     return replace(trace, params=trace.params.replace(H=min(H, trace.params.H)), rounds=tuple(rounds),
                    final_ranking=tuple(final),
                    stats={**trace.stats, "judgments": sum(r.judgments for r in rounds)})

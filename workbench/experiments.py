@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .corpora import Question
 from .engine import (
-    Run, dedupe, initial_candidates, question_expression, rank, retrieve_expansion, score_round,
+    Run, add_fusion, dedupe, initial_candidates, question_expression, rank, retrieve_expansion, score_round,
     select_seeds, select_terms, term_rows, truncated_trace,
 )
 from .evaluate import METRICS, judge_factory, paired_bootstrap, progress_bar, question_metrics
@@ -202,8 +202,7 @@ def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo 
     scores, judgments = score_round(index, judge, memo, text, pool, (), {})  # JudgeError propagates
     fusion: dict[int, float] = {}
     for s in states:
-        for c in s.candidates:
-            fusion.setdefault(c.unit_id, 1.0 / (params.fusion_constant + c.retrieval_rank))
+        add_fusion(fusion, s.candidates, params)
     ranking = rank(list(pool_order), scores, fusion, params)
     states[pool_round] = replace(
         states[pool_round], pool=pool, scores=tuple(scores), ranking=ranking, scored=True, judgments=judgments,

@@ -57,8 +57,14 @@ def normalize(text: str) -> str:
 
 
 @functools.cache
+def _ascii_dictionary_words() -> tuple[str, ...]:
+    # one pass over jieba's ~350k-entry dictionary; the two facts below derive from it
+    return tuple(w for w, f in _jieba().FREQ.items() if f > 0 and w.isascii())
+
+
+@functools.cache
 def _ascii_short_words() -> tuple[str, ...]:
-    return tuple(w for w, f in _jieba().FREQ.items() if f > 0 and len(w) in (2, 3) and w.isascii())
+    return tuple(w for w in _ascii_dictionary_words() if len(w) in (2, 3))
 
 
 def _expand_word(word: str, freq: dict) -> list[str]:
@@ -95,7 +101,7 @@ def _ascii_blocks_skip_dictionary() -> bool:
     # jieba segments a block by dictionary words; if no dictionary word is made only of
     # [a-z0-9._%-] (true for jieba 0.42.1: only 'c#' and 'c++'), such a block falls through
     # to the fallback segmenter whole, i.e. it is split by CONNECTED_LATIN alone.
-    return not any(f > 0 and _ASCII_BLOCK.fullmatch(w) for w, f in _jieba().FREQ.items())
+    return not any(_ASCII_BLOCK.fullmatch(w) for w in _ascii_dictionary_words())
 
 
 _CONNECTED = re.compile(CONNECTED_LATIN)
