@@ -75,14 +75,23 @@ class BodyTerms:
     tf: dict  # term -> count over all 𝔅(u)
     kinds: dict  # term -> ("token" | "name", surface of its first occurrence)
     sentences_of: dict  # term -> indices of the sentences whose 𝔅(u) contains it
+    sentence_tokens: tuple = ()  # per sentence: its distinct tokens T(u), first-occurrence order
+    phrases: tuple = ()  # the terms made of several tokens, with their tokens
+
+    def eligible(self, question_tokens) -> frozenset:
+        """Terms not made only of question tokens (SPEC §3), by set operations: a seed
+        proposes hundreds of terms and shares few tokens with the question."""
+        q = question_tokens
+        excluded = self.tf.keys() & q
+        excluded.update(t for t, parts in self.phrases if all(x in q for x in parts))
+        return frozenset(self.tf.keys() - excluded if excluded else self.tf)
 
 
-@functools.lru_cache(maxsize=1 << 14)
-def body_terms(body: str) -> BodyTerms:
+def summarize_sentences(sentences) -> BodyTerms:
     tf: Counter = Counter()
     kinds: dict = {}
     sentences_of: dict = {}
-    for i, u in enumerate(analyze_body(body)):
+    for i, u in enumerate(sentences):
         tf.update(u.units)
         for t in u.units[: len(u.units) - len(u.names)]:
             kinds.setdefault(t, ("token", t))
@@ -90,7 +99,20 @@ def body_terms(body: str) -> BodyTerms:
             kinds.setdefault(t, ("name", surface))
         for t in dict.fromkeys(u.units):
             sentences_of.setdefault(t, []).append(i)
-    return BodyTerms(dict(tf), kinds, {t: tuple(v) for t, v in sentences_of.items()})
+    return BodyTerms(
+        dict(tf), kinds, {t: tuple(v) for t, v in sentences_of.items()},
+        tuple(u.tokens for u in sentences), tuple((t, tuple(t.split(" "))) for t in tf if " " in t),
+    )
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def body_terms(body: str) -> BodyTerms:
+    return summarize_sentences(analyze_body(body))
+
+
+def seed_terms(seed: "SeedView") -> BodyTerms:
+    """The seed's term counts: from the body-text cache when the body is given."""
+    return body_terms(seed.body) if seed.body else summarize_sentences(seed.sentences)
 
 
 class CorpusStats(Protocol):
@@ -136,24 +158,19 @@ TermWeighting = Callable[[SeedView, CorpusStats], dict]
 # ---- shared pieces of the paper's rule ------------------------------------------------------
 def term_frequencies(seed: SeedView) -> Counter:
     """tf(t, d): count of t over all 𝔅(u) of the seed."""
-    if seed.body:
-        return Counter(body_terms(seed.body).tf)
-    tf: Counter = Counter()
-    for u in seed.sentences:
-        tf.update(u.units)
-    return tf
+    return Counter(seed_terms(seed).tf)
 
 
 def sentence_connections(seed: SeedView, stats: CorpusStats) -> list[float]:
     """c(u) for each sentence: idf summed over its distinct question tokens, left to right
     in order of first occurrence (the float order decides ties between terms)."""
-    q = seed.question_tokens
+    q, idf = seed.question_tokens, stats.idf
     out = []
-    for u in seed.sentences:
+    for tokens in seed_terms(seed).sentence_tokens:
         c = 0.0
-        for x in u.tokens:
+        for x in tokens:
             if x in q:
-                c += stats.idf(x)
+                c += idf(x)
         out.append(c)
     return out
 
@@ -161,14 +178,8 @@ def sentence_connections(seed: SeedView, stats: CorpusStats) -> list[float]:
 def query_connections(seed: SeedView, stats: CorpusStats) -> dict[str, float]:
     """c(t, d) = max over sentences u whose 𝔅(u) contains t of c(u) (SPEC §3)."""
     cu = sentence_connections(seed, stats)
-    if seed.body:
-        return {t: max(cu[i] for i in where) for t, where in body_terms(seed.body).sentences_of.items()}
-    best: dict[str, float] = {}
-    for c, u in zip(cu, seed.sentences):
-        for t in u.units:
-            if c > best.get(t, -1.0):
-                best[t] = c
-    return best
+    return {t: cu[w[0]] if len(w) == 1 else max([cu[i] for i in w])
+            for t, w in seed_terms(seed).sentences_of.items()}
 
 
 def paper_seed_weight(seed: SeedView) -> float:
@@ -177,24 +188,23 @@ def paper_seed_weight(seed: SeedView) -> float:
 
 
 def _rule(seed: SeedView, stats: CorpusStats, *, use_idf=True, use_connection=True, weight=None, use_tf=True):
-    tf = body_terms(seed.body).tf if seed.body else term_frequencies(seed)
+    tf = seed_terms(seed).tf
     conn = query_connections(seed, stats)
     w = paper_seed_weight(seed) if weight is None else weight
     candidates, idf_of, df_of, log, score = seed.candidate_terms, stats.idf, stats.df, math.log, seed.score
+    make = functools.partial(tuple.__new__, TermWeight)  # skips NamedTuple's Python-level __new__
     out = {}
     for t, n in tf.items():
-        if t not in candidates:
-            continue
-        idf = idf_of(t)
-        c = conn[t]
-        # ((1 + ln tf) * idf) * (1 + c) * w, multiplied in this order (ties depend on it)
-        priority = (1 + log(n)) if use_tf else 1.0
-        if use_idf:
-            priority = priority * idf
-        if use_connection:
-            priority = priority * (1 + c)
-        priority = priority * w
-        out[t] = TermWeight(priority, n, df_of(t), idf, c, score, w)
+        if t in candidates:
+            idf = idf_of(t)
+            c = conn[t]
+            # ((1 + ln tf) * idf) * (1 + c) * w, multiplied in this order (ties depend on it)
+            priority = (1 + log(n)) if use_tf else 1.0
+            if use_idf:
+                priority = priority * idf
+            if use_connection:
+                priority = priority * (1 + c)
+            out[t] = make((priority * w, n, df_of(t), idf, c, score, w, ()))
     return out
 
 
@@ -406,6 +416,18 @@ class TermChoice(NamedTuple):
     resolution: str | None = None
 
 
+_INF = math.inf
+
+
+def _checked_priority(p, weighting_name: str, term: str, seed: int) -> float:
+    if isinstance(p, (int, float)) and 0 <= p < _INF:
+        return float(p)
+    raise TermWeightingError(
+        f"term weighting {weighting_name!r} gave term {term!r} of seed {seed} the priority {p!r}; "
+        "priorities must be finite and >= 0"
+    )
+
+
 def choose_terms(
     seeds: list[SeedView], stats: CorpusStats, weighting_name: str, L: int
 ) -> tuple[list[TermChoice], dict[int, float | None]]:
@@ -414,62 +436,46 @@ def choose_terms(
 
     Excluded (SPEC §3): terms whose tokens are all question tokens, and terms with df = 0."""
     weighting = get_term_weighting(weighting_name)
-    best: dict[str, TermChoice] = {}
-    no_match: set[str] = set()
+    best: dict[str, tuple] = {}  # term -> (priority, seed, weight, kinds of that seed)
     seed_weights: dict[int, float | None] = {}
-    inf = math.inf
     for seed in seeds:  # ranking order; a later seed wins only with a strictly higher priority
-        if seed.body:
-            kinds = body_terms(seed.body).kinds
-        else:
-            kinds = {}
-            for u in seed.sentences:
-                for t in u.units[: len(u.units) - len(u.names)]:
-                    kinds.setdefault(t, ("token", t))
-                for t, surface in u.names:
-                    kinds.setdefault(t, ("name", surface))
-        q = seed.question_tokens
-        eligible = frozenset(t for t in kinds if (t not in q if " " not in t else not all(x in q for x in t.split(" "))))
+        summary = seed_terms(seed)
+        eligible = summary.eligible(seed.question_tokens)
         weights = weighting(replace(seed, candidate_terms=eligible), stats)
         if not isinstance(weights, dict):
             raise TermWeightingError(f"term weighting {weighting_name!r} returned {type(weights).__name__}, expected a dict")
         seed_weights[seed.unit_id] = next(
             (w.seed_weight for w in weights.values() if isinstance(w, TermWeight)), None
         )
+        if not weights.keys() <= eligible:  # a variant may propose anything; only eligible terms count
+            weights = {t: w for t, w in weights.items() if t in eligible}
+        get, kinds, u = best.get, summary.kinds, seed.unit_id
         for t, w in weights.items():
-            if t not in eligible:
-                continue
-            pr = w.priority if type(w) is TermWeight else w
-            # 'not pr >= 0' also catches NaN
-            if type(pr) not in (float, int) and not isinstance(pr, (int, float)) or not pr >= 0 or pr == inf:
-                raise TermWeightingError(
-                    f"term weighting {weighting_name!r} gave term {t!r} of seed {seed.unit_id} the priority {pr!r}; "
-                    "priorities must be finite and >= 0"
-                )
             if type(w) is not TermWeight:
-                w = TermWeight(float(pr))
-            current = best.get(t)
-            if current is None:
-                if t in no_match or stats.df(t) == 0:  # df is the term's own: checked once
-                    no_match.add(t)
-                    continue
-            elif not w.priority > current.weight.priority:
-                continue
-            kind, surface = kinds[t]
-            best[t] = TermChoice(t, kind, surface, seed.unit_id, w)
-    ordered = sorted(best.values(), key=lambda c: (-c.weight.priority, c.term))
+                w = TermWeight(_checked_priority(w, weighting_name, t, u))
+            elif type(w[0]) is not float:
+                _checked_priority(w[0], weighting_name, t, u)
+            p = w[0]
+            if not 0.0 <= p < _INF:  # also NaN
+                _checked_priority(p, weighting_name, t, u)
+            current = get(t)
+            if current is None or p > current[0]:
+                best[t] = (p, u, w, kinds)
+    df = stats.df
+    # df is the term's own, so a df = 0 term (no unit's body matches it) is dropped once here;
+    # (-priority, term) tuples sort in C (terms are unique, so the third item is never compared)
+    ordered = sorted([(-v[0], t, v) for t, v in best.items() if df(t) != 0])
     # The SPEC's tie-break is pyuca collation; computing it is slow, so it is applied to the
     # tie groups that reach into the top L (the order further down is display only).
     i = 0
     while i < min(L, len(ordered)):
         j = i
-        while j + 1 < len(ordered) and ordered[j + 1].weight.priority == ordered[i].weight.priority:
+        while j + 1 < len(ordered) and ordered[j + 1][0] == ordered[i][0]:
             j += 1
         if j > i:
-            ordered[i : j + 1] = sorted(ordered[i : j + 1], key=lambda c: collation_key(c.term))
+            ordered[i : j + 1] = sorted(ordered[i : j + 1], key=lambda row: collation_key(row[1]))
         i = j + 1
     choices = [
-        TermChoice(c.term, c.kind, c.surface, c.seed, c.weight, selected=i < L, order=i + 1 if i < L else 0)
-        for i, c in enumerate(ordered)
+        TermChoice(t, *v[3][t], v[1], v[2], i < L, i + 1 if i < L else 0) for i, (_, t, v) in enumerate(ordered)
     ]
     return choices, seed_weights

@@ -1,0 +1,99 @@
+"""In-memory postings compute FTS5's bm25() bit for bit (SPEC §2 ranking)."""
+import math
+
+import pytest
+
+from workbench.corpora import load_corpus, load_questions
+from workbench.engine import Run
+from workbench.index import Index, query_expression
+from workbench.judges import LexicalJudge
+from workbench.postings import _varints, phrases_of
+
+from .conftest import REPO, build_index
+
+MIXED = [
+    ("Apple pie", "apple apple banana"),
+    ("Banana", "banana split dessert"),
+    ("Cherry", "cherry tart"),
+    ("Date", "date palm"),
+    ("José Martí", "José Martí wrote poems; the role_id of 3.5% is new new news."),
+    ("北京大学", "北京大学 是 一所 大学 apple"),
+    ("Twin One", "same words here"),
+    ("Twin Two", "same words here"),
+]
+
+
+def both(tmp_path, passages=MIXED):
+    memory = build_index(tmp_path, passages)
+    fts5 = Index(memory.path, max_postings=0)  # FTS5's own bm25()
+    assert memory.postings is not None and fts5.postings is None
+    return memory, fts5
+
+
+def test_hand_checked_bm25(tmp_path):
+    fruit = [("Apple pie", "apple apple banana"), ("Banana", "banana split dessert"),
+             ("Cherry", "cherry tart"), ("Date", "date palm")]
+    memory, fts5 = both(tmp_path, fruit)
+    # rows have 5, 4, 3, 3 tokens (title + body): avgdl = 15 / 4; N = 4
+    norm = {1: 1.2 * (0.25 + 0.75 * 5 / 3.75), 2: 1.2 * (0.25 + 0.75 * 4 / 3.75)}
+    # "apple" hits 1 row: idf = ln(3.5 / 1.5); unit 1: title once (weight 2) + body twice = 4
+    apple = math.log(3.5 / 1.5)
+    got = memory.search(query_expression(["apple"]), 10)
+    assert got == fts5.search(query_expression(["apple"]), 10)
+    assert got == [(1, pytest.approx(-(apple * (4 * 2.2) / (4 + norm[1])), rel=1e-12))]
+    # "banana" hits 2 of 4 rows: ln(2.5 / 2.5) = 0, so FTS5 uses 1e-6; unit 2 has f = 2 + 1
+    got = memory.search(query_expression(["banana"]), 10)
+    assert got == fts5.search(query_expression(["banana"]), 10)
+    assert got == [(2, pytest.approx(-(1e-6 * (3 * 2.2) / (3 + norm[2])), rel=1e-12)),
+                   (1, pytest.approx(-(1e-6 * (1 * 2.2) / (1 + norm[1])), rel=1e-12))]
+
+
+@pytest.mark.parametrize("weights", [(2.0, 2.0, 1.0), (1.0, 1.0, 1.0), (0.3, 1.7, 0.1), (0.0, 0.0, 1.0)])
+def test_scores_equal_fts5_for_every_kind_of_phrase(tmp_path, weights):
+    memory, fts5 = both(tmp_path)
+    terms = ["apple", "banana", "josé martí", "jose marti", "role_id", "3.5%", "new new", "new", "北京大学",
+             "same words", "words same", "nothing", "apple", "poems", '"quoted"', "大学 apple"]
+    for k in range(1, len(terms) + 1):
+        expression = query_expression(terms[:k])
+        assert memory.search(expression, 5, weights) == fts5.search(expression, 5, weights)
+        assert memory.bm25_all(expression, weights) == fts5.bm25_all(expression, weights)
+        among = {1, 5, 7, 8}
+        assert memory.bm25_all(expression, weights, among=among) == fts5.bm25_all(expression, weights, among=among)
+
+
+def test_ties_keep_lower_id_first(tmp_path):
+    memory, fts5 = both(tmp_path)
+    got = memory.search(query_expression(["same"]), 10)
+    assert got == fts5.search(query_expression(["same"]), 10)
+    assert [u for u, _ in got] == [7, 8] and got[0][1] == got[1][1]
+
+
+def test_phrases_of_reads_only_the_engines_form():
+    assert phrases_of('"a" OR "b c" OR "say ""hi"""') == ["a", "b c", 'say "hi"']
+    assert phrases_of('"a" AND "b"') is None
+    assert phrases_of("a OR b") is None
+    assert phrases_of('"a" OR b') is None
+
+
+def test_varints_decode_the_averages_record():
+    # 2Wiki's averages record: 6,119 rows, then title/heading/body token totals
+    assert _varints(bytes.fromhex("AF67819A770093AC73")) == [6119, 19831, 0, 317043]
+    assert _varints(bytes([0x7F, 0x81, 0x00])) == [127, 128]
+
+
+def test_over_budget_index_uses_fts5(tmp_path):
+    ix = build_index(tmp_path, MIXED)
+    small = Index(ix.path, max_postings=5)  # fewer positions than the index holds
+    assert small.postings is None
+    assert small.search(query_expression(["apple"]), 3) == ix.search(query_expression(["apple"]), 3)
+
+
+def test_whole_trajectories_equal_with_and_without_postings(tmp_path):
+    units = load_corpus(REPO / "sample_corpora" / "encyclopedia" / "corpus.json")
+    memory = Index.build(units, tmp_path / "enc.sqlite")
+    fts5 = Index(memory.path, max_postings=0)
+    questions = load_questions(REPO / "sample_corpora" / "encyclopedia" / "questions.jsonl")
+    for q in questions:
+        a = Run(memory, q, judge=LexicalJudge(memory)).run()
+        b = Run(fts5, q, judge=LexicalJudge(fts5)).run()
+        assert a.to_json(stats=False) == b.to_json(stats=False), q.id

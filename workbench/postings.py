@@ -1,0 +1,175 @@
+"""FTS5's bm25() computed from the index's postings held in memory (SPEC §2 ranking).
+
+SQLite evaluates bm25() row by row, reading each row's size from the docsize table; on
+2Wiki that is ~3 ms per query, most of a question's retrieval time. This module reads the
+FTS5 index once per process (every term position via fts5vocab, every row size, the
+averages record) and scores an OR of phrases for all matching rows with numpy, using the
+formula of SQLite's fts5_aux.c with the same floating-point operations in the same order:
+
+    idf(p)    = ln((N - hits(p) + 0.5) / (hits(p) + 0.5)), or 1e-6 if that is <= 0
+    f(p, row) = column weights of the phrase's instances in the row, added in position order
+    bm25(row) = -(sum over phrases p, in query order, of
+                  idf(p) * (f * (k1 + 1)) / (f + k1 * (1 - b + b * |row| / avgdl)))
+
+with k1 = 1.2, b = 0.75, |row| the row's token count over all columns. Scores equal
+FTS5's bit for bit (tests compare them with FTS5 on every kind of phrase), so rankings and
+ties are unchanged. Phrases are split into tokens by FTS5 itself (a scratch table with
+the same unicode61 tokenizer), so accents, punctuation and CJK text split exactly as in
+the index. Corpora whose postings exceed a memory budget keep FTS5's own bm25().
+"""
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+import threading
+
+import numpy as np
+
+K1, B = 1.2, 0.75
+COLUMNS = ("title", "heading", "body")
+# postings are int64 keys: row << 32 | column << 24 | token offset (sorted = FTS5's order)
+_ROW_SHIFT, _COL_SHIFT, _OFFSET_MASK = 32, 24, (1 << 24) - 1
+DEFAULT_MAX_INSTANCES = 10_000_000  # ~80 MB of keys; larger indexes use FTS5's bm25()
+_PLAIN = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")  # unicode61 keeps these tokens as they are
+_PHRASE = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def phrases_of(expression: str) -> list[str] | None:
+    """The phrases of an expression written as `"a" OR "b c" OR ...` (the only form the
+    engine sends), or None for anything else."""
+    found = _PHRASE.findall(expression)
+    if not found or " OR ".join('"' + p + '"' for p in found) != expression:
+        return None
+    return [p.replace('""', '"') for p in found]
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite varints (big-endian 7-bit groups; a ninth byte carries 8 bits)."""
+    out, i, n = [], 0, len(blob)
+    while i < n:
+        value = 0
+        for k in range(9):
+            byte = blob[i]
+            i += 1
+            if k == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if byte < 0x80:
+                break
+        out.append(value)
+    return out
+
+
+class Postings:
+    """Every term position of the FTS5 table `fts`, row sizes and the table averages."""
+
+    def __init__(self, db: sqlite3.Connection, keys: np.ndarray, spans: dict, row_norm: np.ndarray, n_rows: int):
+        self.db = db
+        self.keys = keys  # all instances, grouped by term
+        self.spans = spans  # term -> (start, end) in keys
+        self.row_norm = row_norm  # rowid -> k1 * (1 - b + b * |row| / avgdl)
+        self.n_rows = n_rows
+        self._tokens: dict[str, tuple[str, ...] | None] = {}
+        self._phrases: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def load(cls, db: sqlite3.Connection, max_instances: int = DEFAULT_MAX_INSTANCES) -> "Postings | None":
+        """Read the postings of `fts`, or None when they exceed `max_instances`."""
+        db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_rows USING fts5vocab(main, fts, 'row')")
+        db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_instances USING fts5vocab(main, fts, 'instance')")
+        counts = db.execute("SELECT term, cnt FROM temp.sag2wb_rows").fetchall()
+        total = sum(c for _, c in counts)
+        if total > max_instances:
+            return None
+        cols = " ".join(f"WHEN '{c}' THEN {i}" for i, c in enumerate(COLUMNS))
+        (text,) = db.execute(
+            f"SELECT group_concat((doc << {_ROW_SHIFT}) + ((CASE col {cols} END) << {_COL_SHIFT}) + offset) "
+            "FROM temp.sag2wb_instances"
+        ).fetchone()
+        keys = np.array(text.split(","), dtype=np.int64) if text else np.zeros(0, dtype=np.int64)
+        if len(keys) != total:  # both vocabularies walk the same index; anything else is a bug
+            raise RuntimeError(f"fts5vocab disagrees with itself: {len(keys)} instances vs {total}")
+        spans, start = {}, 0
+        for term, c in counts:
+            spans[term] = (start, start + c)
+            start += c
+        # the averages record (FTS5's xRowCount and xColumnTotalSize): rows, then tokens per column
+        (averages,) = db.execute("SELECT block FROM fts_data WHERE id = 1").fetchone()
+        n_rows, *column_totals = _varints(averages)
+        avgdl = float(sum(column_totals)) / float(n_rows)
+        sizes = db.execute("SELECT id, sz FROM fts_docsize").fetchall()
+        top = max((i for i, _ in sizes), default=0)
+        length = np.zeros(top + 1, dtype=np.float64)
+        for rowid, blob in sizes:
+            length[rowid] = sum(_varints(blob))
+        row_norm = K1 * ((1 - B) + (B * length) / avgdl)
+        return cls(db, keys, spans, row_norm, n_rows)
+
+    # ---- phrases -------------------------------------------------------------------------
+    def tokens(self, phrase: str) -> tuple[str, ...] | None:
+        """The phrase as FTS5's unicode61 splits it (None if it has no token)."""
+        if phrase in self._tokens:
+            return self._tokens[phrase]
+        if _PLAIN.fullmatch(phrase):
+            toks = tuple(phrase.split(" "))
+        else:
+            with self._lock:
+                self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch USING fts5(x)")
+                self.db.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch_terms "
+                    "USING fts5vocab(temp, sag2wb_scratch, 'instance')")
+                self.db.execute("INSERT INTO temp.sag2wb_scratch (rowid, x) VALUES (1, ?)", (phrase,))
+                try:
+                    toks = tuple(t for (t,) in self.db.execute(
+                        "SELECT term FROM temp.sag2wb_scratch_terms ORDER BY offset"))
+                finally:
+                    self.db.execute("DELETE FROM temp.sag2wb_scratch")
+        if len(self._tokens) >= 100_000:
+            self._tokens.clear()
+        self._tokens[phrase] = toks or None
+        return toks or None
+
+    def _term_keys(self, token: str) -> np.ndarray:
+        span = self.spans.get(token)
+        return self.keys[span[0] : span[1]] if span else self.keys[:0]
+
+    def phrase(self, phrase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, instance -> row index, instance column) for the phrase's instances."""
+        found = self._phrases.get(phrase)
+        if found is None:
+            toks = self.tokens(phrase)
+            starts = self._term_keys(toks[0]) if toks else self.keys[:0]
+            for k, tok in enumerate(toks[1:] if toks else (), start=1):
+                # consecutive tokens of one column; an offset overflow cannot reach the column bits
+                starts = starts[np.isin(starts + k, self._term_keys(tok), assume_unique=True)]
+            rows, where = np.unique(starts >> _ROW_SHIFT, return_inverse=True)
+            found = (rows, where, (starts >> _COL_SHIFT) & 0xFF)
+            if len(self._phrases) >= 4096:
+                self._phrases.clear()
+            self._phrases[phrase] = found
+        return found
+
+    # ---- scoring -------------------------------------------------------------------------
+    def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray]:
+        """(rows matching any phrase, ascending; their bm25 as FTS5 returns it)."""
+        total = np.zeros(len(self.row_norm), dtype=np.float64)
+        hit = np.zeros(len(self.row_norm), dtype=bool)
+        column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
+        k1_plus_1 = K1 + 1.0
+        for p in phrases:
+            rows, where, cols = self.phrase(p)
+            if not len(rows):
+                continue  # adds 0.0 to every row in FTS5 too
+            # instances are in position order, so bincount adds each row's weights in FTS5's order
+            f = np.bincount(where, weights=column_weight[cols], minlength=len(rows))
+            n_hit = len(rows)
+            idf = math.log((self.n_rows - n_hit + 0.5) / (n_hit + 0.5))
+            if idf <= 0.0:
+                idf = 1e-6
+            total[rows] += idf * ((f * k1_plus_1) / (f + self.row_norm[rows]))
+            hit[rows] = True
+        matched = np.flatnonzero(hit)
+        return matched, -1.0 * total[matched]
