@@ -13,6 +13,7 @@ import math
 import os
 import re
 import sqlite3
+import threading
 import time
 import unicodedata
 from collections import Counter
@@ -20,10 +21,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
 import regex
 
 from . import text as textlib
 from .corpora import UNIT_MAX_CHARS, Unit
+from .postings import DEFAULT_MAX_INSTANCES, Postings, phrases_of
 
 SCHEMA_VERSION = "sag2wb-index-1"
 DEFAULT_FIELD_WEIGHTS = (2.0, 2.0, 1.0)
@@ -32,6 +35,18 @@ DEFAULT_FIELD_WEIGHTS = (2.0, 2.0, 1.0)
 # word), which is what the reference implementation's vectors show; `regex` would differ.
 DIVERSITY_TOKEN = re.compile(r"[^\W_]+")
 _PLAIN_TOKEN = regex.compile(r"[a-z0-9]+")
+
+
+class Memo(dict):
+    """A dict that computes a missing value once, with `compute(key)`."""
+
+    def __init__(self, compute):
+        super().__init__()
+        self.compute = compute
+
+    def __missing__(self, key):
+        value = self[key] = self.compute(key)
+        return value
 
 
 class IndexProblem(RuntimeError):
@@ -88,7 +103,9 @@ class UnitRecord(Unit):
 class Index:
     """An opened SAG2 index. Read-only; caches per-phrase look-ups for the process."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, max_postings: int = DEFAULT_MAX_INSTANCES):
+        """`max_postings`: largest number of term positions read into memory for BM25
+        (0: always let FTS5 compute bm25())."""
         self.path = Path(path)
         if not self.path.exists():
             raise IndexProblem(f"{self.path}: no index here; build one with `sag2wb index CORPUS --db {self.path}`")
@@ -110,10 +127,16 @@ class Index:
         self.N = int(meta["units"])
         self.D = int(meta["documents"])
         self._matches: dict[str, frozenset[int]] = {}
-        self._df: dict[str, int] = {}
-        self._idf: dict[str, float] = {}
+        # df and idf run once per term per seed in term weighting: bound dict look-ups keep
+        # known terms out of Python-level calls
+        self._df = Memo(self._count_df)
+        self._idf = Memo(self._compute_idf)
+        self.df = self._df.__getitem__
+        self.idf = self._idf.__getitem__
         self._bm25_cache: dict[tuple, dict[int, float]] = {}
         self._units: dict[int, UnitRecord] = {}
+        self.max_postings = max_postings
+        self._postings_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Index({str(self.path)!r}, units={self.N}, documents={self.D})"
@@ -154,10 +177,30 @@ class Index:
         except sqlite3.OperationalError as exc:  # only reachable through a bug: terms are quoted
             raise IndexProblem(f"FTS5 rejected the expression {args[0]!r}: {exc}") from None
 
+    @cached_property
+    def postings(self) -> Postings | None:
+        """The in-memory postings that compute bm25() (loaded on first use; None when the
+        index is larger than `max_postings` positions)."""
+        if self.max_postings <= 0:
+            return None
+        with self._postings_lock:
+            return Postings.load(self.db, self.max_postings)
+
+    def _bm25_rows(self, expression: str, weights):
+        """(rows, scores) from the in-memory postings, or None to ask FTS5."""
+        phrases = phrases_of(expression)
+        postings = self.postings if phrases else None
+        return postings.bm25(phrases, weights) if postings is not None else None
+
     def search(self, expression: str, limit: int, weights=DEFAULT_FIELD_WEIGHTS) -> list[tuple[int, float]]:
         """First `limit` units by BM25 of `expression` (ties: lower id first)."""
         if not expression:
             return []
+        scored = self._bm25_rows(expression, weights)
+        if scored is not None:
+            rows, scores = scored
+            order = np.lexsort((rows, scores))[: max(limit, 0)]
+            return list(zip(rows[order].tolist(), scores[order].tolist()))
         w1, w2, w3 = weights
         return self._fts(
             "SELECT rowid, bm25(fts, ?, ?, ?) AS s FROM fts WHERE fts MATCH ? ORDER BY s, rowid LIMIT ?",
@@ -167,8 +210,7 @@ class Index:
     def bm25_all(self, expression: str, weights=DEFAULT_FIELD_WEIGHTS, among=None) -> dict[int, float]:
         """BM25 of `expression` for every unit that matches it, or only for the units in
         `among`. A unit's score does not depend on which other rows are returned (idf and
-        average length come from the whole index), so restricting the rows is exact; it
-        saves scoring the thousands of rows that match only common question words.
+        average length come from the whole index), so restricting the rows is exact.
         Recent results are cached: re-runs repeat these queries."""
         if not expression:
             return {}
@@ -176,19 +218,30 @@ class Index:
         key = (expression, tuple(weights), None if restrict is None else tuple(restrict))
         rows = self._bm25_cache.pop(key, None)
         if rows is None:
-            w1, w2, w3 = weights
-            if restrict is None:
-                sql, args = "SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ?", (w1, w2, w3, expression)
+            scored = self._bm25_rows(expression, weights)
+            if scored is not None:
+                matched, scores = scored
+                if restrict is not None:
+                    keep = np.isin(matched, np.array(restrict, dtype=np.int64))
+                    matched, scores = matched[keep], scores[keep]
+                rows = dict(zip(matched.tolist(), scores.tolist()))
             else:
-                # '+rowid' keeps SQLite from turning the filter into one FTS5 look-up per id
-                sql = ("SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ? "
-                       "AND +rowid IN (SELECT value FROM json_each(?))")
-                args = (w1, w2, w3, expression, json.dumps(restrict))
-            rows = dict(self._fts(sql, args))
+                rows = self._bm25_sql(expression, weights, restrict)
             if len(self._bm25_cache) >= 64:
                 self._bm25_cache.pop(next(iter(self._bm25_cache)))
         self._bm25_cache[key] = rows  # most recent last
         return rows
+
+    def _bm25_sql(self, expression: str, weights, restrict) -> dict[int, float]:
+        w1, w2, w3 = weights
+        if restrict is None:
+            sql, args = "SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ?", (w1, w2, w3, expression)
+        else:
+            # '+rowid' keeps SQLite from turning the filter into one FTS5 look-up per id
+            sql = ("SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ? "
+                   "AND +rowid IN (SELECT value FROM json_each(?))")
+            args = (w1, w2, w3, expression, json.dumps(restrict))
+        return dict(self._fts(sql, args))
 
     def units(self, unit_ids) -> list[UnitRecord]:
         """Several units at once (one query for those not yet read)."""
@@ -214,15 +267,11 @@ class Index:
     def has_unseen_match(self, term: str, seen) -> bool:
         return any(u not in seen for u in self.matches(term))
 
-    def df(self, term: str) -> int:
-        """SPEC §2 df(t): units whose *body* matches the token or phrase."""
-        n = self._df.get(term)
-        if n is None:
-            if _PLAIN_TOKEN.fullmatch(term):
-                n = self._body_vocabulary.get(term, 0)
-            else:
-                (n,) = self._fts("SELECT count(*) FROM fts WHERE fts MATCH ?", ("body : " + quote(term),))[0]
-            self._df[term] = n
+    def _count_df(self, term: str) -> int:
+        """SPEC §2 df(t): units whose *body* matches the token or phrase (`index.df(t)`)."""
+        if _PLAIN_TOKEN.fullmatch(term):
+            return self._body_vocabulary.get(term, 0)
+        (n,) = self._fts("SELECT count(*) FROM fts WHERE fts MATCH ?", ("body : " + quote(term),))[0]
         return n
 
     @cached_property
@@ -233,13 +282,10 @@ class Index:
         self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.body_vocab USING fts5vocab(main, fts, 'col')")
         return dict(self.db.execute("SELECT term, doc FROM temp.body_vocab WHERE col = 'body'"))
 
-    def idf(self, term: str) -> float:
-        """SPEC §2: ln(1 + (N - df + 0.5) / (df + 0.5))."""
-        value = self._idf.get(term)
-        if value is None:
-            df = self.df(term)
-            value = self._idf[term] = math.log(1 + (self.N - df + 0.5) / (df + 0.5))
-        return value
+    def _compute_idf(self, term: str) -> float:
+        """SPEC §2 (`index.idf(t)`): ln(1 + (N - df + 0.5) / (df + 0.5))."""
+        df = self.df(term)
+        return math.log(1 + (self.N - df + 0.5) / (df + 0.5))
 
     # ---- derived structures --------------------------------------------------------------
     @cached_property
