@@ -68,6 +68,24 @@ def test_sentences_split_rule():
         "Dr", "Who lives in St", "Louis", "He met J. Smith", "Really", "yes", "next line"]
 
 
+SENTENCE_EDGE_CASES = [
+    "A. B. C.\nD! e? F.G. H.  I", "x.y. Z.\tend", "É. Smith. Ü? a.\n\n.b", "US. Army.", ". . A. .", "",
+    "No break.here but. here", "Dr.Who. J.R. Tolkien wrote.", "trailing space. ", "1. 2. 3.\r\nfour",
+]
+
+
+def test_fast_sentence_split_equals_the_spec_regex():
+    for sample in SENTENCE_EDGE_CASES:
+        assert sentences(sample) == [s for s in text.SENTENCE_BREAK.split(sample) if s], sample
+
+
+@pytest.mark.slow
+def test_fast_sentence_split_equals_the_spec_regex_on_the_2wiki_corpus():
+    corpus = json.loads(shared_data("2wiki", "corpus.json").read_text(encoding="utf-8"))
+    for i, p in enumerate(corpus):
+        assert sentences(p["text"]) == [s for s in text.SENTENCE_BREAK.split(p["text"]) if s], f"item {i}"
+
+
 def test_fast_path_equals_plain_rule_on_tricky_text():
     samples = ["The role_id of a.b-c is 3.5% (C++ and C# too)", "中华人民共和国的c++程序员", "Москва é ß ﬁ",
                "tab\tseparated\u00a0nbsp", "x-New York", "iPhone 13 Pro-Max_v2.0"]
