@@ -61,6 +61,14 @@ def test_scores_equal_fts5_for_every_kind_of_phrase(tmp_path, weights):
         assert memory.bm25_all(expression, weights, among=among) == fts5.bm25_all(expression, weights, among=among)
 
 
+def test_phrase_rows_equal_fts5(tmp_path):
+    memory, fts5 = both(tmp_path)
+    for term in ["apple", "josé martí", "jose marti", "role_id", "3.5%", "new new", "new new new", "北京大学",
+                 "same words", "words same", "twin", "nothing", "apple pie", '"quoted"', "大学 apple"]:
+        assert memory.matches(term) == fts5.matches(term), term
+    assert memory.matches("apple pie") == {1} and memory.matches("new new new") == frozenset()
+
+
 def test_ties_keep_lower_id_first(tmp_path):
     memory, fts5 = both(tmp_path)
     got = memory.search(query_expression(["same"]), 10)

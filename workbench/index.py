@@ -135,6 +135,7 @@ class Index:
         self.idf = self._idf.__getitem__
         self._bm25_cache: dict[tuple, dict[int, float]] = {}
         self._units: dict[int, UnitRecord] = {}
+        self._diversity_df: dict[str, int] = {}
         self.max_postings = max_postings
         self._postings_lock = threading.Lock()
 
@@ -260,8 +261,13 @@ class Index:
         """Units whose title, heading or body contains the phrase `term`."""
         found = self._matches.get(term)
         if found is None:
-            rows = self._fts("SELECT rowid FROM fts WHERE fts MATCH ?", (quote(term),))
-            found = self._matches[term] = frozenset(r for (r,) in rows)
+            postings = self.postings
+            found = postings.rows(term) if postings is not None else None
+            if found is None:
+                found = frozenset(r for (r,) in self._fts("SELECT rowid FROM fts WHERE fts MATCH ?", (quote(term),)))
+            if len(self._matches) >= 100_000:
+                self._matches.clear()
+            self._matches[term] = found
         return found
 
     def has_unseen_match(self, term: str, seen) -> bool:
@@ -317,17 +323,20 @@ class Index:
         )
 
     def diversity_df(self, tokens) -> dict[str, int]:
-        """Original documents containing each diversity token (SPEC Appendix C)."""
-        tokens = list(set(tokens))
-        out: dict[str, int] = {}
-        for i in range(0, len(tokens), 500):
-            chunk = tokens[i : i + 500]
-            out.update(
-                self.db.execute(
-                    f"SELECT term, df FROM diversity_df WHERE term IN ({','.join('?' * len(chunk))})", chunk
-                ).fetchall()
-            )
-        return out
+        """Original documents containing each diversity token (SPEC Appendix C); 0 for a
+        token no document has. Remembered per token: top-10 passages share most words."""
+        known = self._diversity_df
+        tokens = set(tokens)
+        missing = [t for t in tokens if t not in known]
+        if len(known) + len(missing) > 1_000_000:
+            known.clear()
+            missing = list(tokens)
+        for i in range(0, len(missing), 500):
+            chunk = missing[i : i + 500]
+            known.update(dict.fromkeys(chunk, 0))
+            known.update(self.db.execute(
+                f"SELECT term, df FROM diversity_df WHERE term IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+        return {t: known[t] for t in tokens}
 
     # ---- building ------------------------------------------------------------------------
     @classmethod

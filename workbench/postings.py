@@ -74,6 +74,7 @@ class Postings:
         self._tokens: dict[str, tuple[str, ...] | None] = {}
         self._phrases: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._lock = threading.Lock()
+        self._scratch = False  # the scratch table that splits phrases like FTS5 exists
 
     @classmethod
     def load(cls, db: sqlite3.Connection, max_instances: int = DEFAULT_MAX_INSTANCES) -> "Postings | None":
@@ -117,10 +118,12 @@ class Postings:
             toks = tuple(phrase.split(" "))
         else:
             with self._lock:
-                self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch USING fts5(x)")
-                self.db.execute(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch_terms "
-                    "USING fts5vocab(temp, sag2wb_scratch, 'instance')")
+                if not self._scratch:
+                    self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch USING fts5(x)")
+                    self.db.execute(
+                        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch_terms "
+                        "USING fts5vocab(temp, sag2wb_scratch, 'instance')")
+                    self._scratch = True
                 self.db.execute("INSERT INTO temp.sag2wb_scratch (rowid, x) VALUES (1, ?)", (phrase,))
                 try:
                     toks = tuple(t for (t,) in self.db.execute(
@@ -136,31 +139,49 @@ class Postings:
         span = self.spans.get(token)
         return self.keys[span[0] : span[1]] if span else self.keys[:0]
 
-    def phrase(self, phrase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(rows, instance -> row index, instance column) for the phrase's instances."""
+    def phrase(self, phrase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(rows, instance -> row index, instance column) for the phrase's instances; None
+        for a phrase without tokens (callers leave those to FTS5)."""
         found = self._phrases.get(phrase)
         if found is None:
             toks = self.tokens(phrase)
-            starts = self._term_keys(toks[0]) if toks else self.keys[:0]
-            for k, tok in enumerate(toks[1:] if toks else (), start=1):
-                # consecutive tokens of one column; an offset overflow cannot reach the column bits
-                starts = starts[np.isin(starts + k, self._term_keys(tok), assume_unique=True)]
-            rows, where = np.unique(starts >> _ROW_SHIFT, return_inverse=True)
-            found = (rows, where, (starts >> _COL_SHIFT) & 0xFF)
+            if toks is None:
+                return None
+            starts = self._term_keys(toks[0])
+            for k, tok in enumerate(toks[1:], start=1):
+                # consecutive tokens of one column (an offset + k never reaches the column bits)
+                nxt, want = self._term_keys(tok), starts + k
+                at = np.searchsorted(nxt, want)
+                starts = starts[at < len(nxt)]
+                want, at = want[at < len(nxt)], at[at < len(nxt)]
+                starts = starts[nxt[at] == want]
+            rows_of = starts >> _ROW_SHIFT  # sorted: keys are in (row, column, offset) order
+            first = np.empty(len(rows_of), dtype=bool)
+            first[:1] = True
+            np.not_equal(rows_of[1:], rows_of[:-1], out=first[1:])
+            found = (rows_of[first], np.cumsum(first) - 1, (starts >> _COL_SHIFT) & 0xFF)
             if len(self._phrases) >= 4096:
                 self._phrases.clear()
             self._phrases[phrase] = found
         return found
 
+    def rows(self, phrase: str) -> frozenset[int] | None:
+        """Rows with the phrase in any column (None: ask FTS5)."""
+        found = self.phrase(phrase)
+        return None if found is None else frozenset(found[0].tolist())
+
     # ---- scoring -------------------------------------------------------------------------
-    def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray]:
-        """(rows matching any phrase, ascending; their bm25 as FTS5 returns it)."""
+    def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray] | None:
+        """(rows matching any phrase, ascending; their bm25 as FTS5 returns it), or None
+        when a phrase has no token."""
+        found = [self.phrase(p) for p in phrases]
+        if any(f is None for f in found):
+            return None
         total = np.zeros(len(self.row_norm), dtype=np.float64)
         hit = np.zeros(len(self.row_norm), dtype=bool)
         column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
         k1_plus_1 = K1 + 1.0
-        for p in phrases:
-            rows, where, cols = self.phrase(p)
+        for rows, where, cols in found:
             if not len(rows):
                 continue  # adds 0.0 to every row in FTS5 too
             # instances are in position order, so bincount adds each row's weights in FTS5's order
