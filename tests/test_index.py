@@ -122,7 +122,8 @@ def test_diversity_df_counts_original_documents(tmp_path):
     ix = Index.build(units, tmp_path / "ix.sqlite")
     assert ix.D == 2 and ix.N == 3
     # [^\W_]+ splits at '_'; counts are per original document
-    assert ix.diversity_df(["alpha", "beta", "gamma", "zeta"]) == {"alpha": 2, "beta": 1, "gamma": 1}
+    assert ix.diversity_df(["alpha", "beta", "gamma", "zeta"]) == {"alpha": 2, "beta": 1, "gamma": 1, "zeta": 0}
+    assert ix.diversity_df(["zeta", "alpha"]) == {"alpha": 2, "zeta": 0}  # remembered, same answers
 
 
 def test_bm25_restricted_to_some_rows_gives_the_same_scores(tmp_path):

@@ -11,7 +11,9 @@ Each step function, in the order of the paper: `initial_candidates`, `score_roun
 """
 from __future__ import annotations
 
+import functools
 import math
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from . import text as textlib
@@ -115,7 +117,8 @@ def select_seeds(ranking, expanded, params: Params) -> list[int]:
 
 
 def select_terms(index: Index, seeds: list[int], latest: dict, question: str, params: Params):
-    """Every eligible term of the seeds with its components; the top L flagged selected."""
+    """The seeds' eligible terms with their components, best first: the top L flagged
+    selected, followed by the near misses the trace keeps."""
     qtokens = frozenset(textlib.tokenize(question))
     m = max(latest[u] for u in seeds)
     views = [
@@ -125,7 +128,7 @@ def select_terms(index: Index, seeds: list[int], latest: dict, question: str, pa
         )
         for i, rec in enumerate(index.units(seeds))
     ]
-    return choose_terms(views, index, params.term_weighting, params.L)
+    return choose_terms(views, index, params.term_weighting, params.L, keep=params.L * (1 + NEAR_MISSES))
 
 
 def resolve_term(index: Index, term: str, kind: str, surface: str, seen) -> tuple[str, str]:
@@ -235,17 +238,18 @@ def build_context(round_no: int, candidates, hist: History, params: Params) -> t
 
 
 # ---- diversity (Appendix C) ----------------------------------------------------------------
+@functools.lru_cache(maxsize=1 << 14)
+def diversity_counts(body: str) -> Counter:
+    """Diversity-token counts of a passage, in order of first occurrence."""
+    return Counter(DIVERSITY_TOKEN.findall(body.casefold()))
+
+
 def diversify(index: Index, ranking, scores: dict, n: int = 10) -> tuple[int, ...]:
     """Greedy DPP over the top n: quality = judge score, similarity = sparse TF-IDF cosine."""
     top = list(ranking[:n])
     if len(top) < 2:
         return tuple(ranking)
-    counts = []
-    for u in top:
-        c: dict[str, int] = {}
-        for t in DIVERSITY_TOKEN.findall(index.unit(u).body.casefold()):
-            c[t] = c.get(t, 0) + 1
-        counts.append(c)
+    counts = [diversity_counts(rec.body) for rec in index.units(top)]
     df = index.diversity_df(t for c in counts for t in c)
     vectors = []
     for c in counts:

@@ -55,13 +55,14 @@ def analyze_body(body: str) -> tuple[Sentence, ...]:
             term = textlib.phrase(surface)
             if term:
                 names.append((term, surface))
-        ordinary.extend(textlib.tokenize(sent[last:]))
+        whole = textlib.tokenize(sent)
+        ordinary.extend(textlib.tokenize(sent[last:]) if last else whole)  # no name: the gap is the sentence
         out.append(
             Sentence(
                 text=sent,
                 units=tuple(ordinary) + tuple(t for t, _ in names),
                 names=tuple(names),
-                tokens=tuple(dict.fromkeys(textlib.tokenize(sent))),
+                tokens=tuple(dict.fromkeys(whole)),
             )
         )
     return tuple(out)
@@ -429,10 +430,11 @@ def _checked_priority(p, weighting_name: str, term: str, seed: int) -> float:
 
 
 def choose_terms(
-    seeds: list[SeedView], stats: CorpusStats, weighting_name: str, L: int
+    seeds: list[SeedView], stats: CorpusStats, weighting_name: str, L: int, keep: int | None = None
 ) -> tuple[list[TermChoice], dict[int, float | None]]:
-    """Every eligible term with its best seed, the top L (priority desc, collation key)
-    selected; and each seed's weight as the variant set it (None if it proposed no term).
+    """Every eligible term with its best seed (or the first `keep` of them), in priority
+    order, the top L (priority desc, collation key) selected; and each seed's weight as the
+    variant set it (None if it proposed no term).
 
     Excluded (SPEC §3): terms whose tokens are all question tokens, and terms with df = 0."""
     weighting = get_term_weighting(weighting_name)
@@ -476,6 +478,7 @@ def choose_terms(
             ordered[i : j + 1] = sorted(ordered[i : j + 1], key=lambda row: collation_key(row[1]))
         i = j + 1
     choices = [
-        TermChoice(t, *v[3][t], v[1], v[2], i < L, i + 1 if i < L else 0) for i, (_, t, v) in enumerate(ordered)
+        TermChoice(t, *v[3][t], v[1], v[2], i < L, i + 1 if i < L else 0)
+        for i, (_, t, v) in enumerate(ordered[:keep] if keep is not None else ordered)
     ]
     return choices, seed_weights
