@@ -4,7 +4,8 @@ memory. Prints figures; asserts nothing.
     python benchmarks/bench_engine.py [--data ../shared/data] [--db /tmp/2wiki.sqlite]
 
 Figures: per-question wall time of all rounds (retrieval, term selection, pools, context,
-ranking, diversity, trace) with a judge that costs ~nothing (a hash of title and context);
+ranking, diversity, trace) with a cheap judge (a hash of title and context), and the same
+less the judge function's own time (the local overhead: what an instant judge would cost);
 the same questions re-run as new Runs sharing the judgment memo (no judge call); a
 `Run.rerun` from round 2 with a changed parameter; resident memory.
 """
@@ -43,18 +44,29 @@ def main() -> None:
     rss_start = rss_mib()
     db = Path(args.db) if args.db else Path(tempfile.mkdtemp()) / "2wiki.sqlite"
     index, built = open_or_build(load_corpus(corpus), db)
-    judge = FunctionJudge(comparison_judges.hash_judge, "hash")
+    judge_seconds = [0.0]
+
+    def timed_hash_judge(question, candidates, context):
+        t = time.perf_counter()
+        try:
+            return comparison_judges.hash_judge(question, candidates, context)
+        finally:
+            judge_seconds[0] += time.perf_counter() - t
+
+    judge = FunctionJudge(timed_hash_judge, "hash")
     memo = JudgmentMemo()
     Run(index, "warm up the tokenizer and collator", Params(), judge).run()  # one-off process start-up
     rss_ready = rss_mib()
 
-    first, again, rerun, rounds = [], [], [], []
+    first, overhead, again, rerun, rounds = [], [], [], [], []
     runs = []
     for q in questions:
+        judge_seconds[0] = 0.0
         t = time.perf_counter()
         run = Run(index, q, Params(), judge, memo=memo)
         trace = run.run()
         first.append(time.perf_counter() - t)
+        overhead.append(first[-1] - judge_seconds[0])
         rounds.append(len(trace.rounds))
         runs.append(run)
     calls_before = memo.misses
@@ -69,8 +81,9 @@ def main() -> None:
         rerun.append(time.perf_counter() - t)
 
     print(f"index: {db} ({index.N} units){' built now' if built else ''}")
-    print(f"first run of each question (all rounds, instant judge): {ms(first)}; rounds per question: "
+    print(f"first run of each question (all rounds, hash judge included): {ms(first)}; rounds per question: "
           f"{statistics.mean(rounds):.2f}")
+    print(f"local overhead per question (the same runs less the judge function's own time): {ms(overhead)}")
     print(f"same questions again from cached judgments (new Run, shared memo; judgments asked of the judge: "
           f"{again_calls}): {ms(again)}")
     print(f"Run.rerun from round 2 with incoming_limit=30 (rounds 0-1 kept; new judgments: "
