@@ -7,6 +7,7 @@ from workbench.corpora import load_corpus, load_questions
 from workbench.engine import Run
 from workbench.index import Index, query_expression
 from workbench.judges import LexicalJudge
+from workbench import postings as postings_module
 from workbench.postings import _varints, phrases_of
 
 from .conftest import REPO, build_index
@@ -48,8 +49,10 @@ def test_hand_checked_bm25(tmp_path):
                    (1, pytest.approx(-(1e-6 * (1 * 2.2) / (1 + norm[1])), rel=1e-12))]
 
 
+@pytest.mark.parametrize("small", [400, 0])  # phrases found with Python sets / with numpy
 @pytest.mark.parametrize("weights", [(2.0, 2.0, 1.0), (1.0, 1.0, 1.0), (0.3, 1.7, 0.1), (0.0, 0.0, 1.0)])
-def test_scores_equal_fts5_for_every_kind_of_phrase(tmp_path, weights):
+def test_scores_equal_fts5_for_every_kind_of_phrase(tmp_path, weights, small, monkeypatch):
+    monkeypatch.setattr(postings_module, "_SMALL", small)
     memory, fts5 = both(tmp_path)
     terms = ["apple", "banana", "josé martí", "jose marti", "role_id", "3.5%", "new new", "new", "北京大学",
              "same words", "words same", "nothing", "apple", "poems", '"quoted"', "大学 apple"]
@@ -67,6 +70,22 @@ def test_phrase_rows_equal_fts5(tmp_path):
                  "same words", "words same", "twin", "nothing", "apple pie", '"quoted"', "大学 apple"]:
         assert memory.matches(term) == fts5.matches(term), term
     assert memory.matches("apple pie") == {1} and memory.matches("new new new") == frozenset()
+
+
+def test_body_df_equals_fts5_on_both_paths(tmp_path, monkeypatch):
+    memory, fts5 = both(tmp_path)
+    terms = ["apple", "josé martí", "jose marti", "role_id", "3.5%", "new new", "new new new", "北京大学",
+             "same words", "words same", "twin one", "nothing here", "apple pie", "大学 apple"]
+    for term in terms:
+        memory.postings.tokens(term)  # split like FTS5: the in-memory count may answer
+        assert memory.df(term) == fts5.df(term), term
+    assert memory.df("apple pie") == 0 and memory.df("new new") == 1 and memory.df("new new new") == 0
+    assert memory.postings.count_rows("same words", "body") == 2
+    assert memory.postings.count_rows("twin one", "title") == 1
+    monkeypatch.setattr(postings_module, "_SMALL", 0)  # every phrase is "large": FTS5 counts
+    assert memory.postings.count_rows("same words", "body") is None
+    memory._df.clear()
+    assert [memory.df(t) for t in terms] == [fts5.df(t) for t in terms]
 
 
 def test_ties_keep_lower_id_first(tmp_path):

@@ -11,14 +11,12 @@ Each step function, in the order of the paper: `initial_candidates`, `score_roun
 """
 from __future__ import annotations
 
-import functools
 import math
-from collections import Counter
 from dataclasses import dataclass, replace
 
 from . import text as textlib
 from .corpora import Question
-from .index import DIVERSITY_TOKEN, Index, normalize_title, query_expression, quote
+from .index import Index, normalize_title, query_expression, quote
 from .judges import JudgeError, JudgmentMemo
 from .params import Params, earliest_affected_round
 from .terms import SeedView, TermWeightingError, analyze_body, choose_terms, get_term_weighting
@@ -158,11 +156,11 @@ def retrieve_expansion(index: Index, selected, round0_expression: str, seen, par
     resolutions = {t.term: resolve_term(index, t.term, t.kind, t.surface, seen) for t in selected}
     expression = " OR ".join([quote(resolutions[t.term][0]) for t in selected] + [round0_expression])
     # filter by each term separately: "term AND (...)" would count the term twice in BM25
-    matched = [[u for u in index.matches(resolutions[t.term][0]) if u not in seen] for t in selected]
+    matched = [sorted(index.matches(resolutions[t.term][0]) - seen) for t in selected]
     bm25 = index.bm25_all(expression, params.field_weights, among={u for units in matched for u in units})
     lists = []
     for t, units in zip(selected, matched):
-        units.sort(key=lambda u: (bm25[u], u))
+        units.sort(key=bm25.__getitem__)  # stable: equal scores keep the lower id first
         lists.append((t.term, units))
     candidates, taken = [], set()
     depth = 0
@@ -238,24 +236,12 @@ def build_context(round_no: int, candidates, hist: History, params: Params) -> t
 
 
 # ---- diversity (Appendix C) ----------------------------------------------------------------
-@functools.lru_cache(maxsize=1 << 14)
-def diversity_counts(body: str) -> Counter:
-    """Diversity-token counts of a passage, in order of first occurrence."""
-    return Counter(DIVERSITY_TOKEN.findall(body.casefold()))
-
-
 def diversify(index: Index, ranking, scores: dict, n: int = 10) -> tuple[int, ...]:
     """Greedy DPP over the top n: quality = judge score, similarity = sparse TF-IDF cosine."""
     top = list(ranking[:n])
     if len(top) < 2:
         return tuple(ranking)
-    counts = [diversity_counts(rec.body) for rec in index.units(top)]
-    df = index.diversity_df(t for c in counts for t in c)
-    vectors = []
-    for c in counts:
-        v = {t: (1 + math.log(k)) * (math.log((1 + index.D) / (1 + df.get(t, 0))) + 1) for t, k in c.items()}
-        norm = math.sqrt(sum(x * x for x in v.values()))
-        vectors.append({t: x / norm for t, x in v.items()} if norm > 0 else {})
+    vectors = index.diversity_vectors(top)
     q = [scores[u] for u in top]
     m = len(top)
 

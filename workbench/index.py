@@ -30,6 +30,7 @@ from .postings import DEFAULT_MAX_INSTANCES, Postings, phrases_of
 
 SCHEMA_VERSION = "sag2wb-index-1"
 DEFAULT_FIELD_WEIGHTS = (2.0, 2.0, 1.0)
+UNIT_CACHE_LIMIT = 50_000  # units held in memory; a corpus up to this size is read whole
 # SPEC Appendix C: diversity vectors use plain word tokens, not jieba tokens. The standard
 # library's `re` on purpose: its \w excludes combining marks (Devanagari vowel signs split a
 # word), which is what the reference implementation's vectors show; `regex` would differ.
@@ -136,6 +137,7 @@ class Index:
         self._bm25_cache: dict[tuple, dict[int, float]] = {}
         self._units: dict[int, UnitRecord] = {}
         self._diversity_df: dict[str, int] = {}
+        self._diversity_vectors: dict[int, dict[str, float]] = {}
         self.max_postings = max_postings
         self._postings_lock = threading.Lock()
 
@@ -158,7 +160,7 @@ class Index:
         return rec
 
     def _remember(self, rec: UnitRecord) -> UnitRecord:
-        if len(self._units) >= 50_000:  # bounded: a large corpus is not held in memory
+        if len(self._units) >= UNIT_CACHE_LIMIT:  # bounded: a large corpus is not held in memory
             self._units.clear()
         self._units[rec.id] = rec
         return rec
@@ -245,9 +247,15 @@ class Index:
         return dict(self._fts(sql, args))
 
     def units(self, unit_ids) -> list[UnitRecord]:
-        """Several units at once (one query for those not yet read)."""
+        """Several units at once (one query for those not yet read; a corpus within the
+        unit cache is read whole on first use, ~30 ms for 2Wiki)."""
         unit_ids = list(unit_ids)
-        missing = [u for u in dict.fromkeys(unit_ids) if u not in self._units]
+        known = self._units
+        missing = [u for u in dict.fromkeys(unit_ids) if u not in known]
+        if missing and self.N <= UNIT_CACHE_LIMIT:
+            for row in self.db.execute("SELECT title, heading, body, document, source, location, id FROM units"):
+                known[row[-1]] = UnitRecord(*row)
+            missing = []
         for i in range(0, len(missing), 500):
             chunk = missing[i : i + 500]
             rows = self.db.execute(
@@ -255,7 +263,8 @@ class Index:
                 f"WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
             for row in rows:
                 self._remember(UnitRecord(*row))
-        return [self.unit(u) for u in unit_ids]
+        get = known.get
+        return [get(u) or self.unit(u) for u in unit_ids]
 
     def matches(self, term: str) -> frozenset[int]:
         """Units whose title, heading or body contains the phrase `term`."""
@@ -277,6 +286,10 @@ class Index:
         """SPEC §2 df(t): units whose *body* matches the token or phrase (`index.df(t)`)."""
         if _PLAIN_TOKEN.fullmatch(term):
             return self._body_vocabulary.get(term, 0)
+        postings = self.postings
+        n = postings.count_rows(term, "body") if postings is not None else None
+        if n is not None:
+            return n
         (n,) = self._fts("SELECT count(*) FROM fts WHERE fts MATCH ?", ("body : " + quote(term),))[0]
         return n
 
@@ -337,6 +350,22 @@ class Index:
             known.update(self.db.execute(
                 f"SELECT term, df FROM diversity_df WHERE term IN ({','.join('?' * len(chunk))})", chunk).fetchall())
         return {t: known[t] for t in tokens}
+
+    def diversity_vectors(self, unit_ids) -> list[dict[str, float]]:
+        """Each unit's body as a unit-length TF-IDF vector over diversity tokens (SPEC
+        Appendix C): (1 + ln tf) * (ln((1 + D) / (1 + df)) + 1), divided by the norm.
+        Remembered per unit (the top 10 of related questions overlap)."""
+        known = self._diversity_vectors
+        if len(known) >= UNIT_CACHE_LIMIT:
+            known.clear()
+        todo = [u for u in dict.fromkeys(unit_ids) if u not in known]
+        counts = [Counter(DIVERSITY_TOKEN.findall(rec.body.casefold())) for rec in self.units(todo)]
+        df = self.diversity_df(t for c in counts for t in c)
+        for u, c in zip(todo, counts):
+            v = {t: (1 + math.log(k)) * (math.log((1 + self.D) / (1 + df[t])) + 1) for t, k in c.items()}
+            norm = math.sqrt(sum(x * x for x in v.values()))
+            known[u] = {t: x / norm for t, x in v.items()} if norm > 0 else {}
+        return [known[u] for u in unit_ids]
 
     # ---- building ------------------------------------------------------------------------
     @classmethod

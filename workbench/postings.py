@@ -30,6 +30,7 @@ K1, B = 1.2, 0.75
 COLUMNS = ("title", "heading", "body")
 # postings are int64 keys: row << 32 | column << 24 | token offset (sorted = FTS5's order)
 _ROW_SHIFT, _COL_SHIFT, _OFFSET_MASK = 32, 24, (1 << 24) - 1
+_SMALL = 400  # positions below which count_rows works in plain Python
 DEFAULT_MAX_INSTANCES = 10_000_000  # ~80 MB of keys; larger indexes use FTS5's bm25()
 _PLAIN = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")  # unicode61 keeps these tokens as they are
 _PHRASE = re.compile(r'"((?:[^"]|"")*)"')
@@ -139,6 +140,21 @@ class Postings:
         span = self.spans.get(token)
         return self.keys[span[0] : span[1]] if span else self.keys[:0]
 
+    def _starts(self, toks: tuple[str, ...]) -> np.ndarray | set:
+        """Keys where the phrase begins: token k sits k places after token 0 in the same
+        column. A set when the tokens have few positions (plain Python is faster there),
+        else a sorted array."""
+        keys = [self._term_keys(t) for t in toks]
+        if sum(len(k) for k in keys) <= _SMALL:
+            starts = set(keys[0].tolist())
+            for k, following in enumerate(keys[1:], start=1):
+                starts.intersection_update((following - k).tolist())
+            return starts
+        starts = keys[0]
+        for k, following in enumerate(keys[1:], start=1):
+            starts = np.intersect1d(starts, following - k, assume_unique=True)
+        return starts
+
     def phrase(self, phrase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """(rows, instance -> row index, instance column) for the phrase's instances; None
         for a phrase without tokens (callers leave those to FTS5)."""
@@ -147,14 +163,9 @@ class Postings:
             toks = self.tokens(phrase)
             if toks is None:
                 return None
-            starts = self._term_keys(toks[0])
-            for k, tok in enumerate(toks[1:], start=1):
-                # consecutive tokens of one column (an offset + k never reaches the column bits)
-                nxt, want = self._term_keys(tok), starts + k
-                at = np.searchsorted(nxt, want)
-                starts = starts[at < len(nxt)]
-                want, at = want[at < len(nxt)], at[at < len(nxt)]
-                starts = starts[nxt[at] == want]
+            starts = self._starts(toks)
+            if isinstance(starts, set):
+                starts = np.array(sorted(starts), dtype=np.int64)
             rows_of = starts >> _ROW_SHIFT  # sorted: keys are in (row, column, offset) order
             first = np.empty(len(rows_of), dtype=bool)
             first[:1] = True
@@ -169,6 +180,22 @@ class Postings:
         """Rows with the phrase in any column (None: ask FTS5)."""
         found = self.phrase(phrase)
         return None if found is None else frozenset(found[0].tolist())
+
+    def count_rows(self, phrase: str, column: str) -> int | None:
+        """Rows with the phrase in `column` when its tokens have few positions (None
+        otherwise: an FTS5 count is then as fast). Plain Python: for a name of rare words
+        this takes ~19 us, against ~30-60 us for a MATCH count and ~45 us through numpy."""
+        toks = self._tokens.get(phrase) if not _PLAIN.fullmatch(phrase) else tuple(phrase.split(" "))
+        if toks is None:
+            return None  # splitting it like FTS5 would cost a scratch-table round trip
+        spans = [self.spans.get(t) for t in toks]
+        if None in spans:
+            return 0
+        if sum(end - start for start, end in spans) > _SMALL:
+            return None
+        starts = self._starts(toks)
+        col = COLUMNS.index(column)
+        return len({s >> _ROW_SHIFT for s in starts if (s >> _COL_SHIFT) & 0xFF == col})
 
     # ---- scoring -------------------------------------------------------------------------
     def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray] | None:

@@ -189,8 +189,9 @@ def paper_seed_weight(seed: SeedView) -> float:
 
 
 def _rule(seed: SeedView, stats: CorpusStats, *, use_idf=True, use_connection=True, weight=None, use_tf=True):
-    tf = seed_terms(seed).tf
-    conn = query_connections(seed, stats)
+    summary = seed_terms(seed)
+    tf, sentences_of = summary.tf, summary.sentences_of
+    cu = sentence_connections(seed, stats)
     w = paper_seed_weight(seed) if weight is None else weight
     candidates, idf_of, df_of, log, score = seed.candidate_terms, stats.idf, stats.df, math.log, seed.score
     make = functools.partial(tuple.__new__, TermWeight)  # skips NamedTuple's Python-level __new__
@@ -198,7 +199,8 @@ def _rule(seed: SeedView, stats: CorpusStats, *, use_idf=True, use_connection=Tr
     for t, n in tf.items():
         if t in candidates:
             idf = idf_of(t)
-            c = conn[t]
+            where = sentences_of[t]  # c(t, d): the best c(u) over the sentences holding t
+            c = cu[where[0]] if len(where) == 1 else max([cu[i] for i in where])
             # ((1 + ln tf) * idf) * (1 + c) * w, multiplied in this order (ties depend on it)
             priority = (1 + log(n)) if use_tf else 1.0
             if use_idf:
