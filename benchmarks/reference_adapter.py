@@ -27,6 +27,7 @@ import asyncio
 import json
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -428,6 +429,8 @@ async def run(args):
             if len(search_seconds) > 1
             else None,
             "mean": round(sum(search_seconds) / len(search_seconds), 4) if search_seconds else None,
+            "median": round(statistics.median(search_seconds), 4) if search_seconds else None,
+            "per_question": [round(s, 5) for s in search_seconds],
         },
         "metrics": metrics(questions, results),
         "questions": results,

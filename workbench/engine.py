@@ -12,11 +12,12 @@ Each step function, in the order of the paper: `initial_candidates`, `score_roun
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, replace
 
 from . import text as textlib
 from .corpora import Question
-from .index import Index, normalize_title, query_expression, quote
+from .index import UNIT_CACHE_LIMIT, Index, normalize_title, query_expression, quote
 from .judges import JudgeError, JudgmentMemo
 from .params import Params, earliest_affected_round
 from .terms import SeedView, TermWeightingError, analyze_body, choose_terms, get_term_weighting
@@ -398,8 +399,7 @@ class Run:
             named.update(c.unit_id for c in r.context)
             named.update(s.unit_id for s in r.seeds)
             named.update(t.seed for t in r.terms)
-        units = {rec.id: UnitInfo(rec.title, rec.document, rec.source, rec.location)
-                 for rec in self.index.units(sorted(named))}
+        units = unit_infos(self.index, sorted(named))
         return Trace(
             question=self.question, question_id=self.question_id, gold=tuple(self.gold), params=self.params,
             judge=self.judge_name, rounds=tuple(self.rounds), final_ranking=tuple(final), units=units,
@@ -446,6 +446,21 @@ class Run:
 
     def _repr_html_(self) -> str:
         return self.trace()._repr_html_()
+
+
+_UNIT_INFOS: "weakref.WeakKeyDictionary[Index, dict[int, UnitInfo]]" = weakref.WeakKeyDictionary()
+
+
+def unit_infos(index: Index, unit_ids) -> dict[int, UnitInfo]:
+    """The trace's description of each unit, made once per unit and index."""
+    known = _UNIT_INFOS.setdefault(index, {})
+    todo = [u for u in unit_ids if u not in known]
+    if len(known) + len(todo) > UNIT_CACHE_LIMIT:
+        known.clear()
+        todo = list(unit_ids)
+    for rec in index.units(todo):
+        known[rec.id] = UnitInfo(rec.title, rec.document, rec.source, rec.location)
+    return {u: known[u] for u in unit_ids}
 
 
 def judge_usage(judge) -> dict:

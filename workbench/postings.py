@@ -74,6 +74,7 @@ class Postings:
         self.n_rows = n_rows
         self._tokens: dict[str, tuple[str, ...] | None] = {}
         self._phrases: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._starts_of: dict[tuple[str, ...], np.ndarray | set] = {}
         self._lock = threading.Lock()
         self._scratch = False  # the scratch table that splits phrases like FTS5 exists
 
@@ -143,16 +144,22 @@ class Postings:
     def _starts(self, toks: tuple[str, ...]) -> np.ndarray | set:
         """Keys where the phrase begins: token k sits k places after token 0 in the same
         column. A set when the tokens have few positions (plain Python is faster there),
-        else a sorted array."""
+        else a sorted array. Remembered: a name's df, its matches and its bm25 share them."""
+        starts = self._starts_of.get(toks)
+        if starts is not None:
+            return starts
         keys = [self._term_keys(t) for t in toks]
         if sum(len(k) for k in keys) <= _SMALL:
             starts = set(keys[0].tolist())
             for k, following in enumerate(keys[1:], start=1):
                 starts.intersection_update((following - k).tolist())
-            return starts
-        starts = keys[0]
-        for k, following in enumerate(keys[1:], start=1):
-            starts = np.intersect1d(starts, following - k, assume_unique=True)
+        else:
+            starts = keys[0]
+            for k, following in enumerate(keys[1:], start=1):
+                starts = np.intersect1d(starts, following - k, assume_unique=True)
+        if len(self._starts_of) >= 4096:
+            self._starts_of.clear()
+        self._starts_of[toks] = starts
         return starts
 
     def phrase(self, phrase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

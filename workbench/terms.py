@@ -90,18 +90,22 @@ class BodyTerms:
 
 def summarize_sentences(sentences) -> BodyTerms:
     tf: Counter = Counter()
-    kinds: dict = {}
+    kinds: dict = {}  # the first occurrence decides: tokens before names within a sentence
     sentences_of: dict = {}
+    where = sentences_of.get
     for i, u in enumerate(sentences):
-        tf.update(u.units)
-        for t in u.units[: len(u.units) - len(u.names)]:
-            kinds.setdefault(t, ("token", t))
+        units = u.units
+        tf.update(units)
+        for t in dict.fromkeys(units[: len(units) - len(u.names)]):
+            if t not in kinds:
+                kinds[t] = ("token", t)
         for t, surface in u.names:
-            kinds.setdefault(t, ("name", surface))
-        for t in dict.fromkeys(u.units):
-            sentences_of.setdefault(t, []).append(i)
+            if t not in kinds:
+                kinds[t] = ("name", surface)
+        for t in dict.fromkeys(units):
+            sentences_of[t] = where(t, ()) + (i,)
     return BodyTerms(
-        dict(tf), kinds, {t: tuple(v) for t, v in sentences_of.items()},
+        dict(tf), kinds, sentences_of,
         tuple(u.tokens for u in sentences), tuple((t, tuple(t.split(" "))) for t in tf if " " in t),
     )
 
@@ -196,18 +200,18 @@ def _rule(seed: SeedView, stats: CorpusStats, *, use_idf=True, use_connection=Tr
     candidates, idf_of, df_of, log, score = seed.candidate_terms, stats.idf, stats.df, math.log, seed.score
     make = functools.partial(tuple.__new__, TermWeight)  # skips NamedTuple's Python-level __new__
     out = {}
-    for t, n in tf.items():
-        if t in candidates:
-            idf = idf_of(t)
-            where = sentences_of[t]  # c(t, d): the best c(u) over the sentences holding t
-            c = cu[where[0]] if len(where) == 1 else max([cu[i] for i in where])
-            # ((1 + ln tf) * idf) * (1 + c) * w, multiplied in this order (ties depend on it)
-            priority = (1 + log(n)) if use_tf else 1.0
-            if use_idf:
-                priority = priority * idf
-            if use_connection:
-                priority = priority * (1 + c)
-            out[t] = make((priority * w, n, df_of(t), idf, c, score, w, ()))
+    for t in candidates if candidates.issubset(tf) else candidates.intersection(tf):
+        n = tf[t]
+        idf = idf_of(t)
+        where = sentences_of[t]  # c(t, d): the best c(u) over the sentences holding t
+        c = cu[where[0]] if len(where) == 1 else max([cu[i] for i in where])
+        # ((1 + ln tf) * idf) * (1 + c) * w, multiplied in this order (ties depend on it)
+        priority = (1 + log(n)) if use_tf else 1.0
+        if use_idf:
+            priority = priority * idf
+        if use_connection:
+            priority = priority * (1 + c)
+        out[t] = make((priority * w, n, df_of(t), idf, c, score, w, ()))
     return out
 
 

@@ -164,8 +164,9 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def phrase(text: str) -> str:
-    """A lexical term's text: the space-joined tokens (SPEC §1 "name's term")."""
+    """A lexical term's text: the space-joined tokens (SPEC §1 "name's term"); names recur."""
     return " ".join(tokenize(text))
 
 
