@@ -287,9 +287,10 @@ class Index:
         if _PLAIN_TOKEN.fullmatch(term):
             return self._body_vocabulary.get(term, 0)
         postings = self.postings
-        n = postings.count_rows(term, "body") if postings is not None else None
-        if n is not None:
-            return n
+        toks = postings.known_tokens(term) if postings is not None else None
+        if toks is not None and len(toks) == 1:  # one FTS5 token (e.g. 'josé'): its body document count
+            return self._body_vocabulary.get(toks[0], 0)
+        # a phrase: FTS5's count (24 us on 2Wiki, faster than intersecting positions in Python)
         (n,) = self._fts("SELECT count(*) FROM fts WHERE fts MATCH ?", ("body : " + quote(term),))[0]
         return n
 

@@ -30,8 +30,8 @@ K1, B = 1.2, 0.75
 COLUMNS = ("title", "heading", "body")
 # postings are int64 keys: row << 32 | column << 24 | token offset (sorted = FTS5's order)
 _ROW_SHIFT, _COL_SHIFT, _OFFSET_MASK = 32, 24, (1 << 24) - 1
-_SMALL = 400  # positions below which count_rows works in plain Python
-DEFAULT_MAX_INSTANCES = 10_000_000  # ~80 MB of keys; larger indexes use FTS5's bm25()
+# ~32 MB of keys (and ~50 MB of text while loading); larger indexes use FTS5's bm25()
+DEFAULT_MAX_INSTANCES = 4_000_000
 _PLAIN = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")  # unicode61 keeps these tokens as they are
 _PHRASE = re.compile(r'"((?:[^"]|"")*)"')
 
@@ -74,7 +74,6 @@ class Postings:
         self.n_rows = n_rows
         self._tokens: dict[str, tuple[str, ...] | None] = {}
         self._phrases: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._starts_of: dict[tuple[str, ...], np.ndarray | set] = {}
         self._lock = threading.Lock()
         self._scratch = False  # the scratch table that splits phrases like FTS5 exists
 
@@ -92,7 +91,8 @@ class Postings:
             f"SELECT group_concat((doc << {_ROW_SHIFT}) + ((CASE col {cols} END) << {_COL_SHIFT}) + offset) "
             "FROM temp.sag2wb_instances"
         ).fetchone()
-        keys = np.array(text.split(","), dtype=np.int64) if text else np.zeros(0, dtype=np.int64)
+        # numpy's text parser: no Python object per position
+        keys = np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, dtype=np.int64)
         if len(keys) != total:  # both vocabularies walk the same index; anything else is a bug
             raise RuntimeError(f"fts5vocab disagrees with itself: {len(keys)} instances vs {total}")
         spans, start = {}, 0
@@ -107,7 +107,10 @@ class Postings:
         top = max((i for i, _ in sizes), default=0)
         length = np.zeros(top + 1, dtype=np.float64)
         for rowid, blob in sizes:
-            length[rowid] = sum(_varints(blob))
+            columns = _varints(blob)
+            if max(columns, default=0) > _OFFSET_MASK:  # an offset would spill into the column bits
+                return None
+            length[rowid] = sum(columns)
         row_norm = K1 * ((1 - B) + (B * length) / avgdl)
         return cls(db, keys, spans, row_norm, n_rows)
 
@@ -137,29 +140,19 @@ class Postings:
         self._tokens[phrase] = toks or None
         return toks or None
 
+    def known_tokens(self, phrase: str) -> tuple[str, ...] | None:
+        """The phrase's FTS5 tokens if they come without a scratch-table round trip."""
+        return tuple(phrase.split(" ")) if _PLAIN.fullmatch(phrase) else self._tokens.get(phrase)
+
     def _term_keys(self, token: str) -> np.ndarray:
         span = self.spans.get(token)
         return self.keys[span[0] : span[1]] if span else self.keys[:0]
 
-    def _starts(self, toks: tuple[str, ...]) -> np.ndarray | set:
-        """Keys where the phrase begins: token k sits k places after token 0 in the same
-        column. A set when the tokens have few positions (plain Python is faster there),
-        else a sorted array. Remembered: a name's df, its matches and its bm25 share them."""
-        starts = self._starts_of.get(toks)
-        if starts is not None:
-            return starts
-        keys = [self._term_keys(t) for t in toks]
-        if sum(len(k) for k in keys) <= _SMALL:
-            starts = set(keys[0].tolist())
-            for k, following in enumerate(keys[1:], start=1):
-                starts.intersection_update((following - k).tolist())
-        else:
-            starts = keys[0]
-            for k, following in enumerate(keys[1:], start=1):
-                starts = np.intersect1d(starts, following - k, assume_unique=True)
-        if len(self._starts_of) >= 4096:
-            self._starts_of.clear()
-        self._starts_of[toks] = starts
+    def _starts(self, toks: tuple[str, ...]) -> np.ndarray:
+        """Sorted keys where the phrase begins: token k sits k places after token 0, same column."""
+        starts = self._term_keys(toks[0])
+        for k, tok in enumerate(toks[1:], start=1):
+            starts = np.intersect1d(starts, self._term_keys(tok) - k, assume_unique=True)
         return starts
 
     def phrase(self, phrase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -171,8 +164,6 @@ class Postings:
             if toks is None:
                 return None
             starts = self._starts(toks)
-            if isinstance(starts, set):
-                starts = np.array(sorted(starts), dtype=np.int64)
             rows_of = starts >> _ROW_SHIFT  # sorted: keys are in (row, column, offset) order
             first = np.empty(len(rows_of), dtype=bool)
             first[:1] = True
@@ -187,22 +178,6 @@ class Postings:
         """Rows with the phrase in any column (None: ask FTS5)."""
         found = self.phrase(phrase)
         return None if found is None else frozenset(found[0].tolist())
-
-    def count_rows(self, phrase: str, column: str) -> int | None:
-        """Rows with the phrase in `column` when its tokens have few positions (None
-        otherwise: an FTS5 count is then as fast). Plain Python: for a name of rare words
-        this takes ~19 us, against ~30-60 us for a MATCH count and ~45 us through numpy."""
-        toks = self._tokens.get(phrase) if not _PLAIN.fullmatch(phrase) else tuple(phrase.split(" "))
-        if toks is None:
-            return None  # splitting it like FTS5 would cost a scratch-table round trip
-        spans = [self.spans.get(t) for t in toks]
-        if None in spans:
-            return 0
-        if sum(end - start for start, end in spans) > _SMALL:
-            return None
-        starts = self._starts(toks)
-        col = COLUMNS.index(column)
-        return len({s >> _ROW_SHIFT for s in starts if (s >> _COL_SHIFT) & 0xFF == col})
 
     # ---- scoring -------------------------------------------------------------------------
     def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray] | None:
