@@ -243,3 +243,82 @@ def test_shipped_registry():
     assert set(TERM_WEIGHTINGS) >= {"sag2", "no_query_connection", "uniform_seed_weight", "no_idf", "tf_only",
                                      "bm25_feedback"}
     assert terms.RM3_MAX_DF_SHARE == 0.10
+
+
+def _sample_traces(tmp_path, corpus, questions, variant, name):
+    from workbench.corpora import load_corpus, load_questions
+    from workbench.engine import Run
+    from workbench.index import Index
+    from workbench.judges import LexicalJudge
+    from workbench.params import Params
+
+    index = Index.build(load_corpus(corpus), tmp_path / f"{name}.sqlite")
+    runs = [Run(index, q, Params(term_weighting=variant), LexicalJudge(index)) for q in load_questions(questions)]
+    return [r.run().to_json(stats=False) for r in runs], len(index._df)
+
+
+@pytest.mark.parametrize("variant", ["sag2", "bm25_feedback", "no_idf"])
+def test_bounded_df_counting_keeps_the_same_rows(tmp_path, monkeypatch, variant):
+    # Phrases are first weighed with df = 1 and counted only if that bound reaches the kept
+    # rows; whole trajectories must equal those with every df counted, on both samples
+    # (the docs sample has non-plain question tokens such as 'role_id' and Chinese ones).
+    from .conftest import REPO
+
+    samples = [(REPO / "sample_corpora" / "encyclopedia" / "corpus.json",
+                REPO / "sample_corpora" / "encyclopedia" / "questions.jsonl"),
+               (REPO / "sample_corpora" / "internal_docs", REPO / "sample_corpora" / "internal_docs.questions.jsonl")]
+    for k, (corpus, questions) in enumerate(samples):
+        bounded, counted_bounded = _sample_traces(tmp_path, corpus, questions, variant, f"b{k}")
+        with monkeypatch.context() as m:
+            m.setattr(terms, "_IDF_MONOTONE", frozenset())  # every df counted
+            full, counted_full = _sample_traces(tmp_path, corpus, questions, variant, f"f{k}")
+        assert bounded == full
+        if variant == "sag2":
+            assert counted_bounded < counted_full  # some phrases were never counted
+
+
+def test_bounded_counting_equals_full_counting_on_a_generated_corpus(tmp_path):
+    # Bodies mix plain words, connected tokens (counted as phrases: 'ab_cd' is "ab cd" in
+    # FTS5) and two-word names; questions contain connected tokens, so a query connection
+    # depends on an idf that needs a count. For every keep, the kept rows must match.
+    import random
+
+    from workbench.index import Index
+    from workbench.terms import SeedView, analyze_body
+    from workbench.text import tokenize
+
+    from .conftest import build_index
+
+    rnd = random.Random(20261130)
+    words = [f"w{i}" for i in range(40)]
+    connected = [f"k{i}_x{i % 3}" for i in range(12)]
+    names = [f"Name{i} Surname{i % 5}" for i in range(15)]
+    passages = []
+    for n in range(60):
+        sentences = []
+        for _ in range(rnd.randint(1, 4)):
+            parts = rnd.sample(words, rnd.randint(2, 6)) + rnd.sample(connected, rnd.randint(0, 2))
+            parts += [rnd.choice(names)] * rnd.randint(0, 2)
+            rnd.shuffle(parts)
+            sentences.append(" ".join(parts))
+        passages.append((f"Passage {n}", ". ".join(sentences) + "."))
+    path = build_index(tmp_path, passages).path
+    for qi in range(15):
+        question = " ".join(rnd.sample(connected, 2) + rnd.sample(words, 2))
+        qtokens = frozenset(tokenize(question))
+        chosen = rnd.sample(range(1, 61), 6)
+        for keep in (1, 2, 3, 5, 8, 13):
+            got = []
+            for monotone in (terms._IDF_MONOTONE, frozenset()):
+                ix = Index(path)  # fresh statistics: nothing counted yet
+                ix.search('"w1"', 1)  # the engine has split the question's phrases by now
+                for t in qtokens:
+                    ix.postings.tokens(t)
+                views = [SeedView(u, r + 1, ix.unit(u).title, 1.0 / (r + 1), 1.0, analyze_body(ix.unit(u).body),
+                                  qtokens, body=ix.unit(u).body) for r, u in enumerate(chosen)]
+                saved, terms._IDF_MONOTONE = terms._IDF_MONOTONE, monotone
+                try:
+                    got.append(choose_terms(views, ix, "sag2", L=min(keep, 3), keep=keep)[0])
+                finally:
+                    terms._IDF_MONOTONE = saved
+            assert got[0] == got[1], (qi, keep)

@@ -284,14 +284,29 @@ class Index:
 
     def _count_df(self, term: str) -> int:
         """SPEC §2 df(t): units whose *body* matches the token or phrase (`index.df(t)`)."""
+        n = self._vocabulary_df(term)
+        if n is None:  # a phrase: FTS5's count (24 us on 2Wiki, faster than intersecting positions)
+            (n,) = self._fts("SELECT count(*) FROM fts WHERE fts MATCH ?", ("body : " + quote(term),))[0]
+        return n
+
+    def _vocabulary_df(self, term: str) -> int | None:
+        """df of a term FTS5 reads as one token, from the body vocabulary; None for a phrase
+        (or a term not yet split the way FTS5 splits it)."""
         if _PLAIN_TOKEN.fullmatch(term):
             return self._body_vocabulary.get(term, 0)
         postings = self.postings
         toks = postings.known_tokens(term) if postings is not None else None
-        if toks is not None and len(toks) == 1:  # one FTS5 token (e.g. 'josé'): its body document count
+        if toks is not None and len(toks) == 1:  # e.g. '北京大学'
             return self._body_vocabulary.get(toks[0], 0)
-        # a phrase: FTS5's count (24 us on 2Wiki, faster than intersecting positions in Python)
-        (n,) = self._fts("SELECT count(*) FROM fts WHERE fts MATCH ?", ("body : " + quote(term),))[0]
+        return None
+
+    def cheap_df(self, term: str) -> int | None:
+        """df(t) if it needs no FTS5 query (already known, or a vocabulary read), else None."""
+        n = self._df.get(term)
+        if n is None:
+            n = self._vocabulary_df(term)
+            if n is not None:
+                self._df[term] = n
         return n
 
     @cached_property

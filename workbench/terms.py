@@ -16,6 +16,7 @@ Register it with `register_term_weighting("name", my_rule)` (or load it from
 from __future__ import annotations
 
 import functools
+import heapq
 import importlib.util
 import math
 from collections import Counter
@@ -424,6 +425,59 @@ class TermChoice(NamedTuple):
 
 
 _INF = math.inf
+# built-in variants whose priority never falls when idf rises or df falls
+_IDF_MONOTONE = frozenset({"sag2", "no_query_connection", "uniform_seed_weight", "no_idf", "tf_only", "bm25_feedback"})
+
+
+class _Optimistic:
+    """Corpus statistics that give a term whose df would need an FTS5 count the largest idf
+    a matching term can have (df = 1), and note it as pending. Question tokens stay exact:
+    their idf enters every term's query connection."""
+
+    def __init__(self, stats, exact):
+        self.stats, self.N, self.exact = stats, stats.N, exact
+        self.pending: set[str] = set()
+        df = 1
+        self.idf_high = math.log(1 + (stats.N - df + 0.5) / (df + 0.5))  # as Index computes idf
+
+    def df(self, term: str) -> int:
+        if term not in self.exact and self.stats.cheap_df(term) is None:
+            self.pending.add(term)
+            return 1
+        return self.stats.df(term)
+
+    def idf(self, term: str) -> float:
+        if term not in self.exact and self.stats.cheap_df(term) is None:
+            self.pending.add(term)
+            return self.idf_high
+        return self.stats.idf(term)
+
+
+def _weigh(weighting, weighting_name: str, seed: SeedView, stats) -> tuple[dict, float | None]:
+    """The variant's weights for one seed, checked (a dict of finite priorities >= 0 for
+    eligible terms only; numbers become TermWeights), and the seed weight it reported
+    (None if it gave no TermWeight)."""
+    weights = weighting(seed, stats)
+    if not isinstance(weights, dict):
+        raise TermWeightingError(f"term weighting {weighting_name!r} returned {type(weights).__name__}, expected a dict")
+    seed_weight = next((w.seed_weight for w in weights.values() if isinstance(w, TermWeight)), None)
+    eligible, u = seed.candidate_terms, seed.unit_id
+    weights = {t: w for t, w in weights.items() if t in eligible}  # a variant may propose anything
+    for t, w in weights.items():
+        if type(w) is not TermWeight:
+            weights[t] = TermWeight(_checked_priority(w, weighting_name, t, u))
+        elif type(w[0]) is not float or not 0.0 <= w[0] < _INF:  # also NaN
+            _checked_priority(w[0], weighting_name, t, u)
+    return weights, seed_weight
+
+
+def _merge(best: dict, weights: dict, seed: int, kinds: dict) -> None:
+    """Keep each term's best weight; a later seed wins only with a strictly higher priority."""
+    get = best.get
+    for t, w in weights.items():
+        current = get(t)
+        if current is None or w[0] > current[0]:
+            best[t] = (w[0], seed, w, kinds)
 
 
 def _checked_priority(p, weighting_name: str, term: str, seed: int) -> float:
@@ -444,31 +498,33 @@ def choose_terms(
 
     Excluded (SPEC §3): terms whose tokens are all question tokens, and terms with df = 0."""
     weighting = get_term_weighting(weighting_name)
+    # Counting a phrase's df is an FTS5 query; most phrases of a round end far below the
+    # kept rows. For the built-in variants (priority never falls as idf rises) phrases are
+    # first weighed with the largest idf a matching term can have, and counted only if that
+    # bound reaches the kept rows; the kept rows are the same as with every df counted.
+    bounded = keep is not None and weighting is TERM_WEIGHTINGS.get(weighting_name) and \
+        weighting_name in _IDF_MONOTONE and hasattr(stats, "cheap_df")
+    first_stats = _Optimistic(stats, frozenset().union(*(s.question_tokens for s in seeds))) if bounded else stats
     best: dict[str, tuple] = {}  # term -> (priority, seed, weight, kinds of that seed)
     seed_weights: dict[int, float | None] = {}
+    views = []
     for seed in seeds:  # ranking order; a later seed wins only with a strictly higher priority
         summary = seed_terms(seed)
-        eligible = summary.eligible(seed.question_tokens)
-        weights = weighting(replace(seed, candidate_terms=eligible), stats)
-        if not isinstance(weights, dict):
-            raise TermWeightingError(f"term weighting {weighting_name!r} returned {type(weights).__name__}, expected a dict")
-        seed_weights[seed.unit_id] = next(
-            (w.seed_weight for w in weights.values() if isinstance(w, TermWeight)), None
-        )
-        if not weights.keys() <= eligible:  # a variant may propose anything; only eligible terms count
-            weights = {t: w for t, w in weights.items() if t in eligible}
-        get, kinds, u = best.get, summary.kinds, seed.unit_id
-        for t, w in weights.items():
-            if type(w) is not TermWeight:
-                w = TermWeight(_checked_priority(w, weighting_name, t, u))
-            elif type(w[0]) is not float:
-                _checked_priority(w[0], weighting_name, t, u)
-            p = w[0]
-            if not 0.0 <= p < _INF:  # also NaN
-                _checked_priority(p, weighting_name, t, u)
-            current = get(t)
-            if current is None or p > current[0]:
-                best[t] = (p, u, w, kinds)
+        view = replace(seed, candidate_terms=summary.eligible(seed.question_tokens))
+        weights, seed_weights[seed.unit_id] = _weigh(weighting, weighting_name, view, first_stats)
+        _merge(best, weights, seed.unit_id, summary.kinds)
+        views.append((view, summary.kinds, weights.keys()))
+    if bounded and first_stats.pending:
+        exact = [v[0] for t, v in best.items() if t not in first_stats.pending and stats.df(t) != 0]
+        floor = heapq.nlargest(keep, exact)[-1] if len(exact) >= keep else -_INF
+        recount = {t for t in first_stats.pending if t in best and best[t][0] >= floor}
+        for t in first_stats.pending:
+            best.pop(t, None)  # a bound below the floor: the term cannot reach the kept rows
+        for view, kinds, proposed in views:
+            mine = recount.intersection(proposed)
+            if mine:
+                counted, _ = _weigh(weighting, weighting_name, replace(view, candidate_terms=frozenset(mine)), stats)
+                _merge(best, counted, view.unit_id, kinds)
     df = stats.df
     # df is the term's own, so a df = 0 term (no unit's body matches it) is dropped once here;
     # (-priority, term) tuples sort in C (terms are unique, so the third item is never compared)
