@@ -35,7 +35,7 @@ UNIT_CACHE_LIMIT = 50_000  # units held in memory; a corpus up to this size is r
 # library's `re` on purpose: its \w excludes combining marks (Devanagari vowel signs split a
 # word), which is what the reference implementation's vectors show; `regex` would differ.
 DIVERSITY_TOKEN = re.compile(r"[^\W_]+")
-_PLAIN_TOKEN = regex.compile(r"[a-z0-9]+")
+_PLAIN_TOKEN = re.compile(r"[a-z0-9]+")
 
 
 class Memo(dict):
@@ -134,6 +134,7 @@ class Index:
         self._idf = Memo(self._compute_idf)
         self.df = self._df.__getitem__
         self.idf = self._idf.__getitem__
+        self.cached_idf = self._idf.get  # idf if already computed, else None (never counts)
         self._bm25_cache: dict[tuple, dict[int, float]] = {}
         self._units: dict[int, UnitRecord] = {}
         self._diversity_df: dict[str, int] = {}
