@@ -134,7 +134,8 @@ class Index:
         self._idf = Memo(self._compute_idf)
         self.df = self._df.__getitem__
         self.idf = self._idf.__getitem__
-        self.cached_idf = self._idf.get  # idf if already computed, else None (never counts)
+        self.cached_df = self._df.get  # df if already known, else None (never counts)
+        self.cached_idf = self._idf.get
         self._bm25_cache: dict[tuple, dict[int, float]] = {}
         self._units: dict[int, UnitRecord] = {}
         self._diversity_df: dict[str, int] = {}

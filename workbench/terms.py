@@ -436,24 +436,26 @@ class _Optimistic:
 
     def __init__(self, stats, exact):
         self.stats, self.N, self.exact = stats, stats.N, exact
-        self.cached = getattr(stats, "cached_idf", lambda term: None)
+        self.cached_df = getattr(stats, "cached_df", lambda term: None)
+        self.cached_idf = getattr(stats, "cached_idf", lambda term: None)
         self.pending: set[str] = set()
         df = 1
         self.idf_high = math.log(1 + (stats.N - df + 0.5) / (df + 0.5))  # as Index computes idf
 
     def df(self, term: str) -> int:
-        if term in self.pending:
-            return 1
+        value = self.cached_df(term)
+        if value is not None:
+            return value
         return self.stats.df(term) if self._exact(term) else self._defer(term, 1)
 
     def idf(self, term: str) -> float:
-        value = self.cached(term)
+        value = self.cached_idf(term)
         if value is not None:
             return value
         return self.stats.idf(term) if self._exact(term) else self._defer(term, self.idf_high)
 
     def _exact(self, term: str) -> bool:
-        return term in self.exact or self.stats.cheap_df(term) is not None
+        return term not in self.pending and (term in self.exact or self.stats.cheap_df(term) is not None)
 
     def _defer(self, term: str, value):
         self.pending.add(term)
