@@ -322,3 +322,26 @@ def test_bounded_counting_equals_full_counting_on_a_generated_corpus(tmp_path):
                 finally:
                     terms._IDF_MONOTONE = saved
             assert got[0] == got[1], (qi, keep)
+
+
+def test_a_variant_registered_under_a_builtin_name_sees_exact_statistics(tmp_path):
+    from workbench.terms import SeedView, analyze_body, register_term_weighting
+
+    from .conftest import build_index
+
+    ix = build_index(tmp_path, [("A", "Mara Quell met Piet Oduya in Tessaly."), ("B", "Piet Oduya left.")])
+    seen = []
+
+    def mine(seed, stats):
+        seen.extend((t, stats.df(t)) for t in sorted(seed.candidate_terms))
+        return {t: 1.0 for t in seed.candidate_terms}
+
+    original = terms.TERM_WEIGHTINGS["sag2"]
+    register_term_weighting("sag2", mine)
+    try:
+        body = ix.unit(1).body
+        view = SeedView(1, 1, "A", 1.0, 1.0, analyze_body(body), frozenset({"tessaly"}), body=body)
+        choose_terms([view], ix, "sag2", L=2, keep=6)
+    finally:
+        terms.TERM_WEIGHTINGS["sag2"] = original
+    assert ("piet oduya", 2) in seen and ("mara quell", 1) in seen  # counted, not bounded

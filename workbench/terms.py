@@ -425,8 +425,9 @@ class TermChoice(NamedTuple):
 
 
 _INF = math.inf
-# built-in variants whose priority never falls when idf rises or df falls
-_IDF_MONOTONE = frozenset({"sag2", "no_query_connection", "uniform_seed_weight", "no_idf", "tf_only", "bm25_feedback"})
+# the built-in variants (the functions, not their names: a name can be re-registered),
+# whose priority never falls when idf rises or df falls
+_IDF_MONOTONE = frozenset({sag2_rule, no_query_connection, uniform_seed_weight, no_idf, tf_only, bm25_feedback})
 
 
 class _Optimistic:
@@ -511,8 +512,7 @@ def choose_terms(
     # kept rows. For the built-in variants (priority never falls as idf rises) phrases are
     # first weighed with the largest idf a matching term can have, and counted only if that
     # bound reaches the kept rows; the kept rows are the same as with every df counted.
-    bounded = keep is not None and weighting is TERM_WEIGHTINGS.get(weighting_name) and \
-        weighting_name in _IDF_MONOTONE and hasattr(stats, "cheap_df")
+    bounded = keep is not None and weighting in _IDF_MONOTONE and hasattr(stats, "cheap_df")
     first_stats = _Optimistic(stats, frozenset().union(*(s.question_tokens for s in seeds))) if bounded else stats
     best: dict[str, tuple] = {}  # term -> (priority, seed, weight, kinds of that seed)
     seed_weights: dict[int, float | None] = {}
