@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from workbench.corpora import Question, load_corpus, load_questions
-from workbench.engine import Run
 from workbench.index import open_or_build
 from workbench.judges import LexicalJudge
 from workbench.params import Params

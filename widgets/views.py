@@ -47,6 +47,11 @@ def fmt(v, digits=3, integer=False) -> str:
     return html.escape(str(v))
 
 
+def gold_row(rec: dict) -> str:
+    """Row class of a table row: gold passages are highlighted."""
+    return "sag2wb-gold" if rec.get("gold") is True else ""
+
+
 def html_table(df, columns, headers=None, row_class=None, box=True, cls="") -> str:
     headers = headers or columns
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
@@ -188,7 +193,7 @@ class PoolView(View):
         df = df.assign(title=[("📌 " if p else "") + t for t, p in zip(df["title"], df["pinned"])])
         self.widget.value = (
             f"<div class='sag2wb-muted' style='font-size:11px'>round {m.round}: {len(df)} units</div>"
-            + html_table(df, cols, headers, row_class=lambda rec: "sag2wb-gold" if rec.get("gold") is True else "")
+            + html_table(df, cols, headers, row_class=gold_row)
         )
 
 
@@ -208,7 +213,7 @@ class ContextView(View):
             return
         cols = ["position", "title", "previous_score"] + (["gold"] if m.show_gold else [])
         self.widget.value = html_table(df, cols, ["#", "title", "prev. score", "gold"][: len(cols)],
-                                       row_class=lambda rec: "sag2wb-gold" if rec.get("gold") is True else "")
+                                       row_class=gold_row)
 
 
 class SeedsView(View):
@@ -341,7 +346,7 @@ class RankingView(View):
         cols = [c for c in df.columns if c != "unit_id"]
         note = "" if m.trace.params.diversity else "<div class='sag2wb-muted'>diversity is off</div>"
         self.widget.value = note + html_table(df, cols, ["#", "before", "move", "title", "score", "gold"][: len(cols)],
-                                              row_class=lambda rec: "sag2wb-gold" if rec.get("gold") is True else "")
+                                              row_class=gold_row)
 
 
 class DiffView(View):

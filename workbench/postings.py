@@ -119,9 +119,8 @@ class Postings:
         """The phrase as FTS5's unicode61 splits it (None if it has no token)."""
         if phrase in self._tokens:
             return self._tokens[phrase]
-        if _PLAIN.fullmatch(phrase):
-            toks = tuple(phrase.split(" "))
-        else:
+        toks = self.known_tokens(phrase)  # a plain phrase splits at its spaces
+        if toks is None:
             with self._lock:
                 if not self._scratch:
                     self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch USING fts5(x)")
