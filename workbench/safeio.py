@@ -32,7 +32,12 @@ EXIT_INTERRUPTED = 130  # Ctrl-C: everything finished is kept for resume
 TEMP_PREFIX = ".sag2wb-tmp-"
 
 
-class OutputError(OSError):
+class InputError(ValueError):
+    """Bad input or environment, said in one line that names the path and what to do;
+    the CLI prints it and exits EXIT_USAGE. Engine modules raise it (they never import the CLI)."""
+
+
+class OutputError(InputError):
     """A write we refuse (it would overwrite an input or a file that is not ours)."""
 
 
