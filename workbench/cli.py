@@ -213,6 +213,7 @@ def cmd_eval(args) -> int:
     resume = out.with_name(out.name + ".partial.jsonl")
     with naming_path(out.parent):
         out.parent.mkdir(parents=True, exist_ok=True)
+        safeio.clean_stale_temps(out.parent, out.name)  # left by a writer killed mid-write
     try:
         result = evaluate(index, questions, args.judge, params, progress=not args.quiet, resume_path=resume,
                           trace_dir=args.trace_dir, keep_going=args.keep_going, **_jev_options(args))
@@ -327,6 +328,8 @@ def cmd_ablate(args) -> int:
     resume = out.with_name(out.name + ".partial.jsonl")
     with naming_path(out.parent):
         out.parent.mkdir(parents=True, exist_ok=True)
+        for name in (out.name, md_path.name, html_path.name):
+            safeio.clean_stale_temps(out.parent, name)  # left by a writer killed mid-write
     t0 = time.perf_counter()
     experiment = Experiment(index, questions, paper_ablation(params, args.judge), resume_path=resume,
                             progress=not args.quiet, judge_options=_jev_options(args), keep_going=args.keep_going)
@@ -443,6 +446,7 @@ OS_HINTS = {
     errno.EDQUOT: "the disk quota is exhausted: free some space and rerun",
     errno.EFBIG: "the file grew past this system's file-size limit: raise the limit or choose another location",
     errno.ENAMETOOLONG: "the name is too long: choose a shorter path",
+    errno.EEXIST: "a file of that name is in the way of a folder: choose another path",
 }
 
 
