@@ -27,8 +27,8 @@ QUESTIONS = [
      "supporting_titles": ["Tessaly"]},
 ]
 
-# Scores by word overlap (deterministic); the `mode` file beside it turns on one fault for
-# the question about Ostrow (q2): raise, nan, count (one score short), sleep (60 s).
+# Scores by word overlap (deterministic); the `mode` file beside it turns on faults: for the
+# question about Ostrow (q2) raise, nan or count (one score short); sleep (60 s) for q4.
 JUDGE = '''
 import math, time
 from pathlib import Path
@@ -41,13 +41,13 @@ def judge(question, candidates, context):
     scores = [min(1.0, 0.1 + 0.2 * len(words & set((c["title"] + " " + c["text"]).lower().replace(".", "").split())))
               for c in candidates]
     if "Ostrow" in question:
-        if mode == "raise":
+        if "raise" in mode:
             raise ConnectionError("judge server at 127.0.0.1:9 refused the connection")
-        if mode == "nan":
+        if "nan" in mode:
             return [math.nan for _ in candidates]
-        if mode == "count":
+        if "count" in mode:
             return scores[:-1]
-    if mode == "sleep" and "bridges" in question:
+    if "sleep" in mode and "bridges" in question:
         time.sleep(60)
     return scores
 '''

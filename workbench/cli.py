@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import safeio
 from .corpora import CorpusError, check_gold, load_corpus, load_questions
-from .evaluate import QuestionFailed, is_our_result, load_resume, naming_path
+from .evaluate import QuestionFailed, is_our_result, load_resume, naming_path, require_gold
 from .experiments import ExperimentError
 from .index import Index, IndexProblem, open_or_build
 from .judges import JudgeError
@@ -209,6 +209,7 @@ def cmd_eval(args) -> int:
     index = Index(args.db)
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)
+    require_gold(questions, args.judge, args.questions)
     params = _params(args)
     resume = out.with_name(out.name + ".partial.jsonl")
     with naming_path(out.parent):
