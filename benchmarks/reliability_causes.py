@@ -85,30 +85,9 @@ def case_keep_going(w: World) -> str:
     return seen(p)
 
 
-def case_edited_question(w: World) -> str:
-    out, partial = w.root / "ed.json", w.root / "ed.json.partial.jsonl"
-    w.mode("sleep")
-    proc = subprocess.Popen(w.cmd(["eval", "--db", w.db, "--questions", w.q, "--judge", w.judge, "--out", out,
-                                   "--quiet"]), cwd=w.root, env=w.env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    while not (partial.exists() and len(partial.read_text().splitlines()) >= 3):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
-    edited = [dict(q) for q in QUESTIONS]
-    edited[0]["question"] = "Which river town is Mara Quell from?"
-    w.write_questions(edited)
-    w.mode("ok")
-    p = w.eval(out)
-    resumed = json.loads(out.read_text())["stats"].get("resumed_questions")
-    w.write_questions(QUESTIONS)
-    return f"Ctrl-C exit {proc.returncode}; rerun after editing q1: {resumed} of 3 saved records reused"
-
-
-def case_resume_after_error(w: World) -> str:
-    """q2's judge fails, the run is interrupted at q4, the judge is fixed, the run resumed."""
-    out, partial = w.root / "re.json", w.root / "re.json.partial.jsonl"
-    w.mode("raise sleep")
+def interrupt_at_q4(w: World, out: Path, partial: Path) -> int:
+    """Start an eval and send Ctrl-C once three records are saved (the judge sleeps on q4),
+    unless it ended before; return its exit code."""
     proc = subprocess.Popen(w.cmd(["eval", "--db", w.db, "--questions", w.q, "--judge", w.judge, "--out", out,
                                    "--quiet"]), cwd=w.root, env=w.env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -117,7 +96,28 @@ def case_resume_after_error(w: World) -> str:
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
-    first = proc.returncode
+    return proc.returncode
+
+
+def case_edited_question(w: World) -> str:
+    out, partial = w.root / "ed.json", w.root / "ed.json.partial.jsonl"
+    w.mode("sleep")
+    first = interrupt_at_q4(w, out, partial)
+    edited = [dict(q) for q in QUESTIONS]
+    edited[0]["question"] = "Which river town is Mara Quell from?"
+    w.write_questions(edited)
+    w.mode("ok")
+    p = w.eval(out)
+    resumed = json.loads(out.read_text())["stats"].get("resumed_questions")
+    w.write_questions(QUESTIONS)
+    return f"Ctrl-C exit {first}; rerun after editing q1: {resumed} of 3 saved records reused"
+
+
+def case_resume_after_error(w: World) -> str:
+    """q2's judge fails, the run is interrupted at q4, the judge is fixed, the run resumed."""
+    out, partial = w.root / "re.json", w.root / "re.json.partial.jsonl"
+    w.mode("raise sleep")
+    first = interrupt_at_q4(w, out, partial)
     w.mode("ok")
     w.eval(out)
     clean = w.root / "re-clean.json"
