@@ -70,7 +70,7 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
                    help="replace an existing --out file that is not a sag2wb result")
 
 
-def _check_outputs(args, kind: str, paths, inputs) -> None:
+def _check_outputs(args, paths, inputs) -> None:
     """Refuse, before any work, outputs that are inputs of this command or files that are not
     ours (--force allows the latter), and a folder we cannot write in."""
     for path, ours in paths:
@@ -205,7 +205,7 @@ def cmd_eval(args) -> int:
     from .evaluate import evaluate
 
     out = Path(args.out)
-    _check_outputs(args, "eval", [(out, lambda p: is_our_result(p, "eval"))], [args.questions, args.db])
+    _check_outputs(args, [(out, lambda p: is_our_result(p, "eval"))], [args.questions, args.db])
     index = Index(args.db)
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)
@@ -316,8 +316,10 @@ def cmd_ablate(args) -> int:
         raise CLIError("ablate reads H=0, 1 and 2 off the same H=2 trajectories; --rounds is not used")
     out = Path(args.out)
     md_path, html_path = out.with_suffix(".md"), out.with_suffix(".html")
-    _check_outputs(args, "ablate", [(out, lambda p: is_our_result(p, "ablate")), (md_path, _our_table),
-                                    (html_path, _our_table)], [args.questions, args.db])
+    if out.suffix in (".md", ".html"):
+        raise CLIError(f"--out {out}: give the .json name; the .md and .html tables are written beside it")
+    _check_outputs(args, [(out, lambda p: is_our_result(p, "ablate")), (md_path, _our_table), (html_path, _our_table)],
+                   [args.questions, args.db])
     index = Index(args.db)
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)
