@@ -2,6 +2,7 @@
 failed question or, with keep_going, leave it out of every figure; resume keys; the
 executor hook; the engine never imports the CLI."""
 import json
+import pickle
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,8 @@ def test_evaluate_stops_at_the_first_failed_question(world):
     exc = err.value
     assert isinstance(exc, JudgeFailed) and isinstance(exc, JudgeError)  # older `except JudgeError` still catch it
     assert (exc.question, exc.round) == ("q2", 0) and "ConnectionError" in exc.error
+    again = pickle.loads(pickle.dumps(exc))  # crosses process boundaries intact
+    assert type(again) is JudgeFailed and again.to_dict() == exc.to_dict() and str(again) == str(exc)
     assert [r["_id"] for r in load_resume(resume).values()] == ["q1"]
 
 
