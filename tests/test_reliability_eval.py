@@ -166,3 +166,17 @@ def test_ablate_stops_or_keeps_going(world):
     proc = sag2wb(*args, cwd=world["root"])
     assert proc.returncode == 0 and json.loads(out.read_text())["questions"] == 4
     assert "failures" not in json.loads(out.read_text())
+
+
+def test_keep_going_when_every_question_fails(world):
+    write_questions(world["q"], [QUESTIONS[1]])  # only q2, whose judge fails
+    set_mode(world, "raise")
+    out = world["root"] / "out.json"
+    proc = _eval(world, out, "--keep-going")
+    assert proc.returncode == 3 and "1 of 1 questions failed" in proc.stderr
+    m = json.loads(out.read_text())["metrics"]  # valid JSON: no NaN, no number for the failed question
+    assert (m["R@10"], m["questions"], m["failed"]) == (None, 0, 1) and "R@10 –" in proc.stdout
+    abl = world["root"] / "abl.json"
+    proc = sag2wb("ablate", "--db", world["db"], "--questions", world["q"], "--judge", world["judge"], "--out", abl,
+                  "--quiet", "--keep-going")
+    assert proc.returncode == 1 and "no question completed: nothing written" in proc.stderr and not abl.exists()
