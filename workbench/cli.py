@@ -450,15 +450,16 @@ OS_HINTS = {
     errno.EFBIG: "the file grew past this system's file-size limit: raise the limit or choose another location",
     errno.ENAMETOOLONG: "the name is too long: choose a shorter path",
     errno.EEXIST: "a file of that name is in the way of a folder: choose another path",
+    errno.EADDRINUSE: "another program listens on that port: choose another --port",
+    errno.EADDRNOTAVAIL: "that address is not on this machine: check --host",
 }
 
 
 def os_error_message(exc: OSError) -> str:
     """One line: the path, what went wrong, what to do."""
-    path = exc.filename if exc.filename is not None else "(a file)"
-    what = exc.strerror or type(exc).__name__
+    what = exc.strerror or str(exc) or type(exc).__name__
     hint = OS_HINTS.get(exc.errno, "check the path and rerun")
-    return f"{path}: {what}; {hint}"
+    return f"{exc.filename}: {what}; {hint}" if exc.filename is not None else f"{what}; {hint}"
 
 
 def sqlite_error_message(args, exc: sqlite3.Error) -> str:
