@@ -8,8 +8,9 @@ loads with `document = _id` (the title stays the title), and a workbench corpus 
 BEIR with `_id = document`, which makes corpus.json -> BEIR -> corpus.json exact.
 
 TREC files split lines on whitespace, and Wikipedia titles have spaces, so in TREC run and
-qrels files a qid or docno has whitespace and `%` percent-encoded (`Glass%20Harbour`);
-readers decode them. BEIR and JSONL files keep names as they are (JSON and TSV quote them).
+qrels files, and in the ids of a BEIR folder (whose qrels TSV ir_datasets also splits on
+whitespace), a qid or docno has whitespace and `%` percent-encoded (`Glass%20Harbour`);
+readers decode them. A workbench JSON Lines corpus keeps names as they are.
 
 >>> units = load_beir_corpus("beir/hotpotqa")                        # doctest: +SKIP
 >>> questions = load_beir_questions("beir/hotpotqa", split="test")   # doctest: +SKIP
@@ -95,12 +96,13 @@ def _string_field(item: dict, name: str, where: str, required: bool = True) -> s
 
 
 # ---- corpora -----------------------------------------------------------------------------------
-def load_jsonl_corpus(path: str | Path, *, require_id: bool = False) -> list[Unit]:
+def load_jsonl_corpus(path: str | Path, *, require_id: bool = False, encoded_ids: bool = False) -> list[Unit]:
     """A JSON Lines corpus, one passage per line: {"_id"?, "title", "text"}.
 
     With `_id` (BEIR style) the document is named by it and the title may be empty (the id
     then stands in as the displayed title); without it the title names the document, as in
     corpus.json. One unit per line (benchmark passages are not split, SPEC §2).
+    `encoded_ids`: the ids are percent-encoded (a BEIR folder's, see the module docstring).
 
     >>> load_jsonl_corpus("corpus.jsonl")[0].document       # doctest: +SKIP
     'Glass Harbour'
@@ -115,7 +117,7 @@ def load_jsonl_corpus(path: str | Path, *, require_id: bool = False) -> list[Uni
         text = _string_field(item, "text", where)
         title, text = (title or "").strip(), text.strip()
         if doc_id is not None:
-            doc_id = doc_id.strip()
+            doc_id = decode_id(doc_id.strip()) if encoded_ids else doc_id.strip()
             if not doc_id:
                 raise FormatError(f"{where}: empty \"_id\"")
         elif not title:
@@ -145,7 +147,7 @@ def load_beir_corpus(folder: str | Path) -> list[Unit]:
     corpus = folder / BEIR_CORPUS
     if not corpus.is_file():
         raise FormatError(f"{folder}: a BEIR folder needs {BEIR_CORPUS} (found: {_listing(folder)})")
-    return load_jsonl_corpus(corpus, require_id=True)
+    return load_jsonl_corpus(corpus, require_id=True, encoded_ids=True)
 
 
 def _listing(folder: Path) -> str:
@@ -193,12 +195,13 @@ def read_beir_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     for n, line in enumerate(_read_lines(path, "BEIR qrels file"), start=1):
         if not line.strip():
             continue
-        fields = line.rstrip("\r\n").split("\t")
+        line = line.rstrip("\r\n")
+        fields = line.split("\t") if "\t" in line else line.split()  # BEIR writes tabs; some copies spaces
         if n == 1 and fields[:2] == ["query-id", "corpus-id"]:
             continue
         if len(fields) != 3:
             raise FormatError(f"{path}, line {n}: expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}")
-        qid, docid, score = (f.strip() for f in fields)
+        qid, docid, score = (decode_id(f.strip()) for f in fields)
         try:
             rel = int(score)
         except ValueError:
@@ -230,7 +233,7 @@ def load_beir_questions(folder: str | Path, split: str | None = None) -> list[Qu
     questions, seen = [], {}
     for n, item in _json_lines(queries, "BEIR queries file"):
         where = f"{queries}, line {n}"
-        qid = _string_field(item, "_id", where)
+        qid = decode_id(_string_field(item, "_id", where))
         text = _string_field(item, "text", where)
         if qid in seen:
             raise FormatError(f"{where}: duplicate _id {qid!r} (first at line {seen[qid]})")
@@ -359,7 +362,7 @@ def _metadata(q: Question) -> dict:
 
 def write_beir(folder: str | Path, units: list[Unit] | None = None, questions: list[Question] | None = None,
                split: str = "test") -> list[Path]:
-    """A BEIR folder: corpus.jsonl (`_id` = document), queries.jsonl, qrels/SPLIT.tsv.
+    """A BEIR folder: corpus.jsonl (`_id` = document, encoded), queries.jsonl, qrels/SPLIT.tsv.
 
     >>> write_beir("enc-beir", load_corpus("corpus.json"), load_questions("questions.jsonl"))  # doctest: +SKIP
     """
@@ -368,11 +371,11 @@ def write_beir(folder: str | Path, units: list[Unit] | None = None, questions: l
     written = []
     if units is not None:
         with atomic_writer(folder / BEIR_CORPUS) as f:
-            _jsonl(f, ({"_id": d["_id"], "title": d["title"], "text": d["text"]} for d in documents_of(units)))
+            _jsonl(f, ({"_id": encode_id(d["_id"]), "title": d["title"], "text": d["text"]} for d in documents_of(units)))
         written.append(folder / BEIR_CORPUS)
     if questions is not None:
         with atomic_writer(folder / BEIR_QUERIES) as f:
-            _jsonl(f, ({"_id": q.id, "text": q.question, **({"metadata": _metadata(q)} if _metadata(q) else {})}
+            _jsonl(f, ({"_id": encode_id(q.id), "text": q.question, **({"metadata": _metadata(q)} if _metadata(q) else {})}
                        for q in questions))
         (folder / BEIR_QRELS_DIR).mkdir(exist_ok=True)
         qrels = folder / BEIR_QRELS_DIR / f"{split}.tsv"
@@ -380,7 +383,7 @@ def write_beir(folder: str | Path, units: list[Unit] | None = None, questions: l
             f.write("query-id\tcorpus-id\tscore\n")
             for q in questions:
                 for g in q.gold:
-                    f.write(f"{q.id}\t{g}\t1\n")
+                    f.write(f"{encode_id(q.id)}\t{encode_id(g)}\t1\n")
         written += [folder / BEIR_QUERIES, qrels]
     return written
 
