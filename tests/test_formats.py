@@ -188,6 +188,7 @@ def test_convert_refuses_what_it_cannot_write(tmp_path):
 
 
 def test_unknown_measure_is_refused_before_any_work(tmp_path, capsys):
+    pytest.importorskip("ir_measures")
     with pytest.raises(SystemExit) as exc:
         cli("eval", "--db", tmp_path / "none.sqlite", "--questions", ENC_QUESTIONS, "--out", tmp_path / "o.json",
             "--measure", "nDCG@ten")
@@ -260,3 +261,19 @@ def test_ir_measures_recall_equals_ours_on_2wiki_dev(judge, wiki_index):
     for rec in result.records:
         assert values[rec["_id"]]["R@5"] * 100 == pytest.approx(rec["R@5"])
         assert values[rec["_id"]]["R@10"] * 100 == pytest.approx(rec["R@10"])
+
+
+def test_split_is_refused_where_there_is_no_split(tmp_path):
+    with pytest.raises(FormatError, match=r"--split dev: .*questions.jsonl is not a BEIR folder"):
+        load_questions(ENC_QUESTIONS, split="dev")
+
+
+def test_eval_outputs_must_be_distinct_files(tmp_path, capsys):
+    cli("index", ENC_CORPUS, "--db", tmp_path / "enc.sqlite")
+    capsys.readouterr()
+    assert cli("eval", "--db", tmp_path / "enc.sqlite", "--questions", ENC_QUESTIONS, "--judge", "bm25", "--quiet",
+               "--out", tmp_path / "r.json", "--run", tmp_path / "r.json") == 2
+    assert "--run " in capsys.readouterr().err and not (tmp_path / "r.json").exists()
+    assert cli("eval", "--db", tmp_path / "enc.sqlite", "--questions", ENC_QUESTIONS, "--judge", "bm25", "--quiet",
+               "--out", tmp_path / "r.json", "--run", ENC_QUESTIONS) == 2
+    assert "is an input of this command" in capsys.readouterr().err

@@ -171,7 +171,7 @@ def _eval_extras(args, result, questions) -> list[str]:
     from .measures import eval_extras
 
     return eval_extras(result, questions, run=args.run, qrels=args.qrels, measures=args.measure,
-                       tag=args.judge, inputs=[args.db, args.questions])
+                       tag=args.judge, inputs=[args.db, args.questions], out=args.out)
 
 
 def cmd_convert(args) -> int:

@@ -533,15 +533,18 @@ def corpus_loader(path):
 
 
 def questions_loader(path, split: str | None = None):
-    """The loader for a questions source this module handles, or None (questions.jsonl)."""
+    """The loader for a questions source this module handles, or None (questions.jsonl).
+    A `split` is refused for anything but a BEIR folder rather than silently ignored."""
     text = str(path)
+    p = Path(path)
+    if p.is_dir() and not (p / TREC_TOPICS).is_file():
+        return lambda: load_beir_questions(p, split)  # names what a BEIR folder lacks
+    if split is not None:
+        raise FormatError(f"--split {split}: {path} is not a BEIR folder (a split selects a BEIR folder's qrels/SPLIT.tsv)")
     if text.startswith(IRDS_PREFIX):
         return lambda: load_irds(text[len(IRDS_PREFIX):])
-    p = Path(path)
     if p.is_dir():
-        if (p / TREC_TOPICS).is_file():
-            return lambda: load_trec_questions(p)
-        return lambda: load_beir_questions(p, split)  # names what a BEIR folder lacks
+        return lambda: load_trec_questions(p)
     return None
 
 
@@ -577,7 +580,9 @@ def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str
                 and Path(src).resolve() == out.resolve():
             raise FormatError(f"{out}: is also an input ({src}); choose another output folder")
     units = load_corpus(corpus) if corpus is not None else None
-    qs = load_questions(questions, split=split) if questions is not None else None
+    # --split names the split read from a BEIR source and the split written to a BEIR target
+    read_split = split if questions is not None and is_beir_folder(questions) else None
+    qs = load_questions(questions, split=read_split) if questions is not None else None
     if to == "beir":
         if results is not None:
             raise FormatError("--results: a run converts to TREC (--to trec), BEIR has no run format")

@@ -63,10 +63,12 @@ def run_frame(records: list[dict]):
 
 
 def per_question(records: list[dict], questions: list[Question], names) -> dict[str, dict[str, float]]:
-    """{question id: {measure name: value}} for the questions with gold."""
+    """{question id: {measure name: value}} for the questions with gold and a record."""
     irm = _ir_measures()
     measures = parse_measures(names)
-    gold_questions = [q for q in questions if q.gold]
+    # only questions that have a record: a question that failed (--keep-going) is never a 0
+    recorded = {rec["_id"] for rec in records}
+    gold_questions = [q for q in questions if q.gold and q.id in recorded]
     qrels = [irm.Qrel(q.id, g, 1) for q in gold_questions for g in q.gold]
     run = [irm.ScoredDoc(qid, doc, score) for qid, doc, _, score in run_rows(records)]
     out = {q.id: {str(m): 0.0 for m in measures} for q in gold_questions}
@@ -94,7 +96,7 @@ def measure_name(name: str) -> str:
 
 
 def eval_extras(result, questions: list[Question], *, run=None, qrels=None, measures=(), tag: str = "sag2wb",
-                inputs=()) -> list[str]:
+                inputs=(), out=None) -> list[str]:
     """What `sag2wb eval --run/--qrels/--measure` add to a finished evaluation: the TREC run
     and qrels files, and each measure per question (`record["measures"]`) and as a mean (in
     `result.stats["measures"]`). Returns lines for the CLI to print.
@@ -103,11 +105,20 @@ def eval_extras(result, questions: list[Question], *, run=None, qrels=None, meas
     ['nDCG@10 0.6124', 'run -> sag2.trec (40 questions)']
     """
     from .formats import write_trec_qrels, write_trec_run
-    from .safeio import check_output
+    from .safeio import OutputError, check_output
 
-    for path, what in ((run, "--run"), (qrels, "--qrels")):
-        if path is not None:
-            check_output(path, inputs=inputs, what=what)
+    from pathlib import Path
+
+    named = [(p, what) for p, what in ((out, "--out"), (run, "--run"), (qrels, "--qrels")) if p is not None]
+    for i, (path, what) in enumerate(named):
+        for other, other_what in named[:i]:
+            if Path(path).resolve() == Path(other).resolve():
+                raise FormatError(f"{what} {path} is also {other_what}; give each output its own file")
+        if what != "--out":
+            try:
+                check_output(path, inputs=inputs, what=what)
+            except OutputError as exc:  # one error family the CLI already prints (exit 2)
+                raise FormatError(str(exc)) from None
     lines = []
     if measures:
         values = per_question(result.records, questions, measures)
