@@ -146,30 +146,23 @@ def test_cli_names_a_beir_folder_without_queries(tmp_path, capsys):
     assert err.startswith("sag2wb eval: error: ") and "a BEIR folder needs queries.jsonl" in err and "\n" not in err
 
 
-@pytest.mark.parametrize("content, message", [
-    ("q1 0 A 1\nq1 0 B\n", r"line 2: a qrels line has 4 fields \(qid iteration docno relevance\), got 3"),
-    ("q1 0 A yes\n", "line 1: relevance 'yes' is not an integer"),
-    ("q1 0 A 1\nq1 0 A 0\n", "line 2: docno 'A' judged twice for qid 'q1'"),
+@pytest.mark.parametrize("reader, content, message", [
+    (read_trec_qrels, "q1 0 A 1\nq1 0 B\n", r"line 2: a qrels line has 4 fields \(qid iteration docno relevance\), got 3"),
+    (read_trec_qrels, "q1 0 A yes\n", "line 1: relevance 'yes' is not an integer"),
+    (read_trec_qrels, "q1 0 A 1\nq1 0 A 0\n", "line 2: docno 'A' judged twice for qid 'q1'"),
+    (read_trec_run, "q1 Q0 A 1 2.0 t\nq1 Q0 B 2 1.0 t\nq1 Q0 A 3 0.5 t\n",
+     r"line 3: duplicate docno 'A' for qid 'q1' \(first at line 1\)"),
+    (read_trec_run, "q1 Q0 A 1 2.0\n", r"line 1: a run line has 6 fields \(qid Q0 docno rank score tag\), got 5"),
+    (read_trec_run, "q1 Q0 A one 2.0 t\n", "line 1: rank 'one' is not an integer"),
+    (read_trec_run, "q1 Q0 A 1 nan t\n", "line 1: score 'nan' is not finite"),
+    (read_trec_run, "q1 Q0 A 1 high t\n", "line 1: score 'high' is not a number"),
+    (read_trec_run, "", "no run lines"),
 ])
-def test_bad_trec_qrels_are_named(tmp_path, content, message):
-    path = tmp_path / "g.qrels"
+def test_bad_trec_files_are_named(tmp_path, reader, content, message):
+    path = tmp_path / "f.txt"
     path.write_text(content)
     with pytest.raises(FormatError, match=message):
-        read_trec_qrels(path)
-
-
-@pytest.mark.parametrize("content, message", [
-    ("q1 Q0 A 1 2.0 t\nq1 Q0 B 2 1.0 t\nq1 Q0 A 3 0.5 t\n", r"line 3: duplicate docno 'A' for qid 'q1' \(first at line 1\)"),
-    ("q1 Q0 A 1 2.0\n", r"line 1: a run line has 6 fields \(qid Q0 docno rank score tag\), got 5"),
-    ("q1 Q0 A one 2.0 t\n", "line 1: rank 'one' is not an integer"),
-    ("q1 Q0 A 1 nan t\n", "line 1: score 'nan' is not finite"),
-    ("", "no run lines"),
-])
-def test_bad_trec_run_is_named(tmp_path, content, message):
-    path = tmp_path / "r.trec"
-    path.write_text(content)
-    with pytest.raises(FormatError, match=message):
-        read_trec_run(path)
+        reader(path)
 
 
 def test_trec_run_is_read_in_trec_eval_order(tmp_path):

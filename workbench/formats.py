@@ -202,10 +202,7 @@ def read_beir_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         if len(fields) != 3:
             raise FormatError(f"{path}, line {n}: expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}")
         qid, docid, score = (decode_id(f.strip()) for f in fields)
-        try:
-            rel = int(score)
-        except ValueError:
-            raise FormatError(f"{path}, line {n}: score {score!r} is not an integer") from None
+        rel = _number(score, int, f"{path}, line {n}: score")
         qrels.setdefault(qid, {})[docid] = rel
     return qrels
 
@@ -251,6 +248,29 @@ def load_beir_questions(folder: str | Path, split: str | None = None) -> list[Qu
     return questions
 
 
+def _trec_lines(path: Path, kind: str, layout: str):
+    """(line number, fields) of a whitespace-separated TREC file, every line with the fields of `layout`."""
+    names = layout.split()
+    for n, line in enumerate(_read_lines(path, f"TREC {kind} file"), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != len(names):
+            raise FormatError(f"{path}, line {n}: a {kind} line has {len(names)} fields ({layout}), got {len(fields)}")
+        yield n, fields
+
+
+def _number(text: str, kind: type, what: str):
+    """An int or a finite float, or a named error (`what` says where and which field)."""
+    try:
+        value = kind(text)
+    except ValueError:
+        raise FormatError(f"{what} {text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if kind is float and not math.isfinite(value):
+        raise FormatError(f"{what} {text!r} is not finite")
+    return value
+
+
 def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """TREC qrels (`qid iteration docno relevance`, 4 whitespace-separated fields) -> {qid: {docno: rel}}.
 
@@ -259,16 +279,8 @@ def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """
     path = Path(path)
     qrels: dict[str, dict[str, int]] = {}
-    for n, line in enumerate(_read_lines(path, "TREC qrels file"), start=1):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) != 4:
-            raise FormatError(f"{path}, line {n}: a qrels line has 4 fields (qid iteration docno relevance), got {len(fields)}")
-        try:
-            rel = int(fields[3])
-        except ValueError:
-            raise FormatError(f"{path}, line {n}: relevance {fields[3]!r} is not an integer") from None
+    for n, fields in _trec_lines(path, "qrels", "qid iteration docno relevance"):
+        rel = _number(fields[3], int, f"{path}, line {n}: relevance")
         qid, docno = decode_id(fields[0]), decode_id(fields[2])
         docs = qrels.setdefault(qid, {})
         if docno in docs:
@@ -322,23 +334,10 @@ def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, int, float]]]:
     path = Path(path)
     run: dict[str, list[tuple[str, int, float]]] = {}
     seen: dict[tuple[str, str], int] = {}
-    for n, line in enumerate(_read_lines(path, "TREC run file"), start=1):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) != 6:
-            raise FormatError(f"{path}, line {n}: a run line has 6 fields (qid Q0 docno rank score tag), got {len(fields)}")
+    for n, fields in _trec_lines(path, "run", "qid Q0 docno rank score tag"):
         qid, docno = decode_id(fields[0]), decode_id(fields[2])
-        try:
-            rank = int(fields[3])
-        except ValueError:
-            raise FormatError(f"{path}, line {n}: rank {fields[3]!r} is not an integer") from None
-        try:
-            score = float(fields[4])
-        except ValueError:
-            raise FormatError(f"{path}, line {n}: score {fields[4]!r} is not a number") from None
-        if not math.isfinite(score):
-            raise FormatError(f"{path}, line {n}: score {fields[4]!r} is not finite")
+        rank = _number(fields[3], int, f"{path}, line {n}: rank")
+        score = _number(fields[4], float, f"{path}, line {n}: score")
         if (qid, docno) in seen:
             raise FormatError(f"{path}, line {n}: duplicate docno {docno!r} for qid {qid!r} (first at line {seen[qid, docno]})")
         seen[qid, docno] = n
