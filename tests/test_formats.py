@@ -70,6 +70,14 @@ def test_beir_index_and_trec_run_round_trip(tmp_path):
                "--tag", "bm25", "--out", tmp_path / "trec") == 0
     assert (tmp_path / "trec" / "run.trec").read_bytes() == (tmp_path / "r.trec").read_bytes()
     assert load_questions(tmp_path / "trec") == [q.__class__(q.id, q.question, q.gold) for q in load_questions(ENC_QUESTIONS)]
+    # and back: the TREC run scored with the paper's metrics is the eval's result
+    assert cli("convert", "--run", tmp_path / "r.trec", "--questions", ENC_QUESTIONS, "--to", "workbench",
+               "--out", tmp_path / "back") == 0
+    back = json.loads((tmp_path / "back" / "results.json").read_text())
+    original = json.loads((tmp_path / "r.json").read_text())
+    assert back["metrics"] == {**original["metrics"], "judgments": 0}
+    assert [(r["_id"], r["R@5"], r["R@10"], r["AE@10"], r["ranking"]) for r in back["questions"]] == \
+        [(r["_id"], r["R@5"], r["R@10"], r["AE@10"], r["ranking"]) for r in original["questions"]]
 
 
 def test_jsonl_corpus_with_and_without_ids(tmp_path):
@@ -270,3 +278,18 @@ def test_eval_outputs_must_be_distinct_files(tmp_path, capsys):
     assert cli("eval", "--db", tmp_path / "enc.sqlite", "--questions", ENC_QUESTIONS, "--judge", "bm25", "--quiet",
                "--out", tmp_path / "r.json", "--run", ENC_QUESTIONS) == 2
     assert "is an input of this command" in capsys.readouterr().err
+
+
+def test_an_external_run_is_scored_in_trec_eval_order(tmp_path):
+    """The gold document has rank 1 but the lowest score: trec_eval (and we) put it 6th."""
+    from workbench.corpora import Question
+    from workbench.formats import score_run
+
+    lines = ["q1 Q0 G 1 0.5 x"] + [f"q1 Q0 D{i} {i + 1} {9 - i}.0 x" for i in range(5)]
+    (tmp_path / "x.trec").write_text("\n".join(lines) + "\n")
+    run = read_trec_run(tmp_path / "x.trec")
+    questions = [Question("q1", "?", ("G",)), Question("q2", "?", ("H", "G"))]
+    [q1, q2] = score_run(run, questions).records
+    assert q1["ranking"] == ["D0", "D1", "D2", "D3", "D4", "G"]
+    assert (q1["R@5"], q1["R@10"], q1["AE@10"]) == (0.0, 100.0, 100.0)
+    assert (q2["ranking"], q2["R@10"]) == ([], 0.0)  # not in the run: counts 0, as trec_eval -c

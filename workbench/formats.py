@@ -552,12 +552,13 @@ CONVERT_TARGETS = ("beir", "workbench", "trec")
 
 
 def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str | None = None,
-            results=None, tag: str | None = None) -> list[Path]:
+            results=None, run=None, tag: str | None = None) -> list[Path]:
     """`sag2wb convert`: write the corpus / questions / an `eval` result in another layout.
 
     - `beir`: OUT/corpus.jsonl, OUT/queries.jsonl, OUT/qrels/SPLIT.tsv (split default test)
     - `workbench`: OUT/corpus.json (or corpus.jsonl when documents are not named by their
-      title), OUT/questions.jsonl
+      title), OUT/questions.jsonl and, from a TREC run (any system's), OUT/results.json: the
+      run scored with the paper's R@5, R@10, AE@10, in the shape `sag2wb eval` writes
     - `trec`: OUT/topics.tsv, OUT/qrels.txt and, from an `eval` result JSON, OUT/run.trec
 
     Sources are anything `sag2wb index` / `--questions` read (corpus.json, .jsonl, folders,
@@ -569,12 +570,14 @@ def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str
 
     if to not in CONVERT_TARGETS:
         raise FormatError(f"--to {to!r}: choose one of {', '.join(CONVERT_TARGETS)}")
-    if corpus is None and questions is None and results is None:
-        raise FormatError("convert: give --corpus, --questions and/or --results to convert")
+    if corpus is None and questions is None and results is None and run is None:
+        raise FormatError("convert: give --corpus, --questions, --results and/or --run to convert")
+    if run is not None and (to != "workbench" or questions is None):
+        raise FormatError("--run: a TREC run converts --to workbench, scored against --questions (give both)")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise FormatError(f"{out}: exists and is not a folder; convert writes a folder")
-    for src in (corpus, questions, results):
+    for src in (corpus, questions, results, run):
         if src is not None and not str(src).startswith(IRDS_PREFIX) and Path(src).exists() \
                 and Path(src).resolve() == out.resolve():
             raise FormatError(f"{out}: is also an input ({src}); choose another output folder")
@@ -589,7 +592,10 @@ def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str
     if to == "workbench":
         if results is not None:
             raise FormatError("--results: an eval result is already a workbench file; use --to trec for a run")
-        return write_workbench(out, units, qs)
+        written = write_workbench(out, units, qs)
+        if run is not None:
+            written.append(write_scored_run(out / "results.json", read_trec_run(run), qs, source=str(run)))
+        return written
     if units is not None:
         raise FormatError("--corpus: TREC has no corpus format here; convert the corpus --to beir or --to workbench")
     out.mkdir(parents=True, exist_ok=True)
@@ -600,6 +606,27 @@ def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str
         records = read_eval_records(results)
         written.append(write_trec_run(out / TREC_RUN, run_rows(records), tag=tag or Path(results).stem))
     return written
+
+
+def score_run(run: dict, questions: list[Question], source: str = "run"):
+    """An `EvalResult` for a TREC run read by `read_trec_run`: each question's docnos in
+    trec_eval's order, deduplicated (first occurrence kept), scored with the paper's
+    metrics. A question the run does not name has an empty ranking (it counts 0)."""
+    from .evaluate import EvalResult, question_metrics
+
+    records = []
+    for q in questions:
+        docs = list(dict.fromkeys(doc for doc, _, _ in run.get(q.id, ())))
+        records.append({"_id": q.id, "type": q.type, "hops": q.hops, **question_metrics(docs, q.gold), "judgments": 0,
+                        "stop": None, "gold": list(q.gold), "ranking": docs[:RUN_DEPTH], "rounds": []})
+    return EvalResult({"run": source}, records)
+
+
+def write_scored_run(path: Path, run: dict, questions: list[Question], source: str = "run") -> Path:
+    result = score_run(run, questions, source)
+    with atomic_writer(path) as f:
+        f.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=1, allow_nan=False))
+    return path
 
 
 def read_eval_records(path: str | Path) -> list[dict]:
