@@ -311,7 +311,11 @@ def read_topics_tsv(path: str | Path) -> dict[str, str]:
 
 
 def load_trec_questions(folder: str | Path) -> list[Question]:
-    """A TREC folder as `convert --to trec` writes it: topics.tsv + qrels.txt (gold = rel > 0)."""
+    """A TREC folder as `convert --to trec` writes it: topics.tsv + qrels.txt (gold = rel > 0).
+
+    >>> load_trec_questions("enc-trec")[0].gold          # doctest: +SKIP
+    ('Glass Harbour', 'Élodie Marchetti')
+    """
     folder = Path(folder)
     topics = read_topics_tsv(folder / TREC_TOPICS)
     qrels_path = folder / TREC_QRELS
@@ -389,7 +393,11 @@ def write_beir(folder: str | Path, units: list[Unit] | None = None, questions: l
 
 def write_workbench(folder: str | Path, units: list[Unit] | None = None, questions: list[Question] | None = None) -> list[Path]:
     """The workbench's own files: corpus.json when every document is one passage named by
-    its title (else corpus.jsonl with `_id`, which keeps the names), questions.jsonl."""
+    its title (else corpus.jsonl with `_id`, which keeps the names), questions.jsonl.
+
+    >>> write_workbench("enc-again", load_corpus("enc-beir"), load_questions("enc-beir"))  # doctest: +SKIP
+    [PosixPath('enc-again/corpus.json'), PosixPath('enc-again/questions.jsonl')]
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
@@ -415,7 +423,10 @@ def write_workbench(folder: str | Path, units: list[Unit] | None = None, questio
 
 
 def write_trec_qrels(path: str | Path, questions: list[Question]) -> Path:
-    """The gold as TREC qrels: `qid 0 docno 1` per gold document (questions without gold omitted)."""
+    """The gold as TREC qrels: `qid 0 docno 1` per gold document (questions without gold omitted).
+
+    >>> write_trec_qrels("gold.qrels", load_questions("questions.jsonl"))   # doctest: +SKIP
+    """
     path = Path(path)
     with atomic_writer(path) as f:
         for q in questions:
@@ -443,7 +454,11 @@ def rank_score(rank: int, depth: int) -> float:
 
 def run_rows(records: list[dict], depth: int = RUN_DEPTH):
     """(qid, docno, rank, score) for every question record of an evaluation (its ranking of
-    unique documents, first occurrences kept: the R@k dedup)."""
+    unique documents, first occurrences kept: the R@k dedup).
+
+    >>> next(run_rows(evaluate(index, questions, "bm25").records))   # doctest: +SKIP
+    ('enc-01', 'Glass Harbour', 1, 21.0)
+    """
     for rec in records:
         docs = rec.get("ranking") or []
         docs = docs[:depth]
@@ -497,7 +512,10 @@ def load_irds(name: str) -> list[Question]:
 
 
 def load_irds_corpus(name: str) -> list[Unit]:
-    """Documents of an ir_datasets dataset: `document = doc_id`, title when the dataset has one."""
+    """Documents of an ir_datasets dataset: `document = doc_id`, title when the dataset has one.
+
+    >>> load_irds_corpus("beir/hotpotqa")[0].document     # doctest: +SKIP
+    """
     ds = _irds(name)
     if not ds.has_docs():
         raise FormatError(f"{IRDS_PREFIX}{name}: the dataset has no documents")
@@ -611,7 +629,11 @@ def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str
 def score_run(run: dict, questions: list[Question], source: str = "run"):
     """An `EvalResult` for a TREC run read by `read_trec_run`: each question's docnos in
     trec_eval's order, deduplicated (first occurrence kept), scored with the paper's
-    metrics. A question the run does not name has an empty ranking (it counts 0)."""
+    metrics. A question the run does not name has an empty ranking (it counts 0).
+
+    >>> score_run(read_trec_run("splade.trec"), load_questions("q.jsonl")).metrics   # doctest: +SKIP
+    {'R@5': 61.2, 'R@10': 70.0, 'AE@10': 40.0, 'questions': 40, 'judgments': 0}
+    """
     from .evaluate import EvalResult, question_metrics
 
     records = []
