@@ -2,7 +2,7 @@
 questions (bm25, lexical and oracle judges), and the time the PyTerrier wrapper adds. Prints
 figures; no assertions (tests/test_formats.py and tests/test_pyterrier.py hold the checks).
 
-    python benchmarks/bench_ecosystem.py [--db /tmp/sag2wb-bench/2wiki.sqlite] [--repeats 3]
+    python benchmarks/bench_ecosystem.py [--data ../shared/data] [--db /tmp/sag2wb-bench/2wiki.sqlite] [--repeats 3]
 
 Each timing repeat runs the same configuration through `evaluate` and through
 `SAG2Retriever.transform`, each from a cold judgment memo. The two take turns, so they share
@@ -11,7 +11,6 @@ the machine's load at the time.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -23,29 +22,28 @@ sys.path.insert(0, str(REPO))
 import pyterrier as pt  # noqa: E402
 from pyterrier.measures import R  # noqa: E402
 
+from _common import data_arg, need  # noqa: E402
 from workbench.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.evaluate import evaluate  # noqa: E402
 from workbench.index import Index  # noqa: E402
 from workbench.measures import per_question, qrels_frame, topics_frame  # noqa: E402
 from workbench.pyterrier import BM25Retriever, SAG2Retriever  # noqa: E402
 
-SHARED = Path(os.environ.get("SAG2WB_SHARED_DATA", REPO.parent / "shared" / "data"))
-
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", default=str(SHARED / "2wiki" / "corpus.json"))
-    ap.add_argument("--questions", default=str(SHARED / "2wiki" / "questions-dev.jsonl"))
+    data_arg(ap)
     ap.add_argument("--db", default="/tmp/sag2wb-bench/2wiki.sqlite")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
     db = Path(args.db)
-    index = Index(db) if db.exists() else Index.build(load_corpus(args.corpus), db)
-    questions = load_questions(args.questions)
+    wiki = Path(args.data) / "2wiki"
+    index = Index(db) if db.exists() else Index.build(load_corpus(need(wiki / "corpus.json")), db)
+    questions = load_questions(need(wiki / "questions-dev.jsonl"))
     topics, qrels = topics_frame(questions), qrels_frame(questions)
     print(f"{len(questions)} questions, index {db}")
     print(f"{'judge':8s} {'ours R@5':>9s} {'irm R@5':>9s} {'pt R@5':>9s} {'ours R@10':>10s} {'irm R@10':>9s} "
-          f"{'pt R@10':>9s} {'questions differing':>20s}")
+          f"{'pt R@10':>9s} {'values differing':>20s}")
     for judge in ("bm25", "lexical", "oracle"):
         result = evaluate(index, questions, judge, progress=False)
         irm = per_question(result.records, questions, ["R@5", "R@10"])
