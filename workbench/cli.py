@@ -3,7 +3,8 @@
     sag2wb demo
     sag2wb index CORPUS --db DB
     sag2wb search --db DB "question" --judge lexical --explain
-    sag2wb eval --db DB --questions Q.jsonl --judge oracle --out OUT.json
+    sag2wb eval --db DB --questions Q.jsonl --judge oracle --out OUT.json [--run OUT.trec --measure nDCG@10]
+    sag2wb convert --corpus corpus.json --questions Q.jsonl --to beir --out DIR
 """
 from __future__ import annotations
 
@@ -47,6 +48,17 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--payload-style", choices=["inline", "stateful"], default="stateful")
     g.add_argument("--cache-dir", default=None, help="judgment cache folder (diskcache)")
     g.add_argument("--cache-only", action="store_true", help="replay: answer from the cache, fail on a miss")
+
+
+def _add_ecosystem_options(p: argparse.ArgumentParser) -> None:
+    from .measures import measure_name
+
+    g = p.add_argument_group("IR toolbox (docs/ecosystem.md)")
+    g.add_argument("--split", default=None, help="the qrels split when --questions is a BEIR folder (default: test)")
+    g.add_argument("--run", default=None, metavar="OUT.trec", help="also write the rankings as a TREC run")
+    g.add_argument("--qrels", default=None, metavar="OUT.qrels", help="also write the gold as TREC qrels")
+    g.add_argument("--measure", action="append", default=[], type=measure_name, metavar="NAME",
+                   help="an ir_measures measure to add, e.g. nDCG@10, RR (repeatable; needs ir_measures)")
 
 
 def _params(args) -> Params:
@@ -205,9 +217,10 @@ def cmd_eval(args) -> int:
     from .evaluate import evaluate
 
     out = Path(args.out)
-    _check_outputs(args, [(out, lambda p: is_our_result(p, "eval"))], [args.questions, args.db])
+    extra_outputs = [(Path(p), None) for p in (args.run, args.qrels) if p]  # TREC files: checked before any work too
+    _check_outputs(args, [(out, lambda p: is_our_result(p, "eval")), *extra_outputs], [args.questions, args.db])
     index = Index(args.db)
-    questions = load_questions(args.questions)
+    questions = load_questions(args.questions, split=args.split)
     check_gold(questions, set(index.documents.values()), args.questions)
     require_gold(questions, args.judge, args.questions)
     params = _params(args)
@@ -222,6 +235,7 @@ def cmd_eval(args) -> int:
         return _failed(args, exc, resume)
     except KeyboardInterrupt:
         return _interrupted(args, resume)
+    extras = _eval_extras(args, result, questions)
     data = result.to_dict()
     _write(out, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
     if not result.failures:
@@ -232,9 +246,31 @@ def cmd_eval(args) -> int:
     scope = f"  ({m['scope']})" if "scope" in m else ""
     print(f"{args.judge}: R@5 {_fmt(m['R@5'])}  R@10 {_fmt(m['R@10'])}  AE@10 {_fmt(m['AE@10'])}  "
           f"questions {m['questions']}  judgments {m['judgments']}{usage}{scope}  -> {out}")
+    for line in extras:
+        print(line)
     if result.failures:
         return _report_failures(result.failures, len(questions), m["scope"])
     return safeio.EXIT_OK
+
+
+def _eval_extras(args, result, questions) -> list[str]:
+    """--run / --qrels / --measure (workbench/measures.py)."""
+    if not (args.run or args.qrels or args.measure):
+        return []
+    from .measures import eval_extras
+
+    return eval_extras(result, questions, run=args.run, qrels=args.qrels, measures=args.measure,
+                       tag=args.judge, inputs=[args.db, args.questions], out=args.out)
+
+
+def cmd_convert(args) -> int:
+    from .formats import convert
+
+    written = convert(args.to, args.out, corpus=args.corpus, questions=args.questions, split=args.split,
+                      results=args.results, run=args.run, tag=args.tag)
+    for path in written:
+        print(f"wrote {path}")
+    return 0
 
 
 def cmd_demo(args) -> int:
@@ -408,8 +444,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-dir", default=None, help="write each question's full trace as JSON here")
     p.add_argument("--quiet", action="store_true")
     _add_output_options(p)
+    _add_ecosystem_options(p)
     _add_run_options(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("convert", help="write a corpus / questions / eval result as BEIR, TREC or workbench files")
+    p.add_argument("--to", required=True, choices=["beir", "workbench", "trec"])
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--corpus", default=None, help="corpus.json, a .jsonl corpus, a folder, a BEIR folder or irds:NAME")
+    p.add_argument("--questions", default=None, help="questions .jsonl, a BEIR or TREC folder, or irds:NAME")
+    p.add_argument("--split", default=None, help="BEIR qrels split to read or write (default: test)")
+    p.add_argument("--results", default=None, help="an `sag2wb eval` result JSON, written as a TREC run (--to trec)")
+    p.add_argument("--run", default=None, help="a TREC run (any system's), scored with R@5/R@10/AE@10 (--to workbench)")
+    p.add_argument("--tag", default=None, help="run tag (default: the result file's name)")
+    p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("judge-server", help="serve a workbench judge over the Noul-compatible HTTP interface")
     p.add_argument("--judge", default="lexical")

@@ -42,7 +42,12 @@ class Question:
 
 
 def load_corpus(path: str | Path) -> list[Unit]:
-    """Units from a benchmark `corpus.json` or from a folder of .md/.txt documents."""
+    """Units from a benchmark `corpus.json`, a folder of .md/.txt documents, a JSON Lines
+    corpus, a BEIR folder or `irds:NAME` (the last three: workbench/formats.py)."""
+    from .formats import corpus_loader
+
+    if (loader := corpus_loader(path)) is not None:
+        return loader()
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"{path}: no such file or folder")
@@ -162,8 +167,13 @@ def document_units(text: str, rel_path: str) -> list[Unit]:
     ]
 
 
-def load_questions(path: str | Path) -> list[Question]:
-    """`*.jsonl`: one {"_id", "question", "supporting_titles", "type"?, "hops"?, "answer"?} per line."""
+def load_questions(path: str | Path, split: str | None = None) -> list[Question]:
+    """`*.jsonl`: one {"_id", "question", "supporting_titles", "type"?, "hops"?, "answer"?} per line;
+    also a BEIR folder (`split`: its qrels/SPLIT.tsv), a TREC folder or `irds:NAME` (workbench/formats.py)."""
+    from .formats import questions_loader
+
+    if (loader := questions_loader(path, split)) is not None:
+        return loader()
     path = Path(path)
     if not path.exists():
         raise CorpusError(f"{path}: no such questions file")

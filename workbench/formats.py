@@ -1,0 +1,666 @@
+"""The IR toolbox's file formats: BEIR folders, JSON Lines corpora, TREC run and qrels files,
+ir_datasets, and `sag2wb convert` between them and the workbench's own files.
+
+Identities. A workbench document is named by `Unit.document` (the title in a `corpus.json`,
+the relative path in a folder of documents); gold labels, R@k and every file written here
+use that name as the `docno`. A BEIR corpus names its documents by `_id`, so a BEIR folder
+loads with `document = _id` (the title stays the title), and a workbench corpus converts to
+BEIR with `_id = document`, which makes corpus.json -> BEIR -> corpus.json exact.
+
+TREC files split lines on whitespace, and Wikipedia titles have spaces, so in TREC run and
+qrels files, and in the ids of a BEIR folder (whose qrels TSV ir_datasets also splits on
+whitespace), a qid or docno has whitespace and `%` percent-encoded (`Glass%20Harbour`);
+readers decode them. A workbench JSON Lines corpus keeps names as they are.
+
+>>> units = load_beir_corpus("beir/hotpotqa")                        # doctest: +SKIP
+>>> questions = load_beir_questions("beir/hotpotqa", split="test")   # doctest: +SKIP
+>>> write_trec_run("bm25.trec", run_rows(result.records), tag="bm25")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+from .corpora import CorpusError, Question, Unit
+from .safeio import InputError, atomic_writer
+
+BEIR_CORPUS = "corpus.jsonl"
+BEIR_QUERIES = "queries.jsonl"
+BEIR_QRELS_DIR = "qrels"
+TREC_TOPICS = "topics.tsv"
+TREC_QRELS = "qrels.txt"
+TREC_RUN = "run.trec"
+IRDS_PREFIX = "irds:"
+RUN_DEPTH = 100  # the depth `eval` records keep (question_record's ranking[:100])
+
+
+class FormatError(CorpusError, InputError):
+    """A BEIR / JSONL / TREC / ir_datasets input that cannot be used, naming the file and line."""
+
+
+# ---- names inside whitespace-separated TREC files ---------------------------------------------
+_ENCODE = re.compile(r"[%\s]")
+
+
+def encode_id(name: str) -> str:
+    """A qid/docno safe in a TREC line: whitespace and '%' percent-encoded ('Glass Harbour' -> 'Glass%20Harbour')."""
+    return _ENCODE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group(0).encode("utf-8")), name)
+
+
+def decode_id(token: str) -> str:
+    """Inverse of `encode_id` (UTF-8 percent escapes; a docno from another tool with a literal
+    `%XX` in it would be decoded too, which TREC names practically never contain)."""
+    return unquote(token) if "%" in token else token
+
+
+# ---- reading helpers ---------------------------------------------------------------------------
+def _read_lines(path: Path, what: str) -> list[str]:
+    if not path.exists():
+        raise FormatError(f"{path}: no such {what}")
+    if path.is_dir():
+        raise FormatError(f"{path}: is a folder, expected a {what}")
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def _json_lines(path: Path, what: str):
+    """(line number, object) for every non-blank line of a JSON Lines file."""
+    for n, line in enumerate(_read_lines(path, what), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"{path}, line {n}: not valid JSON ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise FormatError(f"{path}, line {n}: expected a JSON object, got {type(item).__name__}")
+        yield n, item
+
+
+def _string_field(item: dict, name: str, where: str, required: bool = True) -> str | None:
+    if name not in item:
+        if required:
+            raise FormatError(f"{where}: missing \"{name}\"")
+        return None
+    value = item[name]
+    if isinstance(value, int) and not isinstance(value, bool) and name == "_id":
+        return str(value)  # some BEIR exports write numeric ids
+    if not isinstance(value, str):
+        raise FormatError(f"{where}: \"{name}\" must be a string, got {type(value).__name__}")
+    return value
+
+
+# ---- corpora -----------------------------------------------------------------------------------
+def load_jsonl_corpus(path: str | Path, *, require_id: bool = False, encoded_ids: bool = False) -> list[Unit]:
+    """A JSON Lines corpus, one passage per line: {"_id"?, "title", "text"}.
+
+    With `_id` (BEIR style) the document is named by it and the title may be empty (the id
+    then stands in as the displayed title); without it the title names the document, as in
+    corpus.json. One unit per line (benchmark passages are not split, SPEC §2).
+    `encoded_ids`: the ids are percent-encoded (a BEIR folder's, see the module docstring).
+
+    >>> load_jsonl_corpus("corpus.jsonl")[0].document       # doctest: +SKIP
+    'Glass Harbour'
+    """
+    path = Path(path)
+    units: list[Unit] = []
+    first_seen: dict[str, int] = {}
+    for n, item in _json_lines(path, "JSON Lines corpus"):
+        where = f"{path}, line {n}"
+        doc_id = _string_field(item, "_id", where, required=require_id)
+        title = _string_field(item, "title", where, required=doc_id is None)
+        text = _string_field(item, "text", where)
+        title, text = (title or "").strip(), text.strip()
+        if doc_id is not None:
+            doc_id = decode_id(doc_id.strip()) if encoded_ids else doc_id.strip()
+            if not doc_id:
+                raise FormatError(f"{where}: empty \"_id\"")
+        elif not title:
+            raise FormatError(f"{where}: empty \"title\" (and no \"_id\" to name the document)")
+        if not text:
+            raise FormatError(f"{where} ({doc_id or title!r}): empty \"text\"")
+        document = doc_id if doc_id is not None else title
+        if document in first_seen:
+            key = "_id" if doc_id is not None else "title"
+            raise FormatError(f"{where}: duplicate {key} {document!r} (first at line {first_seen[document]})")
+        first_seen[document] = n
+        units.append(Unit(title=title or document, heading="", body=text, document=document,
+                          source=path.name, location=f"line {n}"))
+    if not units:
+        raise FormatError(f"{path}: the corpus is empty")
+    return units
+
+
+def is_beir_folder(path: str | Path) -> bool:
+    path = Path(path)
+    return path.is_dir() and any((path / name).is_file() for name in (BEIR_CORPUS, BEIR_QUERIES))
+
+
+def load_beir_corpus(folder: str | Path) -> list[Unit]:
+    """The documents of a BEIR folder (`corpus.jsonl`: {"_id", "title", "text", "metadata"?})."""
+    folder = Path(folder)
+    corpus = folder / BEIR_CORPUS
+    if not corpus.is_file():
+        raise FormatError(f"{folder}: a BEIR folder needs {BEIR_CORPUS} (found: {_listing(folder)})")
+    return load_jsonl_corpus(corpus, require_id=True, encoded_ids=True)
+
+
+def _listing(folder: Path) -> str:
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()) if folder.is_dir() else []
+    return ", ".join(names[:8]) + (" ..." if len(names) > 8 else "") if names else "nothing"
+
+
+def documents_of(units: list[Unit]) -> list[dict]:
+    """One record per document, in first-seen order: {"_id", "title", "text"} (a document's
+    units joined by blank lines, as a folder of .md files splits them)."""
+    docs: dict[str, dict] = {}
+    for u in units:
+        d = docs.get(u.document)
+        if d is None:
+            docs[u.document] = {"_id": u.document, "title": u.title, "text": u.body, "units": 1}
+        else:
+            d["text"] += "\n\n" + u.body
+            d["units"] += 1
+    return list(docs.values())
+
+
+# ---- questions ---------------------------------------------------------------------------------
+def qrels_split_path(folder: Path, split: str | None) -> Path:
+    """The BEIR qrels file for `split`; without one, `test` or the only split present."""
+    qdir = folder / BEIR_QRELS_DIR
+    splits = sorted(p.stem for p in qdir.glob("*.tsv")) if qdir.is_dir() else []
+    if split is not None:
+        path = qdir / f"{split}.tsv"
+        if not path.is_file():
+            raise FormatError(f"{path}: no qrels for split {split!r} (splits present: {', '.join(splits) or 'none'})")
+        return path
+    if not splits:
+        raise FormatError(f"{folder}: a BEIR folder needs {BEIR_QRELS_DIR}/SPLIT.tsv for the gold labels (none found)")
+    if "test" in splits:
+        return qdir / "test.tsv"
+    if len(splits) == 1:
+        return qdir / f"{splits[0]}.tsv"
+    raise FormatError(f"{folder}: several qrels splits ({', '.join(splits)}); choose one with --split")
+
+
+def read_beir_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """BEIR qrels TSV (`query-id<TAB>corpus-id<TAB>score`, header optional) -> {qid: {docid: score}}."""
+    path = Path(path)
+    qrels: dict[str, dict[str, int]] = {}
+    for n, line in enumerate(_read_lines(path, "BEIR qrels file"), start=1):
+        if not line.strip():
+            continue
+        line = line.rstrip("\r\n")
+        fields = line.split("\t") if "\t" in line else line.split()  # BEIR writes tabs; some copies spaces
+        if n == 1 and fields[:2] == ["query-id", "corpus-id"]:
+            continue
+        if len(fields) != 3:
+            raise FormatError(f"{path}, line {n}: expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}")
+        qid, docid, score = (decode_id(f.strip()) for f in fields)
+        rel = _number(score, int, f"{path}, line {n}: score")
+        qrels.setdefault(qid, {})[docid] = rel
+    return qrels
+
+
+def _question(qid: str, text: str, gold, metadata: dict, line: int) -> Question:
+    hops = metadata.get("hops")
+    return Question(id=qid, question=text, gold=tuple(dict.fromkeys(gold)),
+                    type=metadata.get("type") if isinstance(metadata.get("type"), str) else None,
+                    hops=hops if isinstance(hops, int) else None,
+                    answer=metadata.get("answer") if isinstance(metadata.get("answer"), str) else None, line=line)
+
+
+def load_beir_questions(folder: str | Path, split: str | None = None) -> list[Question]:
+    """The questions of a BEIR split: queries named in `qrels/SPLIT.tsv`, in queries.jsonl
+    order; gold = documents with score > 0 (graded relevance is binarised, as R@k counts it).
+
+    >>> qs = load_beir_questions("beir/hotpotqa", split="test")   # doctest: +SKIP
+    """
+    folder = Path(folder)
+    queries = folder / BEIR_QUERIES
+    if not queries.is_file():
+        raise FormatError(f"{folder}: a BEIR folder needs {BEIR_QUERIES} (found: {_listing(folder)})")
+    qrels_path = qrels_split_path(folder, split)
+    qrels = read_beir_qrels(qrels_path)
+    questions, seen = [], {}
+    for n, item in _json_lines(queries, "BEIR queries file"):
+        where = f"{queries}, line {n}"
+        qid = decode_id(_string_field(item, "_id", where))
+        text = _string_field(item, "text", where)
+        if qid in seen:
+            raise FormatError(f"{where}: duplicate _id {qid!r} (first at line {seen[qid]})")
+        seen[qid] = n
+        if qid not in qrels:
+            continue  # a query of another split
+        metadata = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+        gold = [d for d, rel in qrels[qid].items() if rel > 0]
+        questions.append(_question(qid, text, gold, metadata, n))
+    unknown = [q for q in qrels if q not in seen]
+    if unknown:
+        raise FormatError(f"{qrels_path}: query id(s) {unknown[:5]!r} are not in {queries}")
+    if not questions:
+        raise FormatError(f"{qrels_path}: no questions (the split names no query of {queries})")
+    return questions
+
+
+def _trec_lines(path: Path, kind: str, layout: str):
+    """(line number, fields) of a whitespace-separated TREC file, every line with the fields of `layout`."""
+    names = layout.split()
+    for n, line in enumerate(_read_lines(path, f"TREC {kind} file"), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != len(names):
+            raise FormatError(f"{path}, line {n}: a {kind} line has {len(names)} fields ({layout}), got {len(fields)}")
+        yield n, fields
+
+
+def _number(text: str, kind: type, what: str):
+    """An int or a finite float, or a named error (`what` says where and which field)."""
+    try:
+        value = kind(text)
+    except ValueError:
+        raise FormatError(f"{what} {text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    if kind is float and not math.isfinite(value):
+        raise FormatError(f"{what} {text!r} is not finite")
+    return value
+
+
+def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """TREC qrels (`qid iteration docno relevance`, 4 whitespace-separated fields) -> {qid: {docno: rel}}.
+
+    >>> read_trec_qrels("gold.qrels")["enc-01"]          # doctest: +SKIP
+    {'Glass Harbour': 1, 'Élodie Marchetti': 1}
+    """
+    path = Path(path)
+    qrels: dict[str, dict[str, int]] = {}
+    for n, fields in _trec_lines(path, "qrels", "qid iteration docno relevance"):
+        rel = _number(fields[3], int, f"{path}, line {n}: relevance")
+        qid, docno = decode_id(fields[0]), decode_id(fields[2])
+        docs = qrels.setdefault(qid, {})
+        if docno in docs:
+            raise FormatError(f"{path}, line {n}: docno {docno!r} judged twice for qid {qid!r}")
+        docs[docno] = rel
+    if not qrels:
+        raise FormatError(f"{path}: no qrels lines")
+    return qrels
+
+
+def read_topics_tsv(path: str | Path) -> dict[str, str]:
+    """`qid<TAB>query` lines (PyTerrier's and ir_datasets' plain topics) -> {qid: query}."""
+    path = Path(path)
+    topics: dict[str, str] = {}
+    for n, line in enumerate(_read_lines(path, "topics file"), start=1):
+        if not line.strip():
+            continue
+        fields = line.rstrip("\r\n").split("\t")
+        if len(fields) != 2:
+            raise FormatError(f"{path}, line {n}: expected qid<TAB>query, got {len(fields)} tab-separated fields")
+        qid = fields[0].strip()
+        if qid in topics:
+            raise FormatError(f"{path}, line {n}: duplicate qid {qid!r}")
+        topics[qid] = fields[1]
+    if not topics:
+        raise FormatError(f"{path}: no topics")
+    return topics
+
+
+def load_trec_questions(folder: str | Path) -> list[Question]:
+    """A TREC folder as `convert --to trec` writes it: topics.tsv + qrels.txt (gold = rel > 0).
+
+    >>> load_trec_questions("enc-trec")[0].gold          # doctest: +SKIP
+    ('Glass Harbour', 'Élodie Marchetti')
+    """
+    folder = Path(folder)
+    topics = read_topics_tsv(folder / TREC_TOPICS)
+    qrels_path = folder / TREC_QRELS
+    qrels = read_trec_qrels(qrels_path) if qrels_path.exists() else {}
+    unknown = [q for q in qrels if q not in topics]
+    if unknown:
+        raise FormatError(f"{qrels_path}: qid(s) {unknown[:5]!r} are not in {folder / TREC_TOPICS}")
+    return [_question(qid, text, [d for d, r in qrels.get(qid, {}).items() if r > 0], {}, n)
+            for n, (qid, text) in enumerate(topics.items(), start=1)]
+
+
+def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, int, float]]]:
+    """TREC run (`qid Q0 docno rank score tag`) -> {qid: [(docno, rank, score), ...]} ordered
+    as trec_eval reads it (score descending, ties by docno descending). Refuses duplicate
+    docnos within a qid, naming both lines.
+
+    >>> read_trec_run("sag2.trec")["enc-01"][0]          # doctest: +SKIP
+    ('Glass Harbour', 1, 100.0)
+    """
+    path = Path(path)
+    run: dict[str, list[tuple[str, int, float]]] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for n, fields in _trec_lines(path, "run", "qid Q0 docno rank score tag"):
+        qid, docno = decode_id(fields[0]), decode_id(fields[2])
+        rank = _number(fields[3], int, f"{path}, line {n}: rank")
+        score = _number(fields[4], float, f"{path}, line {n}: score")
+        if (qid, docno) in seen:
+            raise FormatError(f"{path}, line {n}: duplicate docno {docno!r} for qid {qid!r} (first at line {seen[qid, docno]})")
+        seen[qid, docno] = n
+        run.setdefault(qid, []).append((docno, rank, score))
+    if not run:
+        raise FormatError(f"{path}: no run lines")
+    for rows in run.values():
+        rows.sort(key=lambda r: (r[2], r[0]), reverse=True)
+    return run
+
+
+# ---- writing -----------------------------------------------------------------------------------
+def _jsonl(f, items) -> None:
+    for item in items:
+        f.write(json.dumps(item, ensure_ascii=False) + "\n")
+
+
+def _metadata(q: Question) -> dict:
+    return {k: v for k, v in (("answer", q.answer), ("type", q.type), ("hops", q.hops)) if v is not None}
+
+
+def write_beir(folder: str | Path, units: list[Unit] | None = None, questions: list[Question] | None = None,
+               split: str = "test") -> list[Path]:
+    """A BEIR folder: corpus.jsonl (`_id` = document, encoded), queries.jsonl, qrels/SPLIT.tsv.
+
+    >>> write_beir("enc-beir", load_corpus("corpus.json"), load_questions("questions.jsonl"))  # doctest: +SKIP
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    if units is not None:
+        with atomic_writer(folder / BEIR_CORPUS) as f:
+            _jsonl(f, ({"_id": encode_id(d["_id"]), "title": d["title"], "text": d["text"]} for d in documents_of(units)))
+        written.append(folder / BEIR_CORPUS)
+    if questions is not None:
+        with atomic_writer(folder / BEIR_QUERIES) as f:
+            _jsonl(f, ({"_id": encode_id(q.id), "text": q.question, **({"metadata": _metadata(q)} if _metadata(q) else {})}
+                       for q in questions))
+        (folder / BEIR_QRELS_DIR).mkdir(exist_ok=True)
+        qrels = folder / BEIR_QRELS_DIR / f"{split}.tsv"
+        with atomic_writer(qrels) as f:
+            f.write("query-id\tcorpus-id\tscore\n")
+            for q in questions:
+                for g in q.gold:
+                    f.write(f"{encode_id(q.id)}\t{encode_id(g)}\t1\n")
+        written += [folder / BEIR_QUERIES, qrels]
+    return written
+
+
+def write_workbench(folder: str | Path, units: list[Unit] | None = None, questions: list[Question] | None = None) -> list[Path]:
+    """The workbench's own files: corpus.json when every document is one passage named by
+    its title (else corpus.jsonl with `_id`, which keeps the names), questions.jsonl.
+
+    >>> write_workbench("enc-again", load_corpus("enc-beir"), load_questions("enc-beir"))  # doctest: +SKIP
+    [PosixPath('enc-again/corpus.json'), PosixPath('enc-again/questions.jsonl')]
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    if units is not None:
+        docs = documents_of(units)
+        if all(d["_id"] == d["title"] for d in docs):
+            path = folder / "corpus.json"
+            with atomic_writer(path) as f:
+                f.write(json.dumps([{"title": d["title"], "text": d["text"]} for d in docs], ensure_ascii=False, indent=1) + "\n")
+        else:
+            path = folder / "corpus.jsonl"
+            with atomic_writer(path) as f:
+                _jsonl(f, ({"_id": d["_id"], "title": d["title"], "text": d["text"]} for d in docs))
+        written.append(path)
+    if questions is not None:
+        path = folder / "questions.jsonl"
+        with atomic_writer(path) as f:
+            _jsonl(f, ({"_id": q.id, "question": q.question, "supporting_titles": list(q.gold),
+                        **{k: v for k, v in (("type", q.type), ("hops", q.hops), ("answer", q.answer)) if v is not None}}
+                       for q in questions))
+        written.append(path)
+    return written
+
+
+def write_trec_qrels(path: str | Path, questions: list[Question]) -> Path:
+    """The gold as TREC qrels: `qid 0 docno 1` per gold document (questions without gold omitted).
+
+    >>> write_trec_qrels("gold.qrels", load_questions("questions.jsonl"))   # doctest: +SKIP
+    """
+    path = Path(path)
+    with atomic_writer(path) as f:
+        for q in questions:
+            for g in q.gold:
+                f.write(f"{encode_id(q.id)} 0 {encode_id(g)} 1\n")
+    return path
+
+
+def write_topics_tsv(path: str | Path, questions: list[Question]) -> Path:
+    path = Path(path)
+    with atomic_writer(path) as f:
+        for q in questions:
+            if "\t" in q.id or "\n" in q.question or "\t" in q.question:
+                raise FormatError(f"question {q.id!r}: a tab or newline cannot be written to {path.name} (qid<TAB>query)")
+            f.write(f"{q.id}\t{q.question}\n")
+    return path
+
+
+def rank_score(rank: int, depth: int) -> float:
+    """The score written for 1-based `rank` of `depth`: depth - rank + 1. trec_eval and
+    ir_measures order a run by score (ties by docno), not by rank, so the score must fall
+    strictly with our rank for their R@k to be ours; judge probabilities tie too often."""
+    return float(depth - rank + 1)
+
+
+def run_rows(records: list[dict], depth: int = RUN_DEPTH):
+    """(qid, docno, rank, score) for every question record of an evaluation (its ranking of
+    unique documents, first occurrences kept: the R@k dedup).
+
+    >>> next(run_rows(evaluate(index, questions, "bm25").records))   # doctest: +SKIP
+    ('enc-01', 'Glass Harbour', 1, 21.0)
+    """
+    for rec in records:
+        docs = rec.get("ranking") or []
+        docs = docs[:depth]
+        for i, doc in enumerate(docs, start=1):
+            yield rec["_id"], doc, i, rank_score(i, len(docs))
+
+
+def write_trec_run(path: str | Path, rows, tag: str = "sag2wb") -> Path:
+    """`qid Q0 docno rank score tag` lines (names percent-encoded; see the module docstring)."""
+    path = Path(path)
+    tag = encode_id(tag) or "sag2wb"
+    with atomic_writer(path) as f:
+        for qid, docno, rank, score in rows:
+            f.write(f"{encode_id(qid)} Q0 {encode_id(docno)} {rank} {score:.6f} {tag}\n")
+    return path
+
+
+# ---- ir_datasets -------------------------------------------------------------------------------
+def _irds(name: str):
+    try:
+        import ir_datasets
+    except ImportError:
+        raise FormatError(f"{IRDS_PREFIX}{name}: ir_datasets is not installed (pip install 'sag2-workbench[pyterrier]')") from None
+    try:
+        return ir_datasets.load(name)
+    except KeyError:
+        raise FormatError(f"{IRDS_PREFIX}{name}: ir_datasets knows no dataset {name!r}") from None
+
+
+def load_irds(name: str) -> list[Question]:
+    """Questions of an ir_datasets dataset (queries with qrels; gold = relevance > 0). The
+    dataset's files must be available locally (ir_datasets downloads them on first use).
+
+    >>> qs = load_irds("beir/hotpotqa/test")            # doctest: +SKIP
+    """
+    ds = _irds(name)
+    if not (ds.has_queries() and ds.has_qrels()):
+        raise FormatError(f"{IRDS_PREFIX}{name}: the dataset has no queries with qrels")
+    try:
+        gold: dict[str, list[str]] = {}
+        for qrel in ds.qrels_iter():
+            if qrel.relevance > 0:
+                gold.setdefault(qrel.query_id, []).append(qrel.doc_id)
+        questions = [_question(q.query_id, q.text, gold[q.query_id], {}, n)
+                     for n, q in enumerate(ds.queries_iter(), start=1) if q.query_id in gold]
+    except (OSError, ConnectionError) as exc:
+        raise FormatError(f"{IRDS_PREFIX}{name}: its files are not available here ({type(exc).__name__}: {exc})") from None
+    if not questions:
+        raise FormatError(f"{IRDS_PREFIX}{name}: no query has a positive qrel")
+    return questions
+
+
+def load_irds_corpus(name: str) -> list[Unit]:
+    """Documents of an ir_datasets dataset: `document = doc_id`, title when the dataset has one.
+
+    >>> load_irds_corpus("beir/hotpotqa")[0].document     # doctest: +SKIP
+    """
+    ds = _irds(name)
+    if not ds.has_docs():
+        raise FormatError(f"{IRDS_PREFIX}{name}: the dataset has no documents")
+    units = []
+    try:
+        for n, doc in enumerate(ds.docs_iter(), start=1):
+            text = (getattr(doc, "text", None) or getattr(doc, "body", "") or "").strip()
+            if not text:
+                continue
+            title = (getattr(doc, "title", "") or "").strip() or doc.doc_id
+            units.append(Unit(title=title, heading="", body=text, document=doc.doc_id, source=f"{IRDS_PREFIX}{name}",
+                              location=f"doc {n}"))
+    except (OSError, ConnectionError) as exc:
+        raise FormatError(f"{IRDS_PREFIX}{name}: its files are not available here ({type(exc).__name__}: {exc})") from None
+    if not units:
+        raise FormatError(f"{IRDS_PREFIX}{name}: no documents with text")
+    return units
+
+
+# ---- dispatch (called from corpora.load_corpus / load_questions) -------------------------------
+def corpus_loader(path):
+    """The loader for a corpus path this module handles, or None (corpus.json, folders of .md)."""
+    text = str(path)
+    if text.startswith(IRDS_PREFIX):
+        return lambda: load_irds_corpus(text[len(IRDS_PREFIX):])
+    p = Path(path)
+    if p.is_dir() and (p / BEIR_CORPUS).is_file():
+        return lambda: load_beir_corpus(p)
+    if p.is_file() and p.suffix.lower() == ".jsonl":
+        return lambda: load_jsonl_corpus(p)
+    return None
+
+
+def questions_loader(path, split: str | None = None):
+    """The loader for a questions source this module handles, or None (questions.jsonl).
+    A `split` is refused for anything but a BEIR folder rather than silently ignored."""
+    text = str(path)
+    p = Path(path)
+    if p.is_dir() and not (p / TREC_TOPICS).is_file():
+        return lambda: load_beir_questions(p, split)  # names what a BEIR folder lacks
+    if split is not None:
+        raise FormatError(f"--split {split}: {path} is not a BEIR folder (a split selects a BEIR folder's qrels/SPLIT.tsv)")
+    if text.startswith(IRDS_PREFIX):
+        return lambda: load_irds(text[len(IRDS_PREFIX):])
+    if p.is_dir():
+        return lambda: load_trec_questions(p)
+    return None
+
+
+# ---- convert -----------------------------------------------------------------------------------
+CONVERT_TARGETS = ("beir", "workbench", "trec")
+
+
+def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str | None = None,
+            results=None, run=None, tag: str | None = None) -> list[Path]:
+    """`sag2wb convert`: write the corpus / questions / an `eval` result in another layout.
+
+    - `beir`: OUT/corpus.jsonl, OUT/queries.jsonl, OUT/qrels/SPLIT.tsv (split default test)
+    - `workbench`: OUT/corpus.json (or corpus.jsonl when documents are not named by their
+      title), OUT/questions.jsonl and, from a TREC run (any system's), OUT/results.json: the
+      run scored with the paper's R@5, R@10, AE@10, in the shape `sag2wb eval` writes
+    - `trec`: OUT/topics.tsv, OUT/qrels.txt and, from an `eval` result JSON, OUT/run.trec
+
+    Sources are anything `sag2wb index` / `--questions` read (corpus.json, .jsonl, folders,
+    BEIR folders, TREC folders, irds:NAME).
+
+    >>> convert("beir", "enc-beir", corpus="corpus.json", questions="questions.jsonl")  # doctest: +SKIP
+    """
+    from .corpora import load_corpus, load_questions
+
+    if to not in CONVERT_TARGETS:
+        raise FormatError(f"--to {to!r}: choose one of {', '.join(CONVERT_TARGETS)}")
+    if corpus is None and questions is None and results is None and run is None:
+        raise FormatError("convert: give --corpus, --questions, --results and/or --run to convert")
+    if run is not None and (to != "workbench" or questions is None):
+        raise FormatError("--run: a TREC run converts --to workbench, scored against --questions (give both)")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise FormatError(f"{out}: exists and is not a folder; convert writes a folder")
+    for src in (corpus, questions, results, run):
+        if src is not None and not str(src).startswith(IRDS_PREFIX) and Path(src).exists() \
+                and Path(src).resolve() == out.resolve():
+            raise FormatError(f"{out}: is also an input ({src}); choose another output folder")
+    units = load_corpus(corpus) if corpus is not None else None
+    # --split names the split read from a BEIR source and the split written to a BEIR target
+    read_split = split if questions is not None and is_beir_folder(questions) else None
+    qs = load_questions(questions, split=read_split) if questions is not None else None
+    if to == "beir":
+        if results is not None:
+            raise FormatError("--results: a run converts to TREC (--to trec), BEIR has no run format")
+        return write_beir(out, units, qs, split=split or "test")
+    if to == "workbench":
+        if results is not None:
+            raise FormatError("--results: an eval result is already a workbench file; use --to trec for a run")
+        written = write_workbench(out, units, qs)
+        if run is not None:
+            written.append(write_scored_run(out / "results.json", read_trec_run(run), qs, source=str(run)))
+        return written
+    if units is not None:
+        raise FormatError("--corpus: TREC has no corpus format here; convert the corpus --to beir or --to workbench")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    if qs is not None:
+        written += [write_topics_tsv(out / TREC_TOPICS, qs), write_trec_qrels(out / TREC_QRELS, qs)]
+    if results is not None:
+        records = read_eval_records(results)
+        written.append(write_trec_run(out / TREC_RUN, run_rows(records), tag=tag or Path(results).stem))
+    return written
+
+
+def score_run(run: dict, questions: list[Question], source: str = "run"):
+    """An `EvalResult` for a TREC run read by `read_trec_run`: each question's docnos in
+    trec_eval's order, deduplicated (first occurrence kept), scored with the paper's
+    metrics. A question the run does not name has an empty ranking (it counts 0).
+
+    >>> score_run(read_trec_run("splade.trec"), load_questions("q.jsonl")).metrics   # doctest: +SKIP
+    {'R@5': 61.2, 'R@10': 70.0, 'AE@10': 40.0, 'questions': 40, 'judgments': 0}
+    """
+    from .evaluate import EvalResult, question_metrics
+
+    records = []
+    for q in questions:
+        docs = list(dict.fromkeys(doc for doc, _, _ in run.get(q.id, ())))
+        records.append({"_id": q.id, "type": q.type, "hops": q.hops, **question_metrics(docs, q.gold), "judgments": 0,
+                        "stop": None, "gold": list(q.gold), "ranking": docs[:RUN_DEPTH], "rounds": []})
+    return EvalResult({"run": source}, records)
+
+
+def write_scored_run(path: Path, run: dict, questions: list[Question], source: str = "run") -> Path:
+    result = score_run(run, questions, source)
+    with atomic_writer(path) as f:
+        f.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=1, allow_nan=False))
+    return path
+
+
+def read_eval_records(path: str | Path) -> list[dict]:
+    """The per-question records of an `sag2wb eval` result JSON."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FormatError(f"{path}: no such eval result file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FormatError(f"{path}: not an sag2wb eval result ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("questions"), list) \
+            or not all(isinstance(r, dict) and "_id" in r and isinstance(r.get("ranking"), list) for r in data["questions"]):
+        raise FormatError(f"{path}: not an sag2wb eval result (expected \"questions\" with \"_id\" and \"ranking\")")
+    return data["questions"]

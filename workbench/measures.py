@@ -1,0 +1,138 @@
+"""Any `ir_measures` measure by name (nDCG@10, RR, AP@100, ...) over the same runs and gold
+as the paper's R@k / AE@k, plus the pandas frames PyTerrier and ir_measures read.
+
+The run is each question's ranking of unique documents (first occurrences kept: the dedup
+of R@k), scored `depth - rank + 1` so the tools' sort-by-score order is our rank order;
+the qrels are the gold documents with relevance 1. A question with gold but no retrieved
+document counts 0 (as `trec_eval -c` and pt.Experiment count it); a question without gold
+is left out (as R@k leaves it out). Values stay on ir_measures' own scale (0-1), while the
+paper's metrics stay percentages, computed by workbench/evaluate.py exactly as before.
+
+>>> compute_measures(result.records, questions, ["nDCG@10", "RR"])    # doctest: +SKIP
+{'nDCG@10': 0.6124, 'RR': 0.7233}
+"""
+from __future__ import annotations
+
+import math
+
+from .corpora import Question
+from .formats import FormatError, run_rows
+
+
+def _ir_measures():
+    try:
+        import ir_measures
+    except ImportError:
+        raise FormatError("--measure needs ir_measures (pip install 'sag2-workbench[pyterrier]')") from None
+    return ir_measures
+
+
+def parse_measures(names) -> list:
+    """ir_measures objects from their names; an unknown name is a named error."""
+    irm = _ir_measures()
+    out = []
+    for name in names:
+        try:
+            out.append(irm.parse_measure(name))
+        except (ValueError, NameError, SyntaxError, TypeError, AttributeError) as exc:
+            raise FormatError(f"--measure {name!r}: not an ir_measures measure ({exc}); e.g. nDCG@10, RR, AP, R@10") from None
+    return out
+
+
+def topics_frame(questions: list[Question]):
+    """PyTerrier topics: one row per question (qid, query)."""
+    import pandas as pd
+
+    return pd.DataFrame({"qid": [q.id for q in questions], "query": [q.question for q in questions]})
+
+
+def qrels_frame(questions: list[Question]):
+    """PyTerrier / ir_measures qrels: (qid, docno, label=1) per gold document."""
+    import pandas as pd
+
+    rows = [(q.id, g, 1) for q in questions for g in q.gold]
+    return pd.DataFrame(rows, columns=["qid", "docno", "label"])
+
+
+def run_frame(records: list[dict]):
+    """An evaluation's rankings as a results frame (qid, docno, rank 0-based as in PyTerrier, score)."""
+    import pandas as pd
+
+    rows = [(qid, doc, rank - 1, score) for qid, doc, rank, score in run_rows(records)]
+    return pd.DataFrame(rows, columns=["qid", "docno", "rank", "score"])
+
+
+def per_question(records: list[dict], questions: list[Question], names) -> dict[str, dict[str, float]]:
+    """{question id: {measure name: value}} for the questions with gold and a record."""
+    irm = _ir_measures()
+    measures = parse_measures(names)
+    # only questions that have a record: a question that failed (--keep-going) is never a 0
+    recorded = {rec["_id"] for rec in records}
+    gold_questions = [q for q in questions if q.gold and q.id in recorded]
+    qrels = [irm.Qrel(q.id, g, 1) for q in gold_questions for g in q.gold]
+    run = [irm.ScoredDoc(qid, doc, score) for qid, doc, _, score in run_rows(records)]
+    out = {q.id: {str(m): 0.0 for m in measures} for q in gold_questions}
+    for metric in irm.iter_calc(measures, qrels, run):
+        out[metric.query_id][str(metric.measure)] = float(metric.value)
+    return out
+
+
+def compute_measures(records: list[dict], questions: list[Question], names) -> dict[str, float]:
+    """Mean of each measure over the questions with gold (unrounded)."""
+    values = per_question(records, questions, names)
+    return {str(m): (sum(v[str(m)] for v in values.values()) / len(values) if values else math.nan)
+            for m in parse_measures(names)}
+
+
+def measure_name(name: str) -> str:
+    """argparse `type=` for --measure: refuses an unknown name before any work starts."""
+    import argparse
+
+    try:
+        parse_measures([name])
+    except FormatError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return name
+
+
+def eval_extras(result, questions: list[Question], *, run=None, qrels=None, measures=(), tag: str = "sag2wb",
+                inputs=(), out=None) -> list[str]:
+    """What `sag2wb eval --run/--qrels/--measure` add to a finished evaluation: the TREC run
+    and qrels files, and each measure per question (`record["measures"]`) and as a mean (in
+    `result.stats["measures"]`). Returns lines for the CLI to print.
+
+    >>> eval_extras(result, questions, run="sag2.trec", measures=["nDCG@10"])   # doctest: +SKIP
+    ['nDCG@10 0.6124', 'run -> sag2.trec (40 questions)']
+    """
+    from .formats import write_trec_qrels, write_trec_run
+    from .safeio import OutputError, check_output
+
+    from pathlib import Path
+
+    named = [(p, what) for p, what in ((out, "--out"), (run, "--run"), (qrels, "--qrels")) if p is not None]
+    for i, (path, what) in enumerate(named):
+        for other, other_what in named[:i]:
+            if Path(path).resolve() == Path(other).resolve():
+                raise FormatError(f"{what} {path} is also {other_what}; give each output its own file")
+        if what != "--out":
+            try:
+                check_output(path, inputs=inputs, what=what)
+            except OutputError as exc:  # one error family the CLI already prints (exit 2)
+                raise FormatError(str(exc)) from None
+    lines = []
+    if measures:
+        values = per_question(result.records, questions, measures)
+        for rec in result.records:
+            # their own key: "R@10" is also a paper metric (a percentage) in the same record
+            if rec["_id"] in values:
+                rec["measures"] = values[rec["_id"]]
+        means = compute_measures(result.records, questions, measures)
+        result.stats["measures"] = {k: round(v, 4) for k, v in means.items()}
+        lines.append("  ".join(f"{k} {v:.4f}" for k, v in means.items()))
+    if run is not None:
+        write_trec_run(run, run_rows(result.records), tag=tag)
+        lines.append(f"run -> {run} ({len(result.records)} questions)")
+    if qrels is not None:
+        write_trec_qrels(qrels, questions)
+        lines.append(f"qrels -> {qrels} ({sum(len(q.gold) for q in questions)} gold documents)")
+    return lines

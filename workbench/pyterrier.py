@@ -1,0 +1,146 @@
+"""SAG2 and its BM25 baseline as PyTerrier transformers (optional extra `[pyterrier]`).
+
+Topics (`qid`, `query`) in; results out: the query columns, then `docno`, `score`, `rank`
+and what SAG2 adds: `unit_id`, `title`, `judge_score` (the final judge probability),
+`bm25` (FTS5's bm25(), lower is better), `entered_round` (the round the passage entered
+the candidates) and `via_term` (the expansion term that brought it; empty for round 0).
+
+`docno` is the document identity the workbench's metrics use (`Unit.document`: the title
+of a corpus.json passage, the path of a file), one row per document with the first
+occurrence kept, the same dedup as R@k. `score` is `depth - rank` (see
+workbench/formats.rank_score): PyTerrier and ir_measures order results by score, so the
+score has to fall strictly with our rank for pt.Experiment to measure our ranking. `rank`
+is 0-based, as everywhere in PyTerrier. No JVM is started.
+
+>>> import pyterrier as pt                                                   # doctest: +SKIP
+>>> from pyterrier.measures import R, nDCG
+>>> bm25, sag2 = BM25Retriever(index), SAG2Retriever(index, "lexical")
+>>> pt.Experiment([bm25, sag2], topics_frame(qs), qrels_frame(qs),
+...               eval_metrics=[R@5, R@10, nDCG@10], baseline=0)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+try:
+    import pyterrier as pt
+except ImportError as exc:  # the extra is optional; say how to get it
+    raise ImportError("workbench.pyterrier needs PyTerrier: pip install 'sag2-workbench[pyterrier]'") from exc
+
+from .corpora import Question
+from .engine import Run
+from .evaluate import judge_factory
+from .formats import RUN_DEPTH, rank_score
+from .index import Index
+from .judges import FunctionJudge, JudgmentMemo
+from .measures import qrels_frame, topics_frame  # noqa: F401  (re-exported for notebooks)
+from .params import Params
+
+RESULT_COLUMNS = ["docno", "score", "rank", "unit_id", "title", "judge_score", "bm25", "entered_round", "via_term"]
+
+
+def trace_rows(trace, depth: int = RUN_DEPTH) -> list[dict]:
+    """One row per document of a trace's final ranking (first occurrence kept), top `depth`."""
+    entered: dict[int, object] = {}
+    for r in trace.rounds:
+        for c in r.candidates:
+            if c.unit_id not in entered:
+                entered[c.unit_id] = (r.round, c.via_term, c.bm25)
+    first_unit: dict[str, int] = {}
+    for u in trace.final_ranking:
+        first_unit.setdefault(trace.units[u].document, u)
+    scores = trace.final_scores()
+    docs = trace.documents()[:depth]
+    rows = []
+    for i, doc in enumerate(docs):
+        u = first_unit[doc]
+        round_, via, bm25 = entered.get(u, (None, None, None))
+        rows.append({"docno": doc, "score": rank_score(i + 1, len(docs)), "rank": i, "unit_id": u,
+                     "title": trace.units[u].title, "judge_score": scores.get(u), "bm25": bm25,
+                     "entered_round": round_, "via_term": via})
+    return rows
+
+
+class _WorkbenchRetriever(pt.Transformer):
+    """Runs one workbench `Run` per query row."""
+
+    judge_name = "bm25"
+
+    def __init__(self, index, params: Params | None = None, *, num_results: int = RUN_DEPTH):
+        self.index = index if isinstance(index, Index) else Index(Path(index))
+        self.params = params or Params()
+        self.num_results = num_results
+        self.memo = JudgmentMemo()  # judgments reused when the same questions run again
+
+    def _judge_for(self, question: Question):
+        return None
+
+    def transform(self, topics: pd.DataFrame) -> pd.DataFrame:
+        pt.validate.query_frame(topics, ["query"])
+        query_columns = [c for c in topics.columns if c not in RESULT_COLUMNS]
+        rows = []
+        for record in topics[query_columns].to_dict("records"):
+            question = self._question(record)
+            trace = Run(self.index, question, self.params, self._judge_for(question), memo=self.memo).run()
+            rows += [{**record, **row} for row in trace_rows(trace, self.num_results)]
+        out = pd.DataFrame(rows, columns=query_columns + RESULT_COLUMNS)
+        return out.astype({"score": float, "rank": int, "judge_score": float, "bm25": float})
+
+    def _question(self, record: dict) -> Question:
+        return Question(id=str(record["qid"]), question=str(record["query"]))
+
+    def transform_outputs(self, input_columns: list[str]) -> list[str]:
+        # declared, so pt.Experiment's validation does not run a query to find out
+        pt.validate.query_frame(input_columns, ["query"])
+        return [c for c in input_columns if c not in RESULT_COLUMNS] + RESULT_COLUMNS
+
+    def __repr__(self) -> str:
+        changed = {k: v for k, v in self.params.to_dict().items() if v != Params().to_dict()[k]}
+        extra = "".join(f", {k}={v!r}" for k, v in changed.items())
+        return f"{type(self).__name__}({self.judge_name!r}{extra})"
+
+    __str__ = __repr__
+
+
+class BM25Retriever(_WorkbenchRetriever):
+    """The paper's BM25 baseline: the first-round FTS5 list (field weights 2/2/1), no judge.
+
+    >>> BM25Retriever(index).search("Where was the director of Glass Harbour born?")   # doctest: +SKIP
+    """
+
+    def __init__(self, index, params: Params | None = None, *, num_results: int = RUN_DEPTH):
+        super().__init__(index, params, num_results=num_results)
+
+
+class SAG2Retriever(_WorkbenchRetriever):
+    """SAG2 with any workbench judge: a name (`lexical`, `oracle`, `jev`, `FILE.py:NAME`) or
+    a judge function / object. The oracle needs gold: pass `qrels` (qid, docno, label).
+
+    >>> sag2_h1 = SAG2Retriever(index, "lexical", Params(H=1))               # doctest: +SKIP
+    >>> oracle = SAG2Retriever(index, "oracle", qrels=qrels)                # doctest: +SKIP
+    """
+
+    def __init__(self, index, judge="lexical", params: Params | None = None, *, num_results: int = RUN_DEPTH,
+                 qrels: pd.DataFrame | None = None, **jev_options):
+        super().__init__(index, params, num_results=num_results)
+        if isinstance(judge, str):
+            self.judge_name = judge
+            self._factory = judge_factory(judge, self.index, **jev_options)
+        else:
+            if callable(judge) and not hasattr(judge, "judge"):
+                judge = FunctionJudge(judge)  # a plain `judge(question, candidates, context)` function
+            self.judge_name = getattr(judge, "name", None) or type(judge).__name__
+            self._factory = lambda q: judge
+        self.gold: dict[str, tuple[str, ...]] = {}
+        if qrels is not None:
+            for row in qrels[qrels["label"] > 0].itertuples():
+                self.gold[str(row.qid)] = self.gold.get(str(row.qid), ()) + (str(row.docno),)
+
+    def _question(self, record: dict) -> Question:
+        qid = str(record["qid"])
+        return Question(id=qid, question=str(record["query"]), gold=self.gold.get(qid, ()))
+
+    def _judge_for(self, question: Question):
+        return self._factory(question)
