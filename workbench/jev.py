@@ -280,9 +280,26 @@ def read_payload(body) -> tuple[str, list[dict], list[dict], list[str]]:
 
 
 # ---- answers -------------------------------------------------------------------------------
-def parse_answer(raw: bytes | str, keys: list[str], where: str) -> tuple[list[float], dict, str | None]:
+def parse_answer(raw: bytes | str, keys: list[str], where: str, scrub=None) -> tuple[list[float], dict, str | None]:
     """Validate a service answer: every question answered, type noul, value in [0, 1].
-    Returns (probabilities in key order, usage, model)."""
+    Returns (probabilities in key order, usage, model). `scrub(text)` (the client's) removes
+    the API key from every message and from the model name, whatever the server echoed.
+
+    >>> parse_answer(b'{"answers": {"c1": {"type": "noul", "noul": 0.25}}}', ["c1"], "test")
+    ([0.25], {}, None)
+    """
+    if scrub is None:
+        return _parse_answer(raw, keys, where)
+    try:
+        out, usage, model = _parse_answer(raw, keys, where)
+    except JEVError as exc:
+        error = type(exc)(scrub(str(exc)))
+    else:
+        return out, usage, (None if model is None else scrub(model))
+    raise error  # outside the handler: the unscrubbed original is not kept as __context__
+
+
+def _parse_answer(raw, keys, where):
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -355,6 +372,12 @@ class _Secret:
     def reveal(self) -> str:
         return self._value
 
+    def spellings(self) -> list[str]:
+        """The key as it may appear in a message: plain, inside a repr, inside JSON."""
+        forms = {self._value, repr(self._value)[1:-1], json.dumps(self._value)[1:-1],
+                 json.dumps(self._value, ensure_ascii=False)[1:-1]}
+        return sorted((f for f in forms if f), key=len, reverse=True)
+
     def __repr__(self) -> str:
         return f"<API key from ${self.source}>"
 
@@ -364,11 +387,52 @@ class _Secret:
         raise TypeError("an API key is not pickled")
 
 
+# Loggers whose records may quote what a server sent (httpcore logs response headers at DEBUG,
+# asyncio logs unretrieved task exceptions): a filter scrubs every key read in this process.
+SCRUBBED_LOGGERS = ("workbench.jev", "httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2",
+                    "httpcore.proxy", "httpcore.socks", "asyncio")
+_KEY_SPELLINGS: set[str] = set()
+
+
+def scrub_known_keys(text: str) -> str:
+    """`text` with every API key read by this process (any spelling) replaced by ***."""
+    for spelling in sorted(_KEY_SPELLINGS, key=len, reverse=True):
+        text = text.replace(spelling, "***")
+    return text
+
+
+class _KeyScrubber(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _KEY_SPELLINGS:
+            text = record.getMessage()
+            clean = scrub_known_keys(text)
+            if clean != text:
+                record.msg, record.args = clean, ()
+            if record.exc_info and not record.exc_text:
+                import traceback
+
+                record.exc_text = scrub_known_keys("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
+        return True
+
+
+_SCRUBBER = _KeyScrubber()
+
+
+def _register_key(secret: _Secret) -> None:
+    _KEY_SPELLINGS.update(secret.spellings())
+    for name in SCRUBBED_LOGGERS:
+        logger = logging.getLogger(name)
+        if _SCRUBBER not in logger.filters:
+            logger.addFilter(_SCRUBBER)
+
+
 def read_key(variables: tuple[str, ...], url: str) -> _Secret | None:
     for name in variables:
         value = os.environ.get(name, "").strip()
         if value:
-            return _Secret(value, name)
+            secret = _Secret(value, name)
+            _register_key(secret)
+            return secret
     if _is_loopback(urlsplit(url).hostname or ""):
         return None  # a local server needs no key
     raise JEVAuthError(f"no API key for {url}: set one of {', '.join(variables)} (read in that order)")
@@ -432,10 +496,18 @@ class JEVClient:
         return f"JEVClient({self.url!r}, model={self.model!r})"
 
     def scrub(self, text: str) -> str:
-        """`text` with the API key, should it appear (e.g. echoed by a server), replaced."""
+        """`text` with the API key, should it appear (e.g. echoed by a server), replaced by ***,
+        also in its repr- and JSON-escaped spellings (messages quote values with !r)."""
         if self._key is not None:
-            text = text.replace(self._key.reveal(), "***")
+            for spelling in self._key.spellings():
+                text = text.replace(spelling, "***")
         return text
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        """A response body with the key's UTF-8 bytes replaced, before anything reads it."""
+        if self._key is not None:
+            data = data.replace(self._key.reveal().encode("utf-8"), b"***")
+        return data
 
     def _headers(self) -> dict:
         h = {"Content-Type": "application/json", "User-Agent": "sag2-workbench"}
@@ -475,7 +547,7 @@ class JEVClient:
                     log.debug("POST %s: %d questions, %d bytes (attempt %d/%d)", self.url, len(keys), len(content),
                               attempt, self.attempts)
                     resp = await http.post(self.url, content=content, headers=self._headers(), timeout=self.timeout)
-                    raw = resp.content
+                    raw = self.scrub_bytes(resp.content)  # a server may echo the key: gone before any parsing
                 except httpx.TimeoutException:
                     resp, last = None, f"no answer within {self.timeout:g} s"
                 except httpx.TransportError as exc:
@@ -485,7 +557,7 @@ class JEVClient:
             if resp is not None:
                 status = resp.status_code
                 if 200 <= status < 300:
-                    return parse_answer(raw, keys, where)
+                    return parse_answer(raw, keys, where, scrub=self.scrub)
                 excerpt = self.scrub(raw[:200].decode("utf-8", "replace")).strip()
                 if status in AUTH_STATUSES:
                     raise JEVAuthError(f"{where}: HTTP {status}: {self._key_hint()}. Not retried.")
@@ -704,6 +776,8 @@ class JEVJudge:
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for t in done:
+                    if t.cancelled():  # we cancelled it after a refused key; that error is the one to report
+                        continue
                     exc = t.exception()
                     if exc is None:
                         out.update(t.result())
@@ -719,7 +793,7 @@ class JEVJudge:
             first = next((e for e in errors if isinstance(e, JEVAuthError)), errors[0])
             if isinstance(first, JEVError):
                 more = f" ({len(errors)} of {len(plans)} requests failed; answers of the others are cached)" if len(plans) > 1 else ""
-                raise type(first)(str(first) + more) from None
+                raise type(first)(self.client.scrub(str(first) + more)) from None
             raise JEVError(f"JEV request failed: {type(first).__name__}: {self.client.scrub(str(first))}") from None
         return out
 
