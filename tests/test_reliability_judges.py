@@ -11,6 +11,7 @@ $SAG2WB_RELIABILITY_CONNECTIONS sets the concurrent-connection count (default 20
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -270,3 +271,187 @@ def test_an_echoed_key_reaches_no_screen_or_file_through_the_cli(echo_server, tm
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name == "cache.db" for p in written) and (tmp_path / "model.jsonl").stat().st_size > 0
     assert files_containing(tmp_path, SECRET) == []
+
+
+# ---- 3. corrupt or misplaced caches; cache export / import edge files ----------------------
+def judgment_lines(n: int, p=lambda i: (i % 100) / 100) -> list[str]:
+    return [json.dumps({"key": jev.CACHE_KEY_PREFIX + hashlib.sha256(str(i).encode()).hexdigest(), "p": p(i),
+                        "model": "m"}) for i in range(n)]
+
+
+def write_lines(path: Path, lines) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def good_cache(tmp_path, name="cache", n=600) -> Path:
+    report = jev.import_cache(tmp_path / name, write_lines(tmp_path / f"{name}-seed.jsonl", judgment_lines(n)))
+    assert report.added == n
+    return tmp_path / name
+
+
+def corrupt(tmp_path, kind: str) -> Path:
+    """A cache directory damaged in one of the ways a disk, a sync tool or a person damages it."""
+    if kind == "file-as-dir":
+        path = tmp_path / "not-a-dir"
+        path.write_text("notes\n")
+        return path
+    cache = good_cache(tmp_path, kind)
+    db = cache / jev.CACHE_FILE
+    if kind == "garbled-header":
+        with open(db, "r+b") as f:
+            f.write(b"garbage!" * 8)
+    elif kind == "truncated":
+        for extra in ("cache.db-wal", "cache.db-shm"):
+            (cache / extra).unlink(missing_ok=True)
+        os.truncate(db, db.stat().st_size // 3)
+    elif kind == "db-is-a-dir":
+        db.unlink()
+        db.mkdir()
+    return cache
+
+
+CORRUPTIONS = {
+    "garbled-header": "is not a readable SQLite database",
+    "truncated": "cache.db",  # SQLite says "malformed" or fails the integrity check, depending on where the cut falls
+    "db-is-a-dir": "cache.db is a directory, not the cache's SQLite file",
+    "file-as-dir": "is a file, not a directory",
+}
+
+
+@pytest.mark.parametrize("kind", CORRUPTIONS)
+def test_a_corrupt_cache_is_a_named_error_saying_deleting_it_is_safe(tmp_path, kind):
+    cache = corrupt(tmp_path, kind)
+    for action in (jev.open_cache, jev.cache_stats, lambda d: jev.export_cache(d, tmp_path / "x.jsonl"),
+                   lambda d: jev.import_cache(d, write_lines(tmp_path / "one.jsonl", judgment_lines(1))),
+                   lambda d: jev.make_jev_judge("http://127.0.0.1:9/v1", cache_dir=d)):
+        with pytest.raises(jev.JEVCacheError) as info:
+            action(cache)
+        message = str(info.value)
+        assert str(cache) in message and CORRUPTIONS[kind] in message
+        if kind != "file-as-dir":
+            assert f"deleting the cache directory {cache} is safe" in message
+    assert issubclass(jev.JEVCacheError, InputError) and not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.parametrize("kind", CORRUPTIONS)
+def test_cli_with_a_corrupt_cache_says_which_file_in_one_line(tmp_path, kind):
+    index = build_index(tmp_path, FILM_WORLD)
+    cache = corrupt(tmp_path, kind)
+    r = sag2wb("search", "--db", index.path, FILM_QUESTION, "--judge", "jev", "--jev-endpoint", "http://127.0.0.1:9/v1",
+               "--cache-dir", cache)
+    assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("sag2wb search: error: ") and CORRUPTIONS[kind] in r.stderr
+
+
+def test_a_damaged_cache_found_during_a_run_is_a_cache_error_not_a_traceback(tmp_path):
+    server = JudgeServer(FunctionJudge(lambda q, c, x: [0.5] * len(c), name="half")).start()
+    judge = jev.make_jev_judge(endpoint=server.url, cache_dir=tmp_path / "cache", backoff_base=0.01)
+    try:
+        assert judge.judge(FILM_QUESTION, SIX[:2], []) == [0.5, 0.5]
+        for name in ("cache.db", "cache.db-wal", "cache.db-shm"):  # overwritten under a running judge
+            path = tmp_path / "cache" / name
+            if path.exists():
+                path.write_bytes(b"garbage!" * 4096)
+        with pytest.raises(jev.JEVCacheError, match=r"cache.db failed while in use .*is safe"):
+            judge.judge(FILM_QUESTION, SIX[2:4], [])
+    finally:
+        judge.close()
+        server.stop()
+
+
+def test_export_replaces_an_earlier_export_atomically_or_not_at_all(tmp_path):
+    cache = good_cache(tmp_path, n=3000)
+    earlier = write_lines(tmp_path / "study.jsonl", judgment_lines(3))
+    before = earlier.read_bytes()
+    # A child process that may not write files over 200 kB (a full disk): room for the cache's
+    # write-ahead log, not for the export (~350 kB), which fails mid-write.
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000)); "
+            "from workbench.cli import main; sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "cache", "export", "--cache-dir", str(cache), "--file", str(earlier)],
+                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"--file {earlier}: cannot write it (File too large); an earlier file there is unchanged" in r.stderr
+    assert earlier.read_bytes() == before and [p.name for p in tmp_path.iterdir() if p.name.startswith(".sag2wb-tmp")] == []
+    assert jev.export_cache(cache, earlier) == 3000 and len(earlier.read_text().splitlines()) == 3000
+
+
+def test_export_target_problems_are_named(tmp_path):
+    cache = good_cache(tmp_path, n=5)
+    with pytest.raises(jev.JEVInputError, match=r"the folder .*missing does not exist; create it first"):
+        jev.export_cache(cache, tmp_path / "missing" / "x.jsonl")
+    with pytest.raises(jev.JEVInputError, match=r"is a directory; give a file path"):
+        jev.export_cache(cache, tmp_path)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    with pytest.raises(jev.JEVInputError, match=r"notes.txt exists and is not a result written by sag2wb.*--force"):
+        jev.export_cache(cache, notes)
+    assert notes.read_text() == "my notes\n"
+    assert jev.export_cache(cache, notes, force=True) == 5
+    with pytest.raises(jev.JEVCacheError, match="no JEV cache at"):
+        jev.export_cache(tmp_path / "nowhere", tmp_path / "y.jsonl")
+    assert not (tmp_path / "nowhere").exists()
+
+
+KEY0 = jev.CACHE_KEY_PREFIX + "0" * 64
+BAD_IMPORT_LINES = {
+    "huge-integer": ('{"key": "%s", "p": 1%s}' % (KEY0, "0" * 5000), "line 3: unusable JSON number (Exceeds the limit"),
+    "big-integer": ('{"key": "%s", "p": 1%s}' % (KEY0, "0" * 400), "line 3: an integer of 401 digits is not a probability"),
+    "deep-nesting": ('{"key": ' + "[" * 100_000 + "]" * 100_000 + "}", "line 3: JSON nested too deeply"),
+    "not-json": ('{"key": ', "line 3: not JSON"),
+    "nan": ('{"key": "%s", "p": NaN}' % KEY0, "line 3: p=nan is not a probability"),
+    "model-object": ('{"key": "%s", "p": 0.5, "model": {"a": 1}}' % KEY0, "line 3: model must be a string"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_IMPORT_LINES)
+def test_import_names_the_bad_line_and_writes_nothing(tmp_path, case):
+    line, message = BAD_IMPORT_LINES[case]
+    file = write_lines(tmp_path / f"{case}.jsonl", [*judgment_lines(2), line, *judgment_lines(1)])
+    with pytest.raises(jev.JEVInputError) as info:
+        jev.import_cache(tmp_path / "cache", file)
+    assert f"{file}, {message}" in str(info.value) and len(str(info.value)) < 300
+    assert not (tmp_path / "cache").exists()
+
+
+def test_import_of_a_non_utf8_file_names_line_and_column(tmp_path):
+    file = tmp_path / "latin1.jsonl"
+    file.write_bytes(("\n".join(judgment_lines(1)) + "\n").encode() + b'{"key": "%s", "p": 0.5, "model": "caf\xe9"}\n' % KEY0.encode())
+    # 9 characters of {"key": ", 80 of the key, 26 of ", "p": 0.5, "model": "caf: the 0xe9 is the 116th byte
+    with pytest.raises(jev.JEVInputError, match=r"latin1.jsonl, line 2: not UTF-8 \(byte 0xe9 at column 116\)"):
+        jev.import_cache(tmp_path / "cache", file)
+
+
+def test_import_counts_duplicates_honestly_and_never_silently_replaces(tmp_path):
+    lines = judgment_lines(4)
+    file = write_lines(tmp_path / "dups.jsonl", [lines[0], lines[1], lines[0], lines[2], lines[0]])
+    report = jev.import_cache(tmp_path / "cache", file)
+    assert (report.lines, report.added, report.repeated_in_file, report.same_as_cache) == (5, 3, 2, 0)
+    conflicting = json.dumps({**json.loads(lines[1]), "p": 0.99})
+    clash = write_lines(tmp_path / "clash.jsonl", [lines[1], conflicting])
+    with pytest.raises(jev.JEVInputError, match=r"clash.jsonl, line 2: key jev-judgment-v1:.* has p=0.99, but line 1 gave it p=0.01"):
+        jev.import_cache(tmp_path / "cache", clash)
+    other = write_lines(tmp_path / "other.jsonl", [lines[0], conflicting, lines[3]])
+    report = jev.import_cache(tmp_path / "cache", other)
+    assert (report.added, report.same_as_cache, report.conflicts_kept, report.replaced) == (1, 1, 1, 0)
+    assert "line 2: p=0.99, cached p=0.01" in report.summary()
+    key1 = json.loads(lines[1])["key"]
+    cache = jev.open_cache(tmp_path / "cache")
+    assert cache.get(key1)["p"] == 0.01
+    cache.close()
+    report = jev.import_cache(tmp_path / "cache", other, overwrite=True)
+    assert (report.added, report.same_as_cache, report.conflicts_kept, report.replaced) == (0, 2, 0, 1)
+    cache = jev.open_cache(tmp_path / "cache")
+    assert cache.get(key1)["p"] == 0.99
+    cache.close()
+
+
+def test_cli_import_reports_conflicts_kept_and_overwrite(tmp_path):
+    lines = judgment_lines(2)
+    jev.import_cache(tmp_path / "cache", write_lines(tmp_path / "a.jsonl", lines))
+    changed = write_lines(tmp_path / "b.jsonl", [lines[0], json.dumps({**json.loads(lines[1]), "p": 0.5})])
+    r = sag2wb("cache", "import", "--cache-dir", tmp_path / "cache", "--file", changed)
+    assert r.returncode == 0 and "imported 0 judgments" in r.stdout and "1 already cached (identical)" in r.stdout
+    assert "1 judgments in" in r.stderr and "were not imported; pass --overwrite" in r.stderr
+    r = sag2wb("cache", "import", "--cache-dir", tmp_path / "cache", "--file", changed, "--overwrite")
+    assert r.returncode == 0 and "imported 1 judgments" in r.stdout and "1 replaced" in r.stdout and r.stderr == ""

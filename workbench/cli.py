@@ -249,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["export", "import", "stats"])
     p.add_argument("--cache-dir", required=True)
     p.add_argument("--file", default=None, help="the exported JSONL file")
+    p.add_argument("--force", action="store_true", help="export: replace an existing file that is not an export")
+    p.add_argument("--overwrite", action="store_true", help="import: replace cached judgments the file gives another p")
     p.set_defaults(func=cmd_cache)
 
     p = sub.add_parser("ablate", help="the paper's comparisons (bm25, H=0/1/2, no-context, matched-budget, final-only)")
