@@ -57,7 +57,7 @@ def index(tmp_path_factory):
 
 @pytest.fixture
 def server():
-    srv = JudgeServer(FunctionJudge(scores_of, name="scores_of")).start()
+    srv = JudgeServer(FunctionJudge(scores_of, name="scores_of"), keep_bodies=100).start()
     yield srv
     srv.stop()
 

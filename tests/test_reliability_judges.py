@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -29,7 +30,7 @@ from workbench.judges import (
     FunctionJudge, JudgeError, JudgeTimeout, JudgeTimeoutSetting, JudgmentMemo, judge_timeout_from_env,
     load_function_judge,
 )
-from workbench.judge_server import JudgeServer
+from workbench.judge_server import JudgeServer, JudgeServerError
 from workbench.params import Params
 from workbench.safeio import InputError
 from workbench.trace import STOP_JUDGE_ERROR
@@ -455,3 +456,168 @@ def test_cli_import_reports_conflicts_kept_and_overwrite(tmp_path):
     assert "1 judgments in" in r.stderr and "were not imported; pass --overwrite" in r.stderr
     r = sag2wb("cache", "import", "--cache-dir", tmp_path / "cache", "--file", changed, "--overwrite")
     assert r.returncode == 0 and "imported 1 judgments" in r.stdout and "1 replaced" in r.stdout and r.stderr == ""
+
+
+# ---- 4. `sag2wb judge-server` under abuse (a real server process on 127.0.0.1) -------------
+CONNECTIONS = int(os.environ.get("SAG2WB_RELIABILITY_CONNECTIONS", "200"))
+
+
+class ServerProcess:
+    """`sag2wb judge-server --judge hash --port 0 ...` in a child process; `.port` from its banner."""
+
+    def __init__(self, *extra):
+        self.proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "judge-server", "--judge", "hash",
+                                      "--port", "0", *map(str, extra)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, cwd=REPO)
+        banner = self.proc.stdout.readline()
+        assert "serving judge 'hash' at http://127.0.0.1:" in banner, banner + self.proc.stderr.read()
+        self.port = int(banner.split("http://127.0.0.1:")[1].split("/")[0])
+
+    def rss_kib(self) -> int:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+    def stop(self) -> str:
+        self.proc.terminate()
+        return self.proc.communicate(timeout=30)[1]
+
+
+@pytest.fixture
+def server_process(request):
+    procs = []
+
+    def start(*extra):
+        procs.append(ServerProcess(*extra))
+        return procs[-1]
+
+    yield start
+    for p in procs:
+        stderr = p.stop()
+        assert "Traceback" not in stderr, stderr  # no handler traceback, whatever the test sent
+
+
+def exchange(port: int, data: bytes, *, finish: bool = True, guard: float = 30.0) -> bytes:
+    """Send raw bytes on a new connection and read the whole answer (`guard` only stops a hang)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=guard) as s:
+        s.sendall(data)
+        if finish:
+            s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def post(body: bytes, length: str | None = None, extra: bytes = b"") -> bytes:
+    head = b"POST /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + extra
+    if length is not None:
+        head += b"Content-Length: " + length.encode() + b"\r\n"
+    return head + b"\r\n" + body
+
+
+def small_request() -> bytes:
+    body = json.dumps(jev.build_request("m", FILM_QUESTION, SIX[:2], [], "stateful")).encode()
+    return post(body, str(len(body)), b"Connection: close\r\n")
+
+
+def status_of(answer: bytes) -> int:
+    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else 0
+
+
+def test_many_simultaneous_new_connections_all_get_answers(server_process):
+    server = server_process()
+    request = small_request()
+    start = threading.Barrier(CONNECTIONS)
+    statuses, failures = [], []
+
+    def one():
+        start.wait()  # every connection is opened at the same moment
+        try:
+            statuses.append(status_of(exchange(server.port, request)))
+        except OSError as exc:
+            failures.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=one) for _ in range(CONNECTIONS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == [] and statuses == [200] * CONNECTIONS
+
+
+def test_memory_stays_bounded_over_big_requests(server_process):
+    """Six 10 MB requests: before, RSS grew ~20 MB per request and never fell (bodies were kept)."""
+    server = server_process()
+    text = "x" * 10_000_000
+    body = json.dumps(jev.build_request("m", FILM_QUESTION, [{**SIX[0], "text": text}], [], "stateful")).encode()
+    request = post(body, str(len(body)), b"Connection: close\r\n")
+    rss = [server.rss_kib()]
+    for _ in range(6):
+        assert status_of(exchange(server.port, request)) == 200
+        rss.append(server.rss_kib())
+    # after two requests of warm-up, 40 MB more of bodies: before, +76 MB (52 -> 176 MB over six)
+    growth_mib = (max(rss[-3:]) - max(rss[1:3])) / 1024
+    assert growth_mib < 50, [r // 1024 for r in rss]
+
+
+@pytest.mark.parametrize("length, status, says", [
+    ("abc", 400, "is not one number of bytes"),
+    ("-1", 400, "is not one number of bytes"),
+    ("1e3", 400, "is not one number of bytes"),
+    (str(10**12), 413, "over this server's limit of 16777216 bytes"),
+    (None, 411, "needs a Content-Length"),
+])
+def test_bad_content_length_is_answered_not_a_traceback(server_process, length, status, says):
+    server = server_process()
+    answer = exchange(server.port, post(b'{"model": "m"}', length))
+    assert status_of(answer) == status and says.encode() in answer and b"Connection: close" in answer
+    assert status_of(exchange(server.port, small_request())) == 200  # and the server goes on serving
+
+
+def test_over_the_body_limit_and_chunked_bodies(server_process):
+    server = server_process("--max-body-mb", "0.001")  # 1048 bytes
+    assert status_of(exchange(server.port, post(b"{}" * 600, "1200"))) == 413
+    answer = exchange(server.port, post(b"2\r\n{}\r\n0\r\n\r\n", None, b"Transfer-Encoding: chunked\r\n"))
+    assert status_of(answer) == 411 and b"chunked bodies are not accepted" in answer
+    two = exchange(server.port, post(b"{}", "2", b"Content-Length: 3\r\n"))
+    assert status_of(two) == 400
+
+
+def test_half_sent_requests_time_out(server_process):
+    server = server_process("--read-timeout", "0.5")
+    answer = exchange(server.port, post(b'{"model": "m", "st', "1000"), finish=False)  # and then silence
+    assert status_of(answer) == 408 and b"did not arrive within 0.5 s" in answer
+    assert exchange(server.port, b"POST /v1 HTTP/1.1\r\nHost: x\r\n", finish=False) == b""  # headers never end: closed
+    assert status_of(exchange(server.port, small_request())) == 200
+
+
+def test_a_body_cut_short_is_a_400(server_process):
+    server = server_process()
+    answer = exchange(server.port, post(b'{"model": "m"}', "100"))  # the client closes after 14 of 100 bytes
+    assert status_of(answer) == 400 and b"the body ended after 14 of 100 bytes" in answer
+
+
+def test_port_in_use_or_out_of_range_is_one_named_line(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = holder.getsockname()[1]
+        with pytest.raises(JudgeServerError, match=f"--port {busy}: already in use on 127.0.0.1"):
+            JudgeServer(FunctionJudge(len), port=busy)
+        cases = {str(busy): "already in use", "70000": "expected 0-65535", "-1": "expected 0-65535"}
+        for port, says in cases.items():
+            r = sag2wb("judge-server", "--judge", "hash", "--port", port, timeout=30)
+            assert r.returncode == 2 and r.stdout == "", (port, r.stdout, r.stderr)
+            assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"sag2wb judge-server: error: --port {port}: {says}")
+    r = sag2wb("judge-server", "--judge", "hash", "--port", "0", "--host", "host.invalid", timeout=30)
+    assert r.returncode == 2 and "--host host.invalid: cannot listen there" in r.stderr and "Traceback" not in r.stderr
+    assert issubclass(JudgeServerError, InputError)
+
+
+def test_server_keeps_no_bodies_unless_asked():
+    with JudgeServer(FunctionJudge(lambda q, c, x: [0.5] * len(c))) as plain, \
+            JudgeServer(FunctionJudge(lambda q, c, x: [0.5] * len(c)), keep_bodies=1) as recording:
+        for srv in (plain, recording):
+            for _ in range(3):
+                assert status_of(exchange(srv.port, small_request())) == 200
+        assert len(plain.bodies) == 0 and len(recording.bodies) == 1 and plain.questions == 6

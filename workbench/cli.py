@@ -243,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delay-ms", type=float, default=0.0, help="answer every request this much later")
     p.add_argument("--fault", action="append", default=[], metavar="KIND[:SECONDS][xTIMES]",
                    help="inject a fault into the next requests, e.g. 429:1, 500x5, slow:3, malformed (see docs/jev.md)")
+    p.add_argument("--max-body-mb", type=float, default=16.0, help="larger request bodies get 413 (default 16)")
+    p.add_argument("--read-timeout", type=float, default=30.0, help="seconds a client may take to send a request")
+    p.add_argument("--judge-timeout", default=None, help="seconds per judge call (default $SAG2WB_JUDGE_TIMEOUT or 60; 0: none)")
     p.set_defaults(func=cmd_judge_server)
 
     p = sub.add_parser("cache", help="export or import the judgments of a JEV cache")
