@@ -214,6 +214,7 @@ def test_a_refused_key_in_a_round_of_several_requests_gives_the_key_message(with
         server.stop()
     message = str(info.value)
     assert f"HTTP {status}: the key from $JEV_API_KEY was refused" in message and "Cancelled" not in message
+    assert "(1 of 6 requests failed" in message  # the cancelled siblings are not counted as failures
 
 
 @pytest.mark.parametrize("mode", ECHO_MODES)

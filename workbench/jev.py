@@ -1006,7 +1006,10 @@ class JEVJudge:
         if errors:
             first = next((e for e in errors if isinstance(e, JEVAuthError)), errors[0])
             if isinstance(first, JEVError):
-                more = f" ({len(errors)} of {len(plans)} requests failed; answers of the others are cached)" if len(plans) > 1 else ""
+                cancelled = sum(1 for t in tasks if t.cancelled())
+                answered = len(plans) - len(errors) - cancelled
+                more = (f" ({len(errors)} of {len(plans)} requests failed" + (f", {cancelled} cancelled" if cancelled else "")
+                        + (f"; the answers of {answered} are cached" if answered else "") + ")") if len(plans) > 1 else ""
                 raise type(first)(self.client.scrub(str(first) + more)) from None
             raise JEVError(f"JEV request failed: {type(first).__name__}: {self.client.scrub(str(first))}") from None
         return out
