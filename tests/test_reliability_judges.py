@@ -64,6 +64,32 @@ def test_a_judge_past_its_limit_fails_naming_itself_and_the_limit():
         release.set()
 
 
+def test_after_a_timeout_the_judge_answers_again_on_a_fresh_thread():
+    release, calls = threading.Event(), []
+
+    def first_call_sticks(question, candidates, context):
+        calls.append(threading.current_thread().name)
+        if len(calls) == 1:
+            release.wait(30)
+        return [0.75] * len(candidates)
+
+    judge = FunctionJudge(first_call_sticks, name="sticky", timeout=0.2)
+    try:
+        with pytest.raises(JudgeTimeout):
+            judge.judge("q?", [CANDIDATE], [])
+        assert judge.judge("q?", [CANDIDATE], []) == [0.75]
+        stuck = [t for t in threading.enumerate() if t.name == "judge sticky"]
+        assert len(stuck) == 2  # the abandoned call's thread is still waiting; a new one answered
+    finally:
+        release.set()
+
+
+def test_calls_reuse_one_thread():
+    judge = FunctionJudge(lambda q, c, x: [threading.current_thread().ident] * len(c), name="reuse", timeout=5)
+    idents = {judge.judge("q?", [CANDIDATE], [])[0] for _ in range(20)}
+    assert len(idents) == 1 and idents != {threading.current_thread().ident}
+
+
 def test_within_the_limit_answers_and_errors_pass_through_unchanged():
     judge = FunctionJudge(lambda q, c, x: [0.25] * len(c), name="quarter", timeout=5)
     assert judge.judge("q?", [CANDIDATE, CANDIDATE], []) == [0.25, 0.25]

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import math
 import os
+import queue
 import threading
+import weakref
 from typing import Callable, Protocol
 
 from . import text as textlib
@@ -178,37 +180,98 @@ class FunctionJudge:
         self.name = name or getattr(fn, "__name__", "function")
         self.key = "function:" + self.name  # the limit never changes an answer: not part of the key
         self.timeout = judge_timeout_from_env() if timeout == "env" else _check_timeout(timeout, "judge timeout")
+        self._workers = _WorkerPool.for_judge(self)
 
     def judge(self, question, candidates, context):
         if self.timeout is None:
             return self.fn(question, candidates, context)
-        return call_with_time_limit(self.fn, (question, candidates, context), self.timeout, self.name)
+        return self._workers.call(self.fn, (question, candidates, context), self.timeout)
+
+    def __getstate__(self):  # threads do not travel: a copy (or another process) starts its own
+        return {k: v for k, v in self.__dict__.items() if k != "_workers"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._workers = _WorkerPool.for_judge(self)
+
+
+class _Worker:
+    """A daemon thread that runs calls handed to it, one at a time."""
+
+    def __init__(self, name: str):
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name=f"judge {name}", daemon=True).start()
+
+    def _serve(self):
+        while (job := self.inbox.get()) is not None:
+            fn, args, outcome, done = job
+            try:
+                outcome.append((True, fn(*args)))
+            except BaseException as exc:  # handed to the caller, which re-raises it
+                outcome.append((False, exc))
+            done.set()
+            del job, fn, args, outcome  # hold no question or candidates while idle
+
+
+class _WorkerPool:
+    """Idle workers of one judge, reused (a thread per call would cost ~150 us); a worker whose
+    call ran past the limit is retired: it finishes that call on its own, then exits."""
+
+    MAX_IDLE = 8
+
+    def __init__(self, name: str):
+        self.name = name
+        self.idle: list[_Worker] = []
+        self.lock = threading.Lock()
+
+    @classmethod
+    def for_judge(cls, judge) -> "_WorkerPool":
+        pool = cls(judge.name)
+        weakref.finalize(judge, pool.close)  # a judge that is dropped lets its idle threads end
+        return pool
+
+    def close(self):
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for worker in idle:
+            worker.inbox.put(None)
+
+    def call(self, fn: Callable, args: tuple, seconds: float):
+        with self.lock:
+            worker = self.idle.pop() if self.idle else None
+        worker = worker or _Worker(self.name)
+        outcome: list = []
+        done = threading.Event()
+        worker.inbox.put((fn, args, outcome, done))
+        if not done.wait(seconds):
+            worker.inbox.put(None)  # retire it once the abandoned call returns (if ever)
+            raise JudgeTimeout(
+                f"judge {self.name!r} did not answer within its time limit of {seconds:g} s per call; the call is "
+                f"abandoned (it may still be running in the background). Raise the limit with "
+                f"${JUDGE_TIMEOUT_VARIABLE}=SECONDS (0: no limit) if the judge is just slow")
+        with self.lock:
+            if len(self.idle) < self.MAX_IDLE:
+                self.idle.append(worker)
+                worker = None
+        if worker is not None:
+            worker.inbox.put(None)
+        ok, value = outcome[0]
+        if ok:
+            return value
+        raise value
 
 
 def call_with_time_limit(fn: Callable, args: tuple, seconds: float, name: str):
-    """`fn(*args)` on a daemon thread; its result or exception, or a JudgeError after `seconds`."""
-    done = threading.Event()
-    outcome: list = []
+    """`fn(*args)` on a daemon thread: its result or exception, or a JudgeTimeout after `seconds`.
 
-    def run():
-        try:
-            outcome.append((True, fn(*args)))
-        except BaseException as exc:  # handed to the caller, which re-raises it
-            outcome.append((False, exc))
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=run, name=f"judge {name}", daemon=True)
-    worker.start()
-    if not done.wait(seconds):
-        raise JudgeTimeout(
-            f"judge {name!r} did not answer within its time limit of {seconds:g} s per call; the call is "
-            f"abandoned (it may still be running in the background). Raise the limit with "
-            f"${JUDGE_TIMEOUT_VARIABLE}=SECONDS (0: no limit) if the judge is just slow")
-    ok, value = outcome[0]
-    if ok:
-        return value
-    raise value
+    >>> call_with_time_limit(sum, ([1, 2],), 5, "sum")
+    3
+    """
+    pool = _WorkerPool(name)
+    try:
+        return pool.call(fn, args, seconds)
+    finally:
+        pool.close()
 
 
 def load_function_judge(spec: str, timeout: float | None | str = "env") -> FunctionJudge:
