@@ -20,10 +20,13 @@ import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.echo_server import start_echo_server  # noqa: E402  (standard library only)
+
 SECRET = "sk-test-SECRET-123"
 QUESTION = "Where was the director of Glass Harbour born?"
 FILM_WORLD = [
@@ -64,35 +67,6 @@ def function_judge(work: Path, db: Path):
 
 
 # ---- 2. JEV client: refused key among concurrent requests; echoed key -------------------------
-class EchoHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        auth = self.headers.get("Authorization", "")
-        key = auth.split(" ", 1)[-1]
-        mode = self.path.strip("/").split("/")[0]
-        keys = list(json.loads(raw)["questions"])
-        status = 200
-        if mode == "nonjson":
-            payload = f"<html>debug: Authorization: {auth}</html>".encode()
-        elif mode == "answer":
-            payload = {"model": "m", "answers": {k: {"type": "noul", "noul": key} for k in keys}}
-        elif mode == "model":
-            payload = {"model": f"echo {auth}", "answers": {k: {"type": "noul", "noul": 0.5} for k in keys}}
-        else:
-            status, payload = int(mode), f"refused {auth}".encode()
-        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-Echo", auth)
-        self.end_headers()
-        self.wfile.write(data)
-
-
 def jev_client(work: Path):
     import logging
 
@@ -118,9 +92,7 @@ def jev_client(work: Path):
     handler.emit = lambda record: log_lines.append(record.getMessage())
     logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(logging.DEBUG)
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), EchoHandler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    httpd = start_echo_server()
     try:
         for mode in ("nonjson", "answer", "model", "500"):
             d = work / f"echo-{mode}"

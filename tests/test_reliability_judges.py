@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -36,6 +35,7 @@ from workbench.safeio import InputError
 from workbench.trace import STOP_JUDGE_ERROR
 
 from .conftest import FILM_WORLD, build_index
+from .echo_server import start_echo_server
 
 REPO = Path(__file__).resolve().parent.parent
 CANDIDATE = {"unit_id": 1, "title": "Glass Harbour", "text": "A film.", "document": "Glass Harbour"}
@@ -163,54 +163,12 @@ SIX = [{"unit_id": i, "title": f"Town {i}", "text": f"Town {i} lies on a river."
        for i in range(6)]
 
 
-class EchoHandler(BaseHTTPRequestHandler):
-    """A hostile Noul server: puts the Authorization header it received into its answer.
-    The first path segment picks where (see `ECHO_MODES`)."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        auth = self.headers.get("Authorization", "")
-        key = auth.split(" ", 1)[-1]
-        mode = self.path.strip("/").split("/")[0]
-        keys = list(json.loads(raw)["questions"])
-        status, payload = 200, None
-        if mode == "nonjson":
-            payload = f"<html>debug: Authorization: {auth}</html>".encode()
-        elif mode == "answer":
-            payload = {"model": "m", "answers": {k: {"type": "noul", "noul": key} for k in keys}}
-        elif mode == "type":
-            payload = {"model": "m", "answers": {k: {"type": auth, "noul": 0.5} for k in keys}}
-        elif mode == "model":  # a valid answer whose model name carries the key: it must not reach the cache
-            payload = {"model": f"echo {auth}", "answers": {k: {"type": "noul", "noul": 0.5} for k in keys}}
-        elif mode == "escaped":  # the key spelled with JSON \u escapes: only equal after decoding
-            spelled = "".join(f"\\u{ord(ch):04x}" for ch in key)
-            payload = ('{"model": "' + spelled + '", "answers": {' + ",".join(
-                f'"{k}": {{"type": "noul", "noul": "{spelled}"}}' for k in keys) + "}}").encode()
-        else:  # an HTTP status, with the key in the body
-            status, payload = int(mode), f"refused {auth}".encode()
-        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-Echo", auth)
-        self.end_headers()
-        self.wfile.write(data)
-
-
 ECHO_MODES = ["nonjson", "answer", "type", "model", "escaped", "400", "401", "403", "500"]
 
 
 @pytest.fixture
 def echo_server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), EchoHandler)
-    srv.daemon_threads = True
-    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
+    srv = start_echo_server()
     yield f"http://127.0.0.1:{srv.server_address[1]}"
     srv.shutdown()
     srv.server_close()
