@@ -450,12 +450,12 @@ CONNECTIONS = int(os.environ.get("SAG2WB_RELIABILITY_CONNECTIONS", "200"))
 class ServerProcess:
     """`sag2wb judge-server --judge hash --port 0 ...` in a child process; `.port` from its banner."""
 
-    def __init__(self, *extra):
-        self.proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "judge-server", "--judge", "hash",
+    def __init__(self, *extra, judge="hash"):
+        self.proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "judge-server", "--judge", judge,
                                       "--port", "0", *map(str, extra)], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, cwd=REPO)
         banner = self.proc.stdout.readline()
-        assert "serving judge 'hash' at http://127.0.0.1:" in banner, banner + self.proc.stderr.read()
+        assert f"serving judge '{judge}' at http://127.0.0.1:" in banner, banner + self.proc.stderr.read()
         self.port = int(banner.split("http://127.0.0.1:")[1].split("/")[0])
 
     def rss_kib(self) -> int:
@@ -471,8 +471,8 @@ class ServerProcess:
 def server_process(request):
     procs = []
 
-    def start(*extra):
-        procs.append(ServerProcess(*extra))
+    def start(*extra, **options):
+        procs.append(ServerProcess(*extra, **options))
         return procs[-1]
 
     yield start
@@ -606,3 +606,12 @@ def test_server_keeps_no_bodies_unless_asked():
             for _ in range(3):
                 assert status_of(exchange(srv.port, small_request())) == 200
         assert len(plain.bodies) == 0 and len(recording.bodies) == 1 and plain.questions == 6
+
+
+def test_a_served_function_judge_has_a_time_limit(server_process, tmp_path):
+    (tmp_path / "sleepy.py").write_text(SLEEPING_JUDGE)
+    server = server_process("--judge-timeout", "0.5", judge=f"{tmp_path / 'sleepy.py'}:judge")
+    answer = exchange(server.port, small_request())
+    assert status_of(answer) == 500 and b"did not answer within its time limit of 0.5 s" in answer
+    r = sag2wb("judge-server", "--judge", "hash", "--port", "0", "--judge-timeout", "soon", timeout=30)
+    assert r.returncode == 2 and "judge timeout='soon': expected a number of seconds" in r.stderr

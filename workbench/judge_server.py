@@ -34,7 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from .jev import estimate_tokens, read_payload
-from .judges import JudgeError, validate_scores
+from .judges import FunctionJudge, JudgeError, validate_scores
 from .safeio import InputError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +68,35 @@ class Fault:
     kind: str
     retry_after: float | None = None
     delay: float = 5.0
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        """One line on stderr instead of socketserver's traceback (a handler bug, not the client's)."""
+        exc = sys.exc_info()[1]
+        print(f"judge-server: request from {client_address[0]} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def _bind(host: str, port, handler) -> _Server:
+    """The listening server, or a JudgeServerError saying why not (one line, what to do)."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise JudgeServerError(f"--port {port}: expected 0-65535 (0: any free port)")
+    try:
+        return _Server((host, port), handler)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise JudgeServerError(f"--port {port}: already in use on {host} (another judge-server?); stop it, "
+                                   f"choose another --port, or --port 0 for any free port") from None
+        if exc.errno == errno.EACCES:
+            raise JudgeServerError(f"--port {port}: not allowed on {host} (ports below 1024 need privileges); "
+                                   f"choose a port from 1024 to 65535") from None
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+            raise JudgeServerError(f"--host {host}: cannot listen there ({exc.strerror or exc}); "
+                                   f"use 127.0.0.1 or an address of this machine") from None
+        raise JudgeServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 class JudgeServer:
@@ -259,48 +288,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, out)
 
 
-class _Server(ThreadingHTTPServer):
-    request_queue_size = LISTEN_BACKLOG
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        """One line on stderr instead of socketserver's traceback (a handler bug, not the client's)."""
-        exc = sys.exc_info()[1]
-        print(f"judge-server: request from {client_address[0]} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-
-def _bind(host: str, port, handler) -> _Server:
-    """The listening server, or a JudgeServerError saying why not (one line, what to do)."""
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise JudgeServerError(f"--port {port}: expected 0-65535 (0: any free port)")
-    try:
-        return _Server((host, port), handler)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise JudgeServerError(f"--port {port}: already in use on {host} (another judge-server?); stop it, "
-                                   f"choose another --port, or --port 0 for any free port") from None
-        if exc.errno == errno.EACCES:
-            raise JudgeServerError(f"--port {port}: not allowed on {host} (ports below 1024 need privileges); "
-                                   f"choose a port from 1024 to 65535") from None
-        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
-            raise JudgeServerError(f"--host {host}: cannot listen there ({exc.strerror or exc}); "
-                                   f"use 127.0.0.1 or an address of this machine") from None
-        raise JudgeServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-
-
-def make_server_judge(spec: str, db: str | None, timeout="env"):
+def make_server_judge(spec: str, db: str | None):
     """The judge a server serves: lexical (needs an index), hash, hash-context-free, or FILE.py:NAME."""
-    from .judges import FunctionJudge, make_judge
+    from .judges import FunctionJudge, JudgeError, make_judge
 
     if spec in HASH_JUDGES:
         from .terms import load_python_object
 
         fn = load_python_object(f"{REPO_ROOT / 'benchmarks' / 'comparison_judges.py'}:{HASH_JUDGES[spec]}", "judge")
-        return FunctionJudge(fn, name=spec, timeout=timeout)
-    if ":" in spec and spec.split(":")[0].endswith(".py"):
-        from .judges import load_function_judge
-
-        return load_function_judge(spec, timeout=timeout)
+        return FunctionJudge(fn, name=spec)
     if spec in ("jev", "oracle"):
         raise JudgeError(f"judge-server cannot serve {spec!r}: {'it would call itself' if spec == 'jev' else 'it needs gold labels'}")
     index = None
@@ -331,8 +327,9 @@ def parse_fault(text: str) -> tuple[str, int, dict]:
 
 def serve_main(args) -> int:
     """`sag2wb judge-server`: serve until interrupted."""
-    judge_timeout = getattr(args, "judge_timeout", None)
-    judge = make_server_judge(args.judge, args.db, "env" if judge_timeout is None else judge_timeout)
+    judge = make_server_judge(args.judge, args.db)
+    if getattr(args, "judge_timeout", None) is not None and isinstance(judge, FunctionJudge):
+        judge.timeout = FunctionJudge(judge.fn, judge.name, timeout=args.judge_timeout).timeout  # checked there
     max_body_mb = getattr(args, "max_body_mb", DEFAULT_MAX_BODY / 2**20)
     read_timeout = getattr(args, "read_timeout", DEFAULT_READ_TIMEOUT)
     if not max_body_mb > 0 or not read_timeout > 0:
