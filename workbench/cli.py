@@ -467,12 +467,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--delay-ms", type=float, default=0.0, help="answer every request this much later")
     p.add_argument("--fault", action="append", default=[], metavar="KIND[:SECONDS][xTIMES]",
                    help="inject a fault into the next requests, e.g. 429:1, 500x5, slow:3, malformed (see docs/jev.md)")
+    p.add_argument("--max-body-mb", type=float, default=16.0, help="larger request bodies get 413 (default 16)")
+    p.add_argument("--read-timeout", type=float, default=30.0, help="seconds a client may take to send a request")
+    p.add_argument("--judge-timeout", default=None, help="seconds per judge call (default $SAG2WB_JUDGE_TIMEOUT or 60; 0: none)")
     p.set_defaults(func=cmd_judge_server)
 
     p = sub.add_parser("cache", help="export or import the judgments of a JEV cache")
     p.add_argument("action", choices=["export", "import", "stats"])
     p.add_argument("--cache-dir", required=True)
     p.add_argument("--file", default=None, help="the exported JSONL file")
+    p.add_argument("--force", action="store_true", help="export: replace an existing file that is not an export")
+    p.add_argument("--overwrite", action="store_true", help="import: replace cached judgments the file gives another p")
     p.set_defaults(func=cmd_cache)
 
     p = sub.add_parser("ablate", help="the paper's comparisons (bm25, H=0/1/2, no-context, matched-budget, final-only)")

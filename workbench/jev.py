@@ -22,12 +22,15 @@ The state is a JSON object that reads as instructions to the model and that
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import math
 import os
 import random
+import sqlite3
+import sys
 import threading
 import time
 import weakref
@@ -37,6 +40,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .judges import JudgeError
+from .safeio import InputError, atomic_writer, check_output
 
 log = logging.getLogger("workbench.jev")
 
@@ -280,9 +284,26 @@ def read_payload(body) -> tuple[str, list[dict], list[dict], list[str]]:
 
 
 # ---- answers -------------------------------------------------------------------------------
-def parse_answer(raw: bytes | str, keys: list[str], where: str) -> tuple[list[float], dict, str | None]:
+def parse_answer(raw: bytes | str, keys: list[str], where: str, scrub=None) -> tuple[list[float], dict, str | None]:
     """Validate a service answer: every question answered, type noul, value in [0, 1].
-    Returns (probabilities in key order, usage, model)."""
+    Returns (probabilities in key order, usage, model). `scrub(text)` (the client's) removes
+    the API key from every message and from the model name, whatever the server echoed.
+
+    >>> parse_answer(b'{"answers": {"c1": {"type": "noul", "noul": 0.25}}}', ["c1"], "test")
+    ([0.25], {}, None)
+    """
+    if scrub is None:
+        return _parse_answer(raw, keys, where)
+    try:
+        out, usage, model = _parse_answer(raw, keys, where)
+    except JEVError as exc:
+        error = type(exc)(scrub(str(exc)))
+    else:
+        return out, usage, (None if model is None else scrub(model))
+    raise error  # outside the handler: the unscrubbed original is not kept as __context__
+
+
+def _parse_answer(raw, keys, where):
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -355,6 +376,12 @@ class _Secret:
     def reveal(self) -> str:
         return self._value
 
+    def spellings(self) -> list[str]:
+        """The key as it may appear in a message: plain, inside a repr, inside JSON."""
+        forms = {self._value, repr(self._value)[1:-1], json.dumps(self._value)[1:-1],
+                 json.dumps(self._value, ensure_ascii=False)[1:-1]}
+        return sorted((f for f in forms if f), key=len, reverse=True)
+
     def __repr__(self) -> str:
         return f"<API key from ${self.source}>"
 
@@ -364,11 +391,52 @@ class _Secret:
         raise TypeError("an API key is not pickled")
 
 
+# Loggers whose records may quote what a server sent (httpcore logs response headers at DEBUG,
+# asyncio logs unretrieved task exceptions): a filter scrubs every key read in this process.
+SCRUBBED_LOGGERS = ("workbench.jev", "httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2",
+                    "httpcore.proxy", "httpcore.socks", "asyncio")
+_KEY_SPELLINGS: set[str] = set()
+
+
+def scrub_known_keys(text: str) -> str:
+    """`text` with every API key read by this process (any spelling) replaced by ***."""
+    for spelling in sorted(_KEY_SPELLINGS, key=len, reverse=True):
+        text = text.replace(spelling, "***")
+    return text
+
+
+class _KeyScrubber(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _KEY_SPELLINGS:
+            text = record.getMessage()
+            clean = scrub_known_keys(text)
+            if clean != text:
+                record.msg, record.args = clean, ()
+            if record.exc_info and not record.exc_text:
+                import traceback
+
+                record.exc_text = scrub_known_keys("".join(traceback.format_exception(*record.exc_info)).rstrip("\n"))
+        return True
+
+
+_SCRUBBER = _KeyScrubber()
+
+
+def _register_key(secret: _Secret) -> None:
+    _KEY_SPELLINGS.update(secret.spellings())
+    for name in SCRUBBED_LOGGERS:
+        logger = logging.getLogger(name)
+        if _SCRUBBER not in logger.filters:
+            logger.addFilter(_SCRUBBER)
+
+
 def read_key(variables: tuple[str, ...], url: str) -> _Secret | None:
     for name in variables:
         value = os.environ.get(name, "").strip()
         if value:
-            return _Secret(value, name)
+            secret = _Secret(value, name)
+            _register_key(secret)
+            return secret
     if _is_loopback(urlsplit(url).hostname or ""):
         return None  # a local server needs no key
     raise JEVAuthError(f"no API key for {url}: set one of {', '.join(variables)} (read in that order)")
@@ -432,10 +500,18 @@ class JEVClient:
         return f"JEVClient({self.url!r}, model={self.model!r})"
 
     def scrub(self, text: str) -> str:
-        """`text` with the API key, should it appear (e.g. echoed by a server), replaced."""
+        """`text` with the API key, should it appear (e.g. echoed by a server), replaced by ***,
+        also in its repr- and JSON-escaped spellings (messages quote values with !r)."""
         if self._key is not None:
-            text = text.replace(self._key.reveal(), "***")
+            for spelling in self._key.spellings():
+                text = text.replace(spelling, "***")
         return text
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        """A response body with the key's UTF-8 bytes replaced, before anything reads it."""
+        if self._key is not None:
+            data = data.replace(self._key.reveal().encode("utf-8"), b"***")
+        return data
 
     def _headers(self) -> dict:
         h = {"Content-Type": "application/json", "User-Agent": "sag2-workbench"}
@@ -475,7 +551,7 @@ class JEVClient:
                     log.debug("POST %s: %d questions, %d bytes (attempt %d/%d)", self.url, len(keys), len(content),
                               attempt, self.attempts)
                     resp = await http.post(self.url, content=content, headers=self._headers(), timeout=self.timeout)
-                    raw = resp.content
+                    raw = self.scrub_bytes(resp.content)  # a server may echo the key: gone before any parsing
                 except httpx.TimeoutException:
                     resp, last = None, f"no answer within {self.timeout:g} s"
                 except httpx.TransportError as exc:
@@ -485,7 +561,7 @@ class JEVClient:
             if resp is not None:
                 status = resp.status_code
                 if 200 <= status < 300:
-                    return parse_answer(raw, keys, where)
+                    return parse_answer(raw, keys, where, scrub=self.scrub)
                 excerpt = self.scrub(raw[:200].decode("utf-8", "replace")).strip()
                 if status in AUTH_STATUSES:
                     raise JEVAuthError(f"{where}: HTTP {status}: {self._key_hint()}. Not retried.")
@@ -524,67 +600,276 @@ def judgment_key(family: str, model: str, style: str, question: str, context: li
     return CACHE_KEY_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def open_cache(cache_dir: str | Path):
+CACHE_FILE = "cache.db"  # diskcache's SQLite file inside the cache directory
+
+
+class JEVInputError(JEVError, InputError):
+    """Bad input or environment around the JEV judge (a cache directory, an export file): one
+    line naming the path and what to do; the CLI exits 2. Nothing about the service itself."""
+
+
+class JEVCacheError(JEVInputError):
+    """A JEV cache directory that cannot be used: not a directory, corrupt, unreadable."""
+
+
+def _cache_problem(cache_dir: Path, what: str) -> JEVCacheError:
+    return JEVCacheError(
+        f"JEV cache {what}. The cache only holds judgments that can be asked again, so deleting the cache "
+        f"directory {cache_dir} is safe (or pass another --cache-dir)")
+
+
+def _sqlite_detail(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else (exc.strerror or str(exc))
+
+
+def check_cache_dir(cache_dir: str | Path, *, must_exist: bool = False) -> Path:
+    """Check a cache directory before diskcache touches it: a directory (or absent: it is created),
+    whose cache.db is a readable, intact SQLite file. Raises JEVCacheError naming the file.
+
+    `PRAGMA quick_check` reads every page of cache.db once (70 ms for 100,000 judgments, 30 MiB): a garbled header or
+    a truncated file is named here, before any question is judged, never later as a traceback."""
+    path = Path(cache_dir)
+    if path.exists() and not path.is_dir():
+        raise JEVCacheError(f"--cache-dir {path} is a file, not a directory; give a directory (it is created "
+                            f"if missing)")
+    if not path.exists():
+        if must_exist:
+            raise JEVCacheError(f"no JEV cache at {path} (the directory does not exist)")
+        return path
+    db = path / CACHE_FILE
+    if db.exists() and not db.is_file():
+        raise _cache_problem(path, f"file {db} is a directory, not the cache's SQLite file")
+    if not db.exists():
+        if must_exist:
+            raise JEVCacheError(f"no JEV cache at {path} (it has no {CACHE_FILE})")
+        return path
+    try:
+        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            problems = [row[0] for row in con.execute("PRAGMA quick_check").fetchall()]
+        finally:
+            con.close()
+    except (sqlite3.Error, OSError) as exc:
+        raise _cache_problem(path, f"file {db} is not a readable SQLite database ({_sqlite_detail(exc)})") from None
+    if problems != ["ok"]:
+        raise _cache_problem(path, f"file {db} is damaged (SQLite integrity check: {problems[0][:120]})")
+    return path
+
+
+def open_cache(cache_dir: str | Path, *, must_exist: bool = False):
+    """The diskcache.Cache of `cache_dir`, checked first (`check_cache_dir`); created if missing
+    unless `must_exist`. Any problem is a JEVCacheError that names the file.
+
+    >>> cache = open_cache(".sag2wb/jev-cache")      # doctest: +SKIP
+    """
     import diskcache
 
-    path = Path(cache_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    return diskcache.Cache(str(path))
+    path = check_cache_dir(cache_dir, must_exist=must_exist)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise JEVCacheError(f"--cache-dir {path}: cannot create it ({exc.strerror}); choose another directory") from None
+    try:
+        return diskcache.Cache(str(path))
+    except (sqlite3.Error, OSError) as exc:
+        raise _cache_problem(path, f"in {path} cannot be opened ({_sqlite_detail(exc)})") from None
+
+
+@contextlib.contextmanager
+def cache_errors(cache_dir: Path | None):
+    """Turn a SQLite or OS error while reading or writing the cache into a JEVCacheError."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as exc:
+        raise _cache_problem(cache_dir, f"file {Path(cache_dir) / CACHE_FILE} failed while in use "
+                                        f"({_sqlite_detail(exc)})") from None
 
 
 def _valid_entry(value) -> bool:
-    return (isinstance(value, dict) and isinstance(value.get("p"), (int, float)) and not isinstance(value.get("p"), bool)
-            and math.isfinite(value["p"]) and 0.0 <= value["p"] <= 1.0)
+    if not isinstance(value, dict):
+        return False
+    p = value.get("p")
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        return False
+    try:
+        return math.isfinite(p) and 0.0 <= p <= 1.0
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
-def export_cache(cache_dir: str | Path, file: str | Path) -> int:
-    """Write every judgment as one JSONL line {"key", "p", "model"}; returns the count."""
-    cache = open_cache(cache_dir)
+def _is_export(path: Path) -> bool:
+    """Whether `path` looks like a file `export_cache` wrote (empty, or a first line with our key)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return False
+    if not first.strip():
+        return True
+    try:
+        rec = json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(rec, dict) and str(rec.get("key", "")).startswith(CACHE_KEY_PREFIX)
+
+
+def export_cache(cache_dir: str | Path, file: str | Path, *, force: bool = False) -> int:
+    """Write every judgment as one JSONL line {"key", "p", "model"}; returns the count.
+
+    The file is written atomically (safeio): a failure leaves an earlier export whole. An
+    existing file that is not an export is refused unless `force`.
+
+    >>> export_cache(".sag2wb/jev-cache", "study.jsonl")      # doctest: +SKIP
+    1840
+    """
+    file = Path(file)
+    cache_dir = Path(cache_dir)
+    if not file.parent.is_dir():
+        raise JEVInputError(f"--file {file}: the folder {file.parent} does not exist; create it first")
+    try:
+        check_output(file, inputs=[cache_dir / CACHE_FILE], ours=_is_export, force=force, what="--file")
+    except InputError as exc:
+        raise JEVInputError(str(exc)) from None
+    cache = open_cache(cache_dir, must_exist=True)
     n = 0
     try:
-        with open(file, "w", encoding="utf-8") as f:
-            for key in sorted(k for k in cache.iterkeys() if isinstance(k, str) and k.startswith(CACHE_KEY_PREFIX)):
-                value = cache.get(key)
+        with atomic_writer(file) as f:
+            with cache_errors(cache_dir):
+                keys = sorted(k for k in cache.iterkeys() if isinstance(k, str) and k.startswith(CACHE_KEY_PREFIX))
+            for key in keys:
+                with cache_errors(cache_dir):
+                    value = cache.get(key)
                 if _valid_entry(value):
                     f.write(json.dumps({"key": key, "p": value["p"], "model": value.get("model")}, ensure_ascii=False) + "\n")
                     n += 1
+    except OSError as exc:  # writing the export (a cache failure is a JEVCacheError, not an OSError)
+        raise JEVInputError(f"--file {file}: cannot write it ({exc.strerror or exc}); an earlier file there is "
+                            f"unchanged") from None
     finally:
         cache.close()
     return n
 
 
-def import_cache(cache_dir: str | Path, file: str | Path) -> int:
-    """Add the judgments of an exported JSONL file to a cache; returns the count. The file is
-    checked completely before anything is written."""
-    entries = []
-    with open(file, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
+@dataclass
+class ImportReport:
+    """What `import_cache` did, line by line of the file (every line counted once)."""
+
+    lines: int = 0              # judgment lines read
+    added: int = 0              # new keys written
+    same_as_cache: int = 0      # key already cached with the same p: nothing to do
+    repeated_in_file: int = 0   # a later line repeating an earlier one with the same p
+    conflicts_kept: int = 0     # key cached with another p: the cache's value kept (no --overwrite)
+    replaced: int = 0           # key cached with another p: replaced (--overwrite)
+    first_conflict: str | None = None
+
+    def summary(self) -> str:
+        parts = [f"{self.added} new"]
+        if self.same_as_cache:
+            parts.append(f"{self.same_as_cache} already cached (identical)")
+        if self.repeated_in_file:
+            parts.append(f"{self.repeated_in_file} repeated lines in the file (identical)")
+        if self.replaced:
+            parts.append(f"{self.replaced} replaced a different cached value (--overwrite)")
+        if self.conflicts_kept:
+            parts.append(f"{self.conflicts_kept} differ from the cached value and were NOT imported "
+                         f"(kept the cache's; e.g. {self.first_conflict}; --overwrite replaces them)")
+        return f"{self.lines} judgment lines: " + ", ".join(parts)
+
+
+MAX_IMPORT_LINE = 1 << 20  # bytes; an exported line is ~120
+
+
+def _read_import_file(file: Path) -> tuple[list[tuple[str, dict, int]], int]:
+    """[(key, value, line number)] of a JSONL export, every line checked; repeated identical
+    lines are dropped (counted), a key given two different p is an error naming both lines."""
+    if not file.is_file():
+        raise JEVInputError(f"--file {file}: {'is a directory' if file.is_dir() else 'no such file'}")
+    entries: dict[str, tuple[dict, int]] = {}
+    repeated = 0
+    try:
+        f = open(file, "rb")
+    except OSError as exc:
+        raise JEVInputError(f"--file {file}: cannot read it ({exc.strerror})") from None
+    with f:
+        for n, raw in enumerate(f, start=1):
+            if not raw.strip():
                 continue
+            where = f"{file}, line {n}"
+            if len(raw) > MAX_IMPORT_LINE:
+                raise JEVInputError(f"{where}: {len(raw)} bytes, too long for a judgment line (at most {MAX_IMPORT_LINE})")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise JEVInputError(f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                    f"exports are UTF-8 JSON lines") from None
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise JEVError(f"{file}, line {n}: not JSON ({exc.msg})") from None
+                raise JEVInputError(f"{where}: not JSON ({exc.msg})") from None
+            except RecursionError:
+                raise JEVInputError(f"{where}: JSON nested too deeply for a judgment line") from None
+            except ValueError as exc:  # e.g. an integer with thousands of digits
+                raise JEVInputError(f"{where}: unusable JSON number ({str(exc).split(';')[0]})") from None
             if not isinstance(rec, dict) or not isinstance(rec.get("key"), str) or not rec["key"].startswith(CACHE_KEY_PREFIX):
-                raise JEVError(f'{file}, line {n}: expected {{"key": "{CACHE_KEY_PREFIX}...", "p": ...}}')
+                raise JEVInputError(f'{where}: expected {{"key": "{CACHE_KEY_PREFIX}...", "p": ...}}')
             if not _valid_entry(rec):
-                raise JEVError(f"{file}, line {n}: p={rec.get('p')!r} is not a probability in [0, 1]")
-            entries.append((rec["key"], {"p": float(rec["p"]), "model": rec.get("model")}))
+                p = rec.get("p")
+                shown = f"an integer of {len(str(p))} digits" if isinstance(p, int) and abs(p) > 10**15 else f"p={p!r}"
+                raise JEVInputError(f"{where}: {shown[:80]} is not a probability in [0, 1]")
+            model = rec.get("model")
+            if model is not None and (not isinstance(model, str) or len(model) > 200):
+                raise JEVInputError(f"{where}: model must be a string of at most 200 characters or null")
+            value = {"p": float(rec["p"]), "model": model}
+            earlier = entries.get(rec["key"])
+            if earlier is not None:
+                if earlier[0]["p"] != value["p"]:
+                    raise JEVInputError(f"{where}: key {rec['key'][:28]}... has p={value['p']!r}, but line {earlier[1]} "
+                                        f"gave it p={earlier[0]['p']!r}; keep one of the two lines")
+                repeated += 1
+                continue
+            entries[rec["key"]] = (value, n)
+    return [(k, v, n) for k, (v, n) in entries.items()], repeated
+
+
+def import_cache(cache_dir: str | Path, file: str | Path, *, overwrite: bool = False) -> ImportReport:
+    """Add the judgments of an exported JSONL file to a cache. The file is checked completely
+    before anything is written; a key already cached with another p is kept (counted in the
+    report) unless `overwrite`.
+
+    >>> import_cache("copy-cache", "study.jsonl").summary()      # doctest: +SKIP
+    '1840 judgment lines: 1840 new'
+    """
+    cache_dir = Path(cache_dir)
+    entries, repeated = _read_import_file(Path(file))
+    report = ImportReport(lines=len(entries) + repeated, repeated_in_file=repeated)
     cache = open_cache(cache_dir)
     try:
-        with cache.transact():
-            for key, value in entries:
-                cache.set(key, value)
+        with cache_errors(cache_dir), cache.transact():
+            for key, value, n in entries:
+                old = cache.get(key)
+                if not _valid_entry(old):
+                    cache.set(key, value)
+                    report.added += 1
+                elif float(old["p"]) == value["p"]:
+                    report.same_as_cache += 1
+                elif overwrite:
+                    cache.set(key, value)
+                    report.replaced += 1
+                else:
+                    report.conflicts_kept += 1
+                    if report.first_conflict is None:
+                        report.first_conflict = f"line {n}: p={value['p']!r}, cached p={float(old['p'])!r}"
     finally:
         cache.close()
-    return len(entries)
+    return report
 
 
 def cache_stats(cache_dir: str | Path) -> dict:
-    cache = open_cache(cache_dir)
+    cache = open_cache(cache_dir, must_exist=True)
     try:
-        return {"judgments": sum(1 for k in cache.iterkeys() if isinstance(k, str) and k.startswith(CACHE_KEY_PREFIX)),
-                "bytes": cache.volume()}
+        with cache_errors(cache_dir):
+            return {"judgments": sum(1 for k in cache.iterkeys() if isinstance(k, str) and k.startswith(CACHE_KEY_PREFIX)),
+                    "bytes": cache.volume()}
     finally:
         cache.close()
 
@@ -609,8 +894,8 @@ class JEVJudge:
             raise JEVError(f"payload style {payload_style!r}: expected one of {', '.join(PAYLOAD_STYLES)}")
         if cache_only and cache_dir is None:
             raise JEVError("cache-only (replay) mode needs a cache directory (--cache-dir)")
-        if cache_only and not Path(cache_dir).is_dir():
-            raise JEVError(f"cache-only (replay) mode: no cache at {cache_dir}")
+        if cache_only and not (Path(cache_dir) / CACHE_FILE).exists() and not Path(cache_dir).is_file():
+            raise JEVCacheError(f"cache-only (replay) mode: no cache at {cache_dir}")
         self.client, self.url, self.model, self.family = client, url, model, family
         self.payload_style, self.cache_only = payload_style, cache_only
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
@@ -671,10 +956,11 @@ class JEVJudge:
         keys = [judgment_key(self.family, self.model, self.payload_style, question, context, c) for c in candidates]
         results: dict[str, float] = {}
         if self.cache is not None:
-            for k in dict.fromkeys(keys):
-                value = self.cache.get(k)
-                if _valid_entry(value):
-                    results[k] = float(value["p"])
+            with cache_errors(self.cache_dir):
+                for k in dict.fromkeys(keys):
+                    value = self.cache.get(k)
+                    if _valid_entry(value):
+                        results[k] = float(value["p"])
         hits = sum(1 for k in keys if k in results)
         self._add(cache_hits=hits, cache_misses=len(keys) - hits)
         todo = {}
@@ -704,6 +990,8 @@ class JEVJudge:
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for t in done:
+                    if t.cancelled():  # we cancelled it after a refused key; that error is the one to report
+                        continue
                     exc = t.exception()
                     if exc is None:
                         out.update(t.result())
@@ -718,8 +1006,11 @@ class JEVJudge:
         if errors:
             first = next((e for e in errors if isinstance(e, JEVAuthError)), errors[0])
             if isinstance(first, JEVError):
-                more = f" ({len(errors)} of {len(plans)} requests failed; answers of the others are cached)" if len(plans) > 1 else ""
-                raise type(first)(str(first) + more) from None
+                cancelled = sum(1 for t in tasks if t.cancelled())
+                answered = len(plans) - len(errors) - cancelled
+                more = (f" ({len(errors)} of {len(plans)} requests failed" + (f", {cancelled} cancelled" if cancelled else "")
+                        + (f"; the answers of {answered} are cached" if answered else "") + ")") if len(plans) > 1 else ""
+                raise type(first)(self.client.scrub(str(first) + more)) from None
             raise JEVError(f"JEV request failed: {type(first).__name__}: {self.client.scrub(str(first))}") from None
         return out
 
@@ -732,7 +1023,7 @@ class JEVJudge:
         self._add(judgments_sent=len(keys), input_tokens=usage.get("input_tokens", 0),
                   output_tokens=usage.get("output_tokens", 0), cost=usage.get("cost", 0))
         if self.cache is not None:
-            with self.cache.transact():
+            with cache_errors(self.cache_dir), self.cache.transact():  # all of a request's judgments, or none
                 for k, p in zip(keys, probabilities):
                     self.cache.set(k, {"p": p, "model": model})
         return dict(zip(keys, probabilities))
@@ -782,22 +1073,20 @@ def make_jev_judge(endpoint: str | None = None, model: str | None = None, payloa
 
 # ---- `sag2wb cache` ------------------------------------------------------------------------
 def cache_main(args) -> int:
-    """`sag2wb cache export|import|stats --cache-dir DIR [--file F]`."""
+    """`sag2wb cache export|import|stats --cache-dir DIR [--file F] [--force] [--overwrite]`."""
     if args.action in ("export", "import") and not args.file:
-        raise JEVError(f"sag2wb cache {args.action} needs --file FILE.jsonl")
+        raise JEVInputError(f"sag2wb cache {args.action} needs --file FILE.jsonl")
     if args.action == "export":
-        if not Path(args.cache_dir).is_dir():
-            raise JEVError(f"no cache at {args.cache_dir}")
-        n = export_cache(args.cache_dir, args.file)
+        n = export_cache(args.cache_dir, args.file, force=getattr(args, "force", False))
         print(f"exported {n} judgments from {args.cache_dir} to {args.file}")
     elif args.action == "import":
-        if not Path(args.file).is_file():
-            raise JEVError(f"{args.file}: no such file")
-        n = import_cache(args.cache_dir, args.file)
-        print(f"imported {n} judgments from {args.file} into {args.cache_dir}")
+        report = import_cache(args.cache_dir, args.file, overwrite=getattr(args, "overwrite", False))
+        print(f"imported {report.added + report.replaced} judgments from {args.file} into {args.cache_dir} "
+              f"({report.summary()})")
+        if report.conflicts_kept:
+            print(f"warning: {report.conflicts_kept} judgments in {args.file} differ from the cache and were not "
+                  f"imported; pass --overwrite to replace the cached values", file=sys.stderr)
     else:
-        if not Path(args.cache_dir).is_dir():
-            raise JEVError(f"no cache at {args.cache_dir}")
         s = cache_stats(args.cache_dir)
         print(f"{args.cache_dir}: {s['judgments']} judgments, {s['bytes'] / 2**20:.2f} MiB")
     return 0

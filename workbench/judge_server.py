@@ -12,10 +12,19 @@ It reads the requests `workbench.jev` builds (both payload styles; `jev.read_pay
 and answers `{"model", "answers": {key: {"type": "noul", "noul": p}}, "usage": ...}`, where
 input_tokens is the same estimate the client uses. It ignores the Authorization header
 unless `require_key` is set, and never logs or stores it.
+
+Under abuse (docs/reliability-judges.md): a listen backlog of 1024 (many new connections at
+once wait instead of failing), a maximum body (413), a Content-Length that is missing (411),
+not a number (400) or over the maximum (413, the body is never read), a read timeout for
+half-sent requests (408, then the connection is closed), and no request body kept after its
+answer. A port in use or out of range is a JudgeServerError (one line, exit 2).
 """
 from __future__ import annotations
 
+import errno
 import json
+import re
+import socket
 import sys
 import threading
 import time
@@ -25,9 +34,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from .jev import estimate_tokens, read_payload
-from .judges import validate_scores
+from .judges import FunctionJudge, JudgeError, validate_scores
+from .safeio import InputError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+LISTEN_BACKLOG = 1024  # the default of 5 drops a third of 200 simultaneous new connections (issue 10)
+DEFAULT_MAX_BODY = 16 * 2**20  # bytes; a full 32k-token request is well under 1 MiB
+DEFAULT_READ_TIMEOUT = 30.0  # seconds a client may take to send a request (and to idle between requests)
+_DIGITS = re.compile(r"[0-9]{1,20}")
+
+
+class JudgeServerError(JudgeError, InputError):
+    """The server cannot start: port in use or out of range, host not available (exit 2)."""
 HASH_JUDGES = {"hash": "hash_judge", "hash-context-free": "hash_judge_context_free"}
 
 # What each fault does to one request (see `add_fault`).
@@ -52,12 +70,44 @@ class Fault:
     delay: float = 5.0
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        """One line on stderr instead of socketserver's traceback (a handler bug, not the client's)."""
+        exc = sys.exc_info()[1]
+        print(f"judge-server: request from {client_address[0]} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def _bind(host: str, port, handler) -> _Server:
+    """The listening server, or a JudgeServerError saying why not (one line, what to do)."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise JudgeServerError(f"--port {port}: expected 0-65535 (0: any free port)")
+    try:
+        return _Server((host, port), handler)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise JudgeServerError(f"--port {port}: already in use on {host} (another judge-server?); stop it, "
+                                   f"choose another --port, or --port 0 for any free port") from None
+        if exc.errno == errno.EACCES:
+            raise JudgeServerError(f"--port {port}: not allowed on {host} (ports below 1024 need privileges); "
+                                   f"choose a port from 1024 to 65535") from None
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+            raise JudgeServerError(f"--host {host}: cannot listen there ({exc.strerror or exc}); "
+                                   f"use 127.0.0.1 or an address of this machine") from None
+        raise JudgeServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 class JudgeServer:
     """A ThreadingHTTPServer on `host:port` (port 0: a free one) serving `judge` over HTTP."""
 
     def __init__(self, judge, host: str = "127.0.0.1", port: int = 0, *, delay: float = 0.0,
-                 model: str | None = None, require_key: str | None = None):
+                 model: str | None = None, require_key: str | None = None, max_body: int = DEFAULT_MAX_BODY,
+                 read_timeout: float | None = DEFAULT_READ_TIMEOUT, keep_bodies: int = 0):
         self.judge = judge
+        self.max_body = int(max_body)
+        self.keep_bodies = int(keep_bodies)
         self.delay = float(delay)
         self.model = model
         self._require_key = require_key
@@ -65,15 +115,17 @@ class JudgeServer:
         self.lock = threading.Lock()
         self.requests = 0  # POSTs received (including faulted ones)
         self.questions = 0  # questions answered successfully
-        self.bodies: list[dict] = []  # parsed request bodies (never headers)
+        # the last `keep_bodies` parsed request bodies, for tests (never headers); none by default,
+        # so a long-running server's memory does not grow with what it was sent
+        self.bodies: deque[dict] = deque(maxlen=self.keep_bodies)
         self.request_received = threading.Event()
         server = self
 
         class Handler(_Handler):
             owner = server
+            timeout = read_timeout  # StreamRequestHandler puts it on the socket: half-sent requests end
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _bind(host, port, Handler)
         self._thread: threading.Thread | None = None
 
     @property
@@ -129,8 +181,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # quiet: tests and benchmarks read the counters instead
         pass
 
-    def _send(self, status: int, payload, headers: dict | None = None) -> None:
+    def _send(self, status: int, payload, headers: dict | None = None, *, close: bool = False) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
+        if close:  # the request's body was not (fully) read: the connection cannot carry another request
+            self.close_connection = True
+            headers = {**(headers or {}), "Connection": "close"}
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -139,8 +194,42 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header(k, v)
             self.end_headers()
             self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout, cancel)
-            pass
+        except OSError:  # the client gave up (timeout, cancel, reset)
+            self.close_connection = True
+
+    def _read_body(self) -> bytes | None:
+        """The request body, or None after answering 400/408/411/413 (and closing)."""
+        server = self.owner
+        if self.headers.get("Transfer-Encoding"):
+            self._send(411, {"error": "send the body with a Content-Length (chunked bodies are not accepted)"}, close=True)
+            return None
+        values = self.headers.get_all("Content-Length") or []
+        if not values:
+            self._send(411, {"error": "a POST needs a Content-Length header"}, close=True)
+            return None
+        text = values[0].strip()
+        if len(set(v.strip() for v in values)) > 1 or not _DIGITS.fullmatch(text):
+            shown = ", ".join(repr(v[:30]) for v in values)
+            self._send(400, {"error": f"Content-Length {shown} is not one number of bytes"}, close=True)
+            return None
+        length = int(text)
+        if length > server.max_body:
+            self._send(413, {"error": f"a body of {length} bytes is over this server's limit of {server.max_body} "
+                                      f"bytes (--max-body-mb)"}, close=True)
+            return None
+        try:
+            raw = self.rfile.read(length)
+        except TimeoutError:
+            self._send(408, {"error": f"the body did not arrive within {self.timeout:g} s (--read-timeout)"},
+                       close=True)
+            return None
+        except OSError:
+            self.close_connection = True
+            return None
+        if len(raw) < length:
+            self._send(400, {"error": f"the body ended after {len(raw)} of {length} bytes"}, close=True)
+            return None
+        return raw
 
     def do_GET(self):
         server = self.owner
@@ -148,8 +237,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         server = self.owner
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length)
+        raw = self._read_body()
+        if raw is None:
+            return
         with server.lock:
             server.requests += 1
             fault = server.faults.popleft() if server.faults else None
@@ -174,13 +264,17 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(server.delay)
         try:
             body = json.loads(raw)
+            del raw  # the parsed body is all we need from here on
             out = server.answer(body)
+        except RecursionError:
+            return self._send(400, {"error": "unusable request: JSON nested too deeply"})
         except (ValueError, KeyError, TypeError) as exc:
             return self._send(400, {"error": f"unusable request: {exc}"})
         except Exception as exc:  # the judge failed: a server error the client may retry
             return self._send(500, {"error": f"judge failed: {type(exc).__name__}: {exc}"})
         with server.lock:
-            server.bodies.append(body)
+            if server.keep_bodies:
+                server.bodies.append(body)
             if fault is None or fault.kind == "slow":
                 server.questions += len(out["answers"])
         if fault is not None:
@@ -233,10 +327,15 @@ def parse_fault(text: str) -> tuple[str, int, dict]:
 
 def serve_main(args) -> int:
     """`sag2wb judge-server`: serve until interrupted."""
-    from .judges import JudgeError
-
     judge = make_server_judge(args.judge, args.db)
-    server = JudgeServer(judge, args.host, args.port, delay=getattr(args, "delay_ms", 0) / 1000.0)
+    if getattr(args, "judge_timeout", None) is not None and isinstance(judge, FunctionJudge):
+        judge.timeout = FunctionJudge(judge.fn, judge.name, timeout=args.judge_timeout).timeout  # checked there
+    max_body_mb = getattr(args, "max_body_mb", DEFAULT_MAX_BODY / 2**20)
+    read_timeout = getattr(args, "read_timeout", DEFAULT_READ_TIMEOUT)
+    if not max_body_mb > 0 or not read_timeout > 0:
+        raise JudgeServerError("--max-body-mb and --read-timeout must be > 0")
+    server = JudgeServer(judge, args.host, args.port, delay=getattr(args, "delay_ms", 0) / 1000.0,
+                         max_body=int(max_body_mb * 2**20), read_timeout=read_timeout)
     for text in getattr(args, "fault", None) or []:
         try:
             kind, n, opts = parse_fault(text)
