@@ -151,6 +151,16 @@ def test_cli_search_with_a_sleeping_function_judge_ends(tmp_path):
     assert "Traceback" not in r.stderr + r.stdout
 
 
+def test_cli_judge_timeout_option_sets_the_limit(tmp_path):
+    index = build_index(tmp_path, FILM_WORLD)
+    (tmp_path / "sleepy.py").write_text(SLEEPING_JUDGE)
+    r = sag2wb("search", "--db", index.path, "Where was the director of Glass Harbour born?",
+               "--judge", f"{tmp_path / 'sleepy.py'}:judge", "--judge-timeout", "0.7")
+    assert r.returncode != 0, r.stdout
+    assert "did not answer within its time limit of 0.7 s" in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+
+
 def test_load_function_judge_takes_a_limit(tmp_path):
     (tmp_path / "sleepy.py").write_text(SLEEPING_JUDGE)
     assert load_function_judge(f"{tmp_path / 'sleepy.py'}:judge", timeout=3).timeout == 3

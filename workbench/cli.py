@@ -42,6 +42,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int, default=None, help="expansion rounds H (0-2)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="any Params field, e.g. --param L=10 --param field_weights=2,2,1 --param term_weighting=no_idf")
+    p.add_argument("--judge-timeout", dest="run_judge_timeout", default=None, metavar="SECONDS",
+                   help="time limit per call of a FILE.py:NAME judge (default $SAG2WB_JUDGE_TIMEOUT or 60; 0: none)")
     g = p.add_argument_group("JEV (hosted judge)")
     g.add_argument("--jev-endpoint", default=None, help="typesafe, openrouter, or a full URL")
     g.add_argument("--jev-model", default=None)
@@ -531,6 +533,13 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     prefix = f"sag2wb {args.command}: error:"
     try:
+        if getattr(args, "run_judge_timeout", None) is not None:
+            # checked here, passed on through the environment so that worker processes
+            # (--processes, --dask) apply the same limit
+            from .judges import JUDGE_TIMEOUT_VARIABLE, _check_timeout
+
+            _check_timeout(args.run_judge_timeout, "--judge-timeout")
+            os.environ[JUDGE_TIMEOUT_VARIABLE] = args.run_judge_timeout
         return args.func(args)
     except QuestionFailed as exc:  # a caller that did not handle it itself (search, demo)
         print(f"{prefix} {exc}", file=sys.stderr)
