@@ -555,6 +555,9 @@ def questions_loader(path, split: str | None = None):
     text = str(path)
     p = Path(path)
     if p.is_dir() and not (p / TREC_TOPICS).is_file():
+        if not is_beir_folder(p):
+            raise FormatError(f"{p}: Is a directory, not a questions file; give a file path, or a BEIR folder with "
+                              f"{BEIR_QUERIES} and {BEIR_QRELS_DIR}/SPLIT.tsv (found: {_listing(p)})")
         return lambda: load_beir_questions(p, split)  # names what a BEIR folder lacks
     if split is not None:
         raise FormatError(f"--split {split}: {path} is not a BEIR folder (a split selects a BEIR folder's qrels/SPLIT.tsv)")
