@@ -37,11 +37,11 @@ class ParamsControls:
         for name, box in self.ints.items():
             box.add_class(f"sag2wb-param-{name}")
         self.field_weights = w.Text(value=", ".join(f"{x:g}" for x in p.field_weights), description="field weights",
-                                    continuous_update=False, layout=w.Layout(width="200px"),
-                                    style={"description_width": "80px"}, tooltip="title, heading, body")
+                                    continuous_update=False, layout=w.Layout(width="230px"),
+                                    style={"description_width": "95px"}, tooltip="title, heading, body")
         self.term_weighting = w.Dropdown(options=model.term_weightings(), value=p.term_weighting,
-                                         description="term weighting", layout=w.Layout(width="270px"),
-                                         style={"description_width": "95px"})
+                                         description="term weighting", layout=w.Layout(width="300px"),
+                                         style={"description_width": "115px"})
         self.diversity = w.Checkbox(value=p.diversity, description="diversity", indent=False,
                                     layout=w.Layout(width="90px"))
         self.use_context = w.Checkbox(value=p.use_context, description="context", indent=False,
@@ -126,7 +126,7 @@ class JudgeControls:
                                  layout=w.Layout(width="230px"), style={"description_width": "40px"})
         self.picker.add_class("sag2wb-judge")
         self.function = w.Text(placeholder="FILE.py:NAME", layout=w.Layout(width="210px"), continuous_update=False)
-        self.load = w.Button(description="use function", layout=w.Layout(width="100px"))
+        self.load = w.Button(description="use function", layout=w.Layout(width="115px"))
         self.message = w.HTML()
         self._syncing = False
         self.picker.observe(self._picked, "value")
@@ -177,6 +177,8 @@ class PinControls:
         self.pin = w.Button(description="pin score", layout=w.Layout(width="85px"))
         self.clear = w.Button(description="clear pins", layout=w.Layout(width="85px"))
         self.message = w.HTML()
+        self.unit.add_class("sag2wb-pin-unit")
+        self.pin.add_class("sag2wb-pin")
         self.pin.on_click(self._pin)
         self.clear.on_click(lambda _: model.clear_pins())
         model.subscribe(self._on_event)
