@@ -313,7 +313,8 @@ class TermsView(ChartView):
                         name=self.facet_titles[i], showlegend=False, row=1, col=i + 1,
                         hovertemplate="%{hovertext}<br>" + self.facet_titles[i] + " %{x:.3f}<extra></extra>")
         fig.update_yaxes(autorange="reversed", automargin=True, categoryorder="array", categoryarray=labels)
-        fig.update_layout(margin=dict(t=40), title=None)
+        # the facet titles sit below the toolbar row (the toolbar covered "priority (round r: …)")
+        fig.update_layout(margin=dict(t=58), title=None)
         return fig
 
 
