@@ -381,3 +381,10 @@ def test_a_failing_view_is_reported_and_the_others_still_redraw(dash, monkeypatc
     m.set_round(1)
     assert dash.seeds.widget.fig_layout["meta"]["round"] == 1  # later views still redrew
     assert "a view failed to redraw" in m.status.error and "boom" in dash.status.text.value
+
+
+def test_params_message_does_not_outlive_a_judge_or_question_change(dash):
+    dash.params.ints["L"].value = 6
+    assert "applied; recomputed from round 1" in dash.params.message.value
+    dash.judge.picker.value = "bm25"
+    assert "applied" not in dash.params.message.value

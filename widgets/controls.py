@@ -99,12 +99,18 @@ class ParamsControls:
             return True
         _message(self.message, None, f"applied; recomputed from round {r}" if r <= 2
                  else "applied; only the final diversity ordering changed")
+        self._applied_for = (self.model.question.id, self.model.judge_spec)
         self.model.set_params(**{k: getattr(new, k) for k in self.entered()})
         return True
+
+    _applied_for = None
 
     def _on_event(self, model, what):
         if what != TRACE:
             return
+        if self._applied_for is not None and self._applied_for != (model.question.id, model.judge_spec):
+            _message(self.message, None)  # "applied; recomputed ..." described an earlier run
+            self._applied_for = None
         # a changed registry (a variant registered after the dashboard opened) shows up here
         options = model.term_weightings()
         if list(self.term_weighting.options) != options:

@@ -106,6 +106,14 @@ def test_jupyterlab_charts_never_show_another_round(browser, tmp_path):
                     stale.append((load, step["action"], step["stale"]))
             if load == 0:
                 _shot(s.page, "lab_1280x800")
+                for section in ("pool", "seeds", "terms", "trajectory"):
+                    s.page.locator(f".sag2wb-{section}-section").scroll_into_view_if_needed()
+                    _shot(s.page, f"lab_1280x800_{section}")
+                # nothing in the pool table is cut off: the table fits its box
+                clipped = s.page.evaluate(
+                    "() => { const b = document.querySelector('.sag2wb-pool .box');"
+                    " return b ? b.scrollWidth - b.clientWidth : -1; }")
+                assert clipped <= 0, f"the pool table is {clipped}px wider than its box in JupyterLab"
             s.close()
             driver.shutdown_lab_kernels(url)
         print(f"JupyterLab: {len(stale)} stale chart checks in {LAB_LOADS} loads x 7 actions")
@@ -127,5 +135,34 @@ def test_invalid_entry_is_refused_with_the_engine_message(browser, voila):
             "H (expansion rounds) must be 0, 1 or 2, got 3")
         expect(s.page.locator(".sag2wb-round-summary")).to_contain_text("of 2")  # the last good trajectory
         assert s.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    finally:
+        s.close()
+
+
+def test_clicking_a_row_shows_the_passage(browser, voila):
+    from playwright.sync_api import expect
+
+    s = driver.Session(browser)
+    try:
+        driver.load_voila(s, voila[0])
+        page = s.page
+        readout = page.locator(".sag2wb-round-slider .widget-readout")
+        readout.click()
+        readout.fill("1")
+        readout.press("Enter")
+        expect(page.locator(".sag2wb-pool")).to_contain_text("round 1:")
+        row = page.locator(".sag2wb-pool tr.row").filter(has_text="your").first  # came in through a term
+        title = row.locator("td").nth(1).inner_text()
+        row.click()
+        passage = page.locator(".sag2wb-passage")
+        expect(passage).to_contain_text(title)
+        expect(passage).to_contain_text("through “your”")
+        expect(passage.locator("mark.t").first).to_be_visible()
+        page.locator(".sag2wb-passage-section").scroll_into_view_if_needed()
+        _shot(page, "voila_passage", ["passage"])
+        # sorting by a header reorders the rows in the browser
+        page.locator(".sag2wb-pool th", has_text="score").first.click()
+        scores = [float(t) for t in page.locator(".sag2wb-pool tbody tr td:nth-child(7)").all_inner_texts() if t]
+        assert scores == sorted(scores), scores
     finally:
         s.close()
