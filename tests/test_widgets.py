@@ -388,3 +388,25 @@ def test_params_message_does_not_outlive_a_judge_or_question_change(dash):
     assert "applied; recomputed from round 1" in dash.params.message.value
     dash.judge.picker.value = "bm25"
     assert "applied" not in dash.params.message.value
+
+
+def test_background_reruns_and_round_moves_end_on_the_newest_state(docs_index, questions):
+    """Re-runs on a worker thread while the kernel thread moves the round: after both, every
+    chart shows the model's final run and round."""
+    dash = Dashboard(docs_index, questions, judge="lexical", background=True)
+    m = dash.model
+    threads = []
+    for L in (5, 7, 9):
+        threads.append(m.recompute_in_background())
+        m.params = m.params.replace(L=L)
+        m.set_round(1)
+        m.set_round(2)
+    for t in threads:
+        t.join(timeout=60)
+    final = m.recompute_in_background()
+    m.set_round(1)
+    final.join(timeout=60)
+    for chart in (dash.seeds.widget, dash.terms.widget, dash.slope.widget):
+        assert chart.fig_layout["meta"]["run"] == m.generation and chart.fig_layout["meta"]["round"] == m.round
+    assert dash.trajectory.widget.fig_layout["meta"]["run"] == m.generation
+    assert f"L={m.params.L}" in dash.trajectory.widget.title

@@ -65,6 +65,11 @@ class DashboardModel:
         self._listeners = []
         self._cancel = threading.Event()
         self._lock = threading.RLock()
+        # one redraw cycle at a time: with background re-runs, a cycle on the worker thread and
+        # one on the kernel's thread (a slider move) could interleave, and a view could end on
+        # the older cycle's figure. Serialized, the last cycle to touch a view reads the newest
+        # state, so it is what stays drawn.
+        self._emit_lock = threading.RLock()
         self.status = Status()
         self.question = self.questions[0]
         self.params = params or Params()
@@ -88,11 +93,12 @@ class DashboardModel:
 
     def _emit(self, what: str):
         failures = []
-        for fn in list(self._listeners):
-            try:
-                fn(self, what)
-            except Exception as exc:  # one broken view must not leave the others on the old state
-                failures.append(f"{getattr(fn, '__qualname__', fn)}: {type(exc).__name__}: {exc}")
+        with self._emit_lock:
+            for fn in list(self._listeners):
+                try:
+                    fn(self, what)
+                except Exception as exc:  # one broken view must not leave the others on the old state
+                    failures.append(f"{getattr(fn, '__qualname__', fn)}: {type(exc).__name__}: {exc}")
         if failures:
             self.status.error = "a view failed to redraw: " + "; ".join(failures)
             if what != STATUS:
