@@ -410,3 +410,21 @@ def test_background_reruns_and_round_moves_end_on_the_newest_state(docs_index, q
         assert chart.fig_layout["meta"]["run"] == m.generation and chart.fig_layout["meta"]["round"] == m.round
     assert dash.trajectory.widget.fig_layout["meta"]["run"] == m.generation
     assert f"L={m.params.L}" in dash.trajectory.widget.title
+
+
+def test_judge_explanations_are_shown_when_the_trace_has_them(dash):
+    """Issue 14's contract: a nullable `explanation` column in the passages frame (absent or
+    all empty for judges that do not explain themselves)."""
+    frames = dict(dash.model.frames)
+    assert "explanation" not in data.pool_table(frames, 0, True).columns  # lexical: no column
+    p = frames["passages"].copy()
+    p["explanation"] = None
+    unit = int(p.loc[p["round"] == 0, "unit_id"].iloc[0])
+    p.loc[(p["round"] == 0) & (p["unit_id"] == unit), "explanation"] = "scored 0.64: named by 'Login flow' (0.91)"
+    frames["passages"] = p
+    pool = data.pool_table(frames, 0, True)
+    assert "scored 0.64: named by 'Login flow' (0.91)" in set(pool["explanation"])
+    assert "explanation" in data.passage_detail(frames, unit)["history"].columns
+    p["explanation"] = None
+    frames["passages"] = p
+    assert "explanation" not in data.pool_table(frames, 0, True).columns  # all empty: no column
