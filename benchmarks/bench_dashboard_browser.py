@@ -36,6 +36,10 @@ def _report(name, loads, results):
     if times:
         print(f"{name}: action -> all charts updated: median {statistics.median(times):.2f} s, "
               f"p90 {_p90(times):.2f} s, max {max(times):.2f} s (n={len(times)})")
+    draws = [r["draw_ms"] for r in results if r.get("draw_ms")]
+    if draws:
+        print(f"{name}: slowest chart's Plotly.react per action (browser only): median "
+              f"{statistics.median(draws):.0f} ms, p90 {_p90(draws):.0f} ms, max {max(draws):.0f} ms")
 
 
 def main(argv=None):

@@ -330,7 +330,10 @@ def run_actions(page, on_step=None) -> list[dict]:
         after = state(page)
         if not done(before, after):
             stale = {**stale, "stepper": f"{name}: stepper went from {before} to {after}"}
-        results.append({"action": name, "seconds": None if stale else seconds, "stale": stale})
+        draw_ms = page.evaluate("() => Math.max(0, ...[...document.querySelectorAll('.sag2wb-chart')]"
+                                ".map(d => Number(d.dataset.drawMs || 0)))")
+        results.append({"action": name, "seconds": None if stale else seconds, "stale": stale,
+                        "draw_ms": draw_ms})
         if on_step:
             on_step(name, page)
     return results
