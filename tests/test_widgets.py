@@ -264,6 +264,7 @@ def test_charts_are_whole_figures_stamped_with_the_run_and_round(dash):
     selected = m.frames["terms"].query("round == 2 and selected")["term"]
     labels = [y.split(" → ")[0] for y in dash.terms.widget.data[-1]["y"]]
     assert set(selected) <= set(labels) and len(labels) == len(set(labels))
+    assert dash.terms.widget.title.startswith(f"round 2: {len(selected)} selected")
     assert dash.terms.widget.fig_layout["yaxis"]["categoryarray"] == dash.terms.widget.data[-1]["y"]
     before = m.generation
     m.set_params(L=3)

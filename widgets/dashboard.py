@@ -80,10 +80,11 @@ class Dashboard:
                          _section(self.context.title, self.context.widget, "sag2wb-context-section")),
             _section(self.passage.title, self.passage.widget, "sag2wb-passage-section"),
             _section(self.terms.title, self.terms.widget, "sag2wb-terms-section"),
+            # the ranking's seven columns need the full width; the diff's two lists fit half
+            _section(self.ranking.title, self.ranking.widget, "sag2wb-ranking-section"),
             _two_columns(_section(self.slope.title, self.slope.widget, "sag2wb-slope-section"),
-                         _section(self.ranking.title, self.ranking.widget, "sag2wb-ranking-section")),
+                         _section(self.diff.title, self.diff.widget, "sag2wb-diff-section")),
             _section(self.trajectory.title, self.trajectory.widget, "sag2wb-trajectory-section"),
-            _section(self.diff.title, self.diff.widget, "sag2wb-diff-section"),
             _section("Export", self.export.widget, "sag2wb-export-section"),
         ], layout=w.Layout(width="100%", max_width="1240px", overflow="hidden"))
         self.widget.add_class("sag2wb-dashboard")

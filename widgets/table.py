@@ -20,12 +20,13 @@ _TABLE_JS = r"""
 const CSS = `
 .sag2wb-dt{font-size:12px;width:100%;max-width:100%;min-width:0}
 .sag2wb-dt input{font-size:12px;width:200px;margin:2px 0 4px 0;padding:1px 4px}
-.sag2wb-dt .box{max-height:300px;overflow:auto;max-width:100%}
+.sag2wb-dt .box{max-height:300px;overflow:auto;max-width:100%;width:100%}
 .sag2wb-dt table{border-collapse:collapse;width:100%}
 .sag2wb-dt th{background:#f2f2f2;text-align:left;padding:2px 5px;position:sticky;top:0;cursor:pointer;
   white-space:nowrap;user-select:none}
 .sag2wb-dt td{padding:1px 5px;border-bottom:1px solid #eee;white-space:nowrap;overflow:hidden;
   text-overflow:ellipsis;max-width:220px}
+.sag2wb-dt.compact td{max-width:110px}
 .sag2wb-dt tr.row{cursor:pointer}
 .sag2wb-dt tr.row:hover{background:#eef4fb}
 .sag2wb-dt tr.sel{background:#dbe9f7}
@@ -41,6 +42,11 @@ function fmt(v, key, ints) {
 
 export default {
   render({ model, el }) {
+    // never wider than the column it sits in: a wide table scrolls inside its box instead
+    // of being cut off by the section
+    el.style.width = "100%";
+    el.style.minWidth = "0";
+    el.style.maxWidth = "100%";
     const root = document.createElement("div");
     root.className = "sag2wb-dt";
     const style = document.createElement("style");
@@ -57,6 +63,7 @@ export default {
     let sortKey = null, sortDir = 1;
 
     const draw = () => {
+      root.classList.toggle("compact", !!model.get("compact"));
       const cols = model.get("columns"), ints = model.get("int_columns");
       caption.textContent = model.get("caption");
       const q = filter.value.trim().toLowerCase();
@@ -145,6 +152,7 @@ class DataTable(anywidget.AnyWidget):
     selected = traitlets.Int(-1).tag(sync=True)
     int_columns = traitlets.List(INT_COLUMNS).tag(sync=True)
     name = traitlets.Unicode("table").tag(sync=True)
+    compact = traitlets.Bool(False).tag(sync=True)  # narrower text cells, for half-width columns
 
     def __init__(self, columns=(), name: str = "table", **kwargs):
         super().__init__(columns=[list(c) for c in columns], name=name, **kwargs)

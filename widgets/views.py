@@ -207,6 +207,11 @@ class ContextView(TableView):
     title = "Context the judge saw (with previous scores)"
     table_name = "context"
 
+    def build(self):
+        table = super().build()
+        table.compact = True  # it shares a row with the seeds chart
+        return table
+
     def redraw(self):
         m = self.model
         if not m.frames:
@@ -304,17 +309,20 @@ class TermsView(ChartView):
         colors = [SELECTED if s else UNSELECTED for s in df["selected"]]
         hover = [f"{t} (seed: {data.short(st, 30)}; {res or 'not searched'})"
                  for t, st, res in zip(df["term"], df["seed_title"], df["resolution"])]
-        titles = self.facet_titles[:-1] + [f"priority (round {m.round}: {int(df['selected'].sum())} selected)"]
-        fig = make_subplots(rows=1, cols=len(self.facets), shared_yaxes=True, subplot_titles=titles,
-                            horizontal_spacing=0.015, figure=go.Figure(layout=_layout(self.height, "")))
+        # the round and count go in the figure title (left): as the last facet's title it was
+        # cut off at the right edge in JupyterLab
+        title = (f"round {m.round}: {int(df['selected'].sum())} selected (dark bars); "
+                 f"the top {len(df)} terms by priority")
+        fig = make_subplots(rows=1, cols=len(self.facets), shared_yaxes=True, subplot_titles=self.facet_titles,
+                            horizontal_spacing=0.015, figure=go.Figure(layout=_layout(self.height, title)))
         labels = list(df["label"])
         for i, col in enumerate(self.facets):
             fig.add_bar(orientation="h", y=labels, x=list(df[col]), marker_color=colors, hovertext=hover,
                         name=self.facet_titles[i], showlegend=False, row=1, col=i + 1,
                         hovertemplate="%{hovertext}<br>" + self.facet_titles[i] + " %{x:.3f}<extra></extra>")
         fig.update_yaxes(autorange="reversed", automargin=True, categoryorder="array", categoryarray=labels)
-        # the facet titles sit below the toolbar row (the toolbar covered "priority (round r: …)")
-        fig.update_layout(margin=dict(t=58), title=None)
+        # figure title, then the facet titles below the toolbar row
+        fig.update_layout(margin=dict(t=62))
         return fig
 
 
@@ -332,7 +340,9 @@ class SlopeView(ChartView):
         fig = go.Figure(layout=_layout(
             self.height, f"scores by round; dotted line: round {m.round}",
             xaxis=dict(dtick=1, title="round", range=[-0.2, max(1, m.rounds_count - 1) + 0.2]),
-            yaxis=dict(title="score", range=[-0.02, 1.02])))
+            yaxis=dict(title="score", range=[-0.02, 1.02]),
+            # below the x-axis title, not over it
+            legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"), margin=dict(l=10, r=10, t=48, b=60)))
         for name, (color, width) in self.styles.items():
             if name == "gold" and not m.show_gold:
                 continue

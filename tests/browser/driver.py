@@ -9,7 +9,7 @@ What "agrees" means (read from the plotly DOM: the plotted div's `.data` / `.lay
 - the chart finished drawing that figure (`data-rev` == `layout.meta.rev`);
 - seeds: one bar per seed of the round and the title names the round (or an empty chart
   saying why); terms: the blue (selected) bars are the stepper's selected terms and the
-  priority title says "round r: k selected"; slope: the dotted round marker sits on the
+  title says "round r: k selected"; slope: the dotted round marker sits on the
   round; Sankey: its title is the stepper's run label (judge, L, H).
 No scenario is retried: a chart that does not agree within the step timeout counts as stale.
 """
@@ -67,8 +67,7 @@ AGREEMENT_JS = """
           .map(label => label.split(' → ')[0]);
         if (JSON.stringify([...blue].sort()) !== JSON.stringify([...st.selected].sort()))
           problems.push(`selected bars ${JSON.stringify(blue)} != ${JSON.stringify(st.selected)}`);
-        if (!annotations(gd).some(t => t.includes(`round ${st.round}: ${k} selected`)))
-          problems.push(`facet title ${JSON.stringify(annotations(gd).slice(-1))}`);
+        if (!title(gd).startsWith(`round ${st.round}: ${k} selected`)) problems.push(`title "${title(gd)}"`);
       } else if (gd.data.length) problems.push('bars drawn but the stepper has no selected terms');
     } else if (name === 'slope') {
       const shape = (gd.layout.shapes || [])[0];
