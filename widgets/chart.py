@@ -30,6 +30,7 @@ from pathlib import Path
 import anywidget
 import plotly
 import plotly.graph_objects as go
+import plotly.utils
 import traitlets
 
 _SLOT_JS = """
@@ -150,8 +151,8 @@ def loader() -> PlotlyLoader:
 
 def figure_json(fig) -> dict:
     """A go.Figure (or a dict) as plain JSON data (numpy arrays, NaN → null)."""
-    if isinstance(fig, dict):
-        fig = go.Figure(fig)
+    if isinstance(fig, dict):  # plain dicts skip plotly's validation (the costly part)
+        return json.loads(json.dumps(fig, cls=plotly.utils.PlotlyJSONEncoder))
     return json.loads(plotly.io.to_json(fig, validate=False, engine="json"))
 
 

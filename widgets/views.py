@@ -6,11 +6,11 @@ previous round or run (plotly's FigureWidget patched traces in place and lost up
 """
 from __future__ import annotations
 
+import functools
 import html
 import json
 
 import ipywidgets as w
-import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from . import data
@@ -234,6 +234,15 @@ def run_label(m) -> str:
     return f"judge {m.trace.judge} · L={p.L} · H={p.H} · {len(m.trace.rounds) - 1} expansion round(s) run"
 
 
+@functools.cache
+def _facet_skeleton(titles: tuple) -> dict:
+    """Axes and facet-title annotations of a 1×n row of bar charts sharing the y axis, from
+    plotly's make_subplots (computed once; validating a figure per redraw cost ~80 ms)."""
+    layout = make_subplots(rows=1, cols=len(titles), shared_yaxes=True, subplot_titles=list(titles),
+                           horizontal_spacing=0.015).to_plotly_json()["layout"]
+    return {k: v for k, v in layout.items() if k.startswith(("xaxis", "yaxis")) or k == "annotations"}
+
+
 def _layout(height: int, title: str, **layout) -> dict:
     base = dict(height=height, margin=dict(l=10, r=10, t=48, b=10), autosize=True, font=dict(size=11),
                 title=dict(text=title, font=dict(size=12), x=0.01, xanchor="left", y=0.98, yanchor="top"),
@@ -279,15 +288,18 @@ class SeedsView(ChartView):
             return empty_figure(reason, self.height, title=f"round {m.round}: no seeds")
         labels = [("★ " if g is True and m.show_gold else "") + f"{int(r) if r == r else '?'}. {data.short(t, 28)}"
                   for t, r, g in zip(df["title"], df["previous_rank"], df["gold"])]
-        fig = go.Figure(layout=_layout(
-            self.height, f"round {m.round}: seeds (ranked in round {m.round - 1})", barmode="group",
-            xaxis=dict(range=[0, 1.05]), yaxis=dict(autorange="reversed", automargin=True)))
-        fig.add_bar(name="seed score", y=labels, x=list(df["seed_score"]), marker_color=SELECTED, orientation="h",
-                    hovertemplate="%{y}<br>seed score %{x:.3f}<extra></extra>")
-        fig.add_bar(name="seed weight w(d) (when it won a term)", y=labels,
-                    x=[None if v != v else float(v) for v in df["seed_weight"]], marker_color=EXPANSION,
-                    orientation="h", hovertemplate="%{y}<br>seed weight %{x:.3f}<extra></extra>")
-        return fig
+        # plain dicts, not go.Figure: plotly's validation cost more than everything else here
+        layout = _layout(self.height, f"round {m.round}: seeds (ranked in round {m.round - 1})", barmode="group",
+                         xaxis=dict(range=[0, 1.05]), yaxis=dict(autorange="reversed", automargin=True))
+        traces = [
+            dict(type="bar", name="seed score", y=labels, x=[float(v) for v in df["seed_score"]],
+                 marker=dict(color=SELECTED), orientation="h",
+                 hovertemplate="%{y}<br>seed score %{x:.3f}<extra></extra>"),
+            dict(type="bar", name="seed weight w(d) (when it won a term)", y=labels,
+                 x=[None if v != v else float(v) for v in df["seed_weight"]], marker=dict(color=EXPANSION),
+                 orientation="h", hovertemplate="%{y}<br>seed weight %{x:.3f}<extra></extra>"),
+        ]
+        return {"data": traces, "layout": layout}
 
 
 class TermsView(ChartView):
@@ -313,17 +325,19 @@ class TermsView(ChartView):
         # cut off at the right edge in JupyterLab
         title = (f"round {m.round}: {int(df['selected'].sum())} selected (dark bars); "
                  f"the top {len(df)} terms by priority")
-        fig = make_subplots(rows=1, cols=len(self.facets), shared_yaxes=True, subplot_titles=self.facet_titles,
-                            horizontal_spacing=0.015, figure=go.Figure(layout=_layout(self.height, title)))
         labels = list(df["label"])
+        layout = {**_facet_skeleton(tuple(self.facet_titles)), **_layout(self.height, title)}
+        layout["margin"] = dict(l=10, r=10, t=62, b=10)  # figure title, then facet titles below the toolbar
+        traces = []
         for i, col in enumerate(self.facets):
-            fig.add_bar(orientation="h", y=labels, x=list(df[col]), marker_color=colors, hovertext=hover,
-                        name=self.facet_titles[i], showlegend=False, row=1, col=i + 1,
-                        hovertemplate="%{hovertext}<br>" + self.facet_titles[i] + " %{x:.3f}<extra></extra>")
-        fig.update_yaxes(autorange="reversed", automargin=True, categoryorder="array", categoryarray=labels)
-        # figure title, then the facet titles below the toolbar row
-        fig.update_layout(margin=dict(t=62))
-        return fig
+            suffix = "" if i == 0 else str(i + 1)
+            layout["yaxis" + suffix] = {**layout["yaxis" + suffix], "autorange": "reversed", "automargin": True,
+                                        "categoryorder": "array", "categoryarray": labels}
+            traces.append(dict(type="bar", orientation="h", y=labels, x=[float(v) for v in df[col]],
+                             marker=dict(color=colors), hovertext=hover, name=self.facet_titles[i],
+                             showlegend=False, xaxis="x" + suffix, yaxis="y" + suffix,
+                             hovertemplate="%{hovertext}<br>" + self.facet_titles[i] + " %{x:.3f}<extra></extra>"))
+        return {"data": traces, "layout": layout}
 
 
 class SlopeView(ChartView):
@@ -337,22 +351,23 @@ class SlopeView(ChartView):
     def figure(self):
         m = self.model
         lines = data.slope_lines(m.frames)
-        fig = go.Figure(layout=_layout(
+        layout = _layout(
             self.height, f"scores by round; dotted line: round {m.round}",
-            xaxis=dict(dtick=1, title="round", range=[-0.2, max(1, m.rounds_count - 1) + 0.2]),
-            yaxis=dict(title="score", range=[-0.02, 1.02]),
+            xaxis=dict(dtick=1, title=dict(text="round"), range=[-0.2, max(1, m.rounds_count - 1) + 0.2]),
+            yaxis=dict(title=dict(text="score"), range=[-0.02, 1.02]),
             # below the x-axis title, not over it
-            legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"), margin=dict(l=10, r=10, t=48, b=60)))
+            legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"), margin=dict(l=10, r=10, t=48, b=60),
+            shapes=[dict(type="line", x0=m.round, x1=m.round, y0=0, y1=1, yref="paper",
+                         line=dict(color="#444", dash="dot", width=1), name="shown round")])
+        traces = []
         for name, (color, width) in self.styles.items():
             if name == "gold" and not m.show_gold:
                 continue
             x, y, text = lines[name]
-            fig.add_scatter(mode="lines+markers", name=name, x=x, y=y, hovertext=text,
-                            line=dict(color=color, width=width), marker=dict(size=4 + width),
-                            hovertemplate="%{hovertext}<br>round %{x}: %{y:.3f}<extra>" + name + "</extra>")
-        fig.add_shape(type="line", x0=m.round, x1=m.round, y0=0, y1=1, yref="paper",
-                      line=dict(color="#444", dash="dot", width=1), name="shown round")
-        return fig
+            traces.append(dict(type="scatter", mode="lines+markers", name=name, x=x, y=y, hovertext=text,
+                             line=dict(color=color, width=width), marker=dict(size=4 + width),
+                             hovertemplate="%{hovertext}<br>round %{x}: %{y:.3f}<extra>" + name + "</extra>"))
+        return {"data": traces, "layout": layout}
 
 
 class TrajectoryView(ChartView):
@@ -375,11 +390,11 @@ class TrajectoryView(ChartView):
         label = run_label(m)
         if not d["labels"]:
             return empty_figure(data.no_trajectory_reason(m.frames, m.trace), self.height, title=label)
-        fig = go.Figure(layout=_layout(self.height, label))
-        fig.add_sankey(arrangement="snap", node=dict(pad=8, thickness=12, label=d["labels"], color=d["colors"]),
-                       link=dict(source=d["source"], target=d["target"], value=d["value"],
-                                 label=d["label"], color=["rgba(255,127,14,0.25)"] * len(d["source"])))
-        return fig
+        sankey = dict(type="sankey", arrangement="snap",
+                      node=dict(pad=8, thickness=12, label=d["labels"], color=d["colors"]),
+                      link=dict(source=d["source"], target=d["target"], value=d["value"], label=d["label"],
+                                color=["rgba(255,127,14,0.25)"] * len(d["source"])))
+        return {"data": [sankey], "layout": _layout(self.height, label)}
 
 
 class RankingView(TableView):
