@@ -21,6 +21,12 @@ DOCS_QUESTIONS = ROOT / "sample_corpora" / "internal_docs.questions.jsonl"
 ENC = ROOT / "sample_corpora" / "encyclopedia"
 
 
+@pytest.fixture(autouse=True)
+def views_raise(monkeypatch):
+    """A view that fails to redraw fails the test (the dashboard shows it in the status line)."""
+    monkeypatch.setenv("SAG2WB_RAISE_VIEW_ERRORS", "1")
+
+
 @pytest.fixture(scope="module")
 def docs_index(tmp_path_factory):
     index, _ = open_or_build(load_corpus(DOCS), tmp_path_factory.mktemp("idx") / "docs.sqlite")
@@ -41,8 +47,8 @@ def test_param_change_redraws_every_view_and_reuses_judgments(dash):
     m = dash.model
     m.set_round(1)
     before = {
-        "terms": tuple(dash.terms.widget.data[-1].y), "pool": dash.pool.widget.value,
-        "slope": tuple(dash.slope.widget.data[0].y or ()), "sankey": tuple(dash.trajectory.widget.data[0].node.label),
+        "terms": tuple(dash.terms.widget.data[-1]["y"]), "pool": dash.pool.widget.value,
+        "slope": tuple(dash.slope.widget.data[0]["y"]), "sankey": tuple(dash.trajectory.widget.data[0]["node"]["label"]),
     }
     dash.params.ints["L"].value = 3  # the control, as a user would
     assert m.params.L == 3
@@ -50,21 +56,21 @@ def test_param_change_redraws_every_view_and_reuses_judgments(dash):
     assert m.last_recompute["memo_hits"] > 0  # round 0 judgments came from the shared memo
     assert m.frames["terms"].query("round == 1 and selected").shape[0] == 3
     terms = m.frames["terms"].query("round == 1").sort_values("priority", ascending=False)
-    assert list(dash.terms.widget.data[-1].y)[:3] == [
+    assert list(dash.terms.widget.data[-1]["y"])[:3] == [
         t if not isinstance(r, str) or r == t else f"{t} → {r}" for t, r in zip(terms["term"][:3], terms["resolved"][:3])]
     assert dash.pool.widget.value != before["pool"]
-    assert tuple(dash.trajectory.widget.data[0].node.label) != before["sankey"]
+    assert tuple(dash.trajectory.widget.data[0]["node"]["label"]) != before["sankey"]
     assert "applied; recomputed from round 1" in dash.params.message.value
     assert "reference" in dash.diff.body.value  # the previous run is the diff reference
 
 
 def test_round_slider_moves_the_round_views(dash):
     dash.stepper.slider.value = 0
-    pool0, seeds0 = dash.pool.widget.value, tuple(dash.seeds.widget.data[0].y or ())
+    pool0, seeds0 = dash.pool.widget.value, tuple(d["y"] for d in dash.seeds.widget.data)
     dash.stepper.slider.value = 1
     assert dash.model.round == 1
     assert dash.pool.widget.value != pool0
-    assert tuple(dash.seeds.widget.data[0].y) != seeds0 and len(dash.seeds.widget.data[0].y) == 10
+    assert tuple(dash.seeds.widget.data[0]["y"]) != seeds0 and len(dash.seeds.widget.data[0]["y"]) == 10
     assert "Round <b>1</b>" in dash.stepper.summary.value
     dash.stepper.next.click()
     assert dash.model.round == 2 and dash.stepper.slider.value == 2
@@ -126,8 +132,8 @@ def test_corpus_without_gold_hides_gold_markers_and_the_oracle(docs_index):
     assert "oracle" not in dash.judge.picker.options
     assert ">gold<" not in dash.pool.widget.value and "★" not in dash.pool.widget.value
     assert ">gold<" not in dash.ranking.widget.value
-    assert not dash.slope.widget.data[2].visible  # the gold line
-    assert all("★" not in label for label in dash.trajectory.widget.data[0].node.label)
+    assert [d["name"] for d in dash.slope.widget.data] == ["other", "entered by expansion"]  # no gold line
+    assert all("★" not in label for label in dash.trajectory.widget.data[0]["node"]["label"])
     dash.judge.function.value = "oracle"
     dash.judge.load.click()
     assert "needs gold labels" in dash.judge.message.value or "unknown judge" in dash.judge.message.value
@@ -172,7 +178,7 @@ def test_pin_reruns_from_the_pinned_round(dash):
     p = m.frames["passages"].query("round == 1")
     row = p[p["unit_id"] == unit].iloc[0]
     assert row["pinned"] and row["score"] == 1.0 and row["rank"] == 1
-    assert "📌" in dash.pool.widget.value
+    assert "(pinned) " in dash.pool.widget.value  # in words: no emoji font needed
     dash.pins.clear.click()
     assert m.pins == {}
 
@@ -235,3 +241,191 @@ def test_mimebundle_and_dashboard_for(tmp_path):
     assert e.model.questions[0].id == "x" and not e.model.show_gold
     model = DashboardModel(e.model.index, ["Who directed Glass Harbour?"], judge="bm25")
     assert model.trace.judge == "bm25"
+
+
+# ---- charts: whole figures, honest empty states (issue 15) ------------------------------------
+def _annotation(chart) -> str:
+    return " ".join(a.get("text", "") for a in chart.fig_layout.get("annotations", []))
+
+
+def test_charts_are_whole_figures_stamped_with_the_run_and_round(dash):
+    import plotly.graph_objects as go
+
+    from widgets.chart import Chart
+
+    m = dash.model
+    charts = [dash.seeds.widget, dash.terms.widget, dash.slope.widget, dash.trajectory.widget]
+    assert all(isinstance(c, Chart) and not isinstance(c, go.FigureWidget) for c in charts)
+    m.set_round(2)
+    for c in charts[:3]:
+        assert c.fig_layout["meta"]["round"] == 2 and c.fig_layout["meta"]["run"] == m.generation
+    assert dash.slope.widget.fig_layout["shapes"][0]["x0"] == 2  # the round marker
+    # round 2's term chart holds round 2's terms only (no categories left from round 1)
+    selected = m.frames["terms"].query("round == 2 and selected")["term"]
+    labels = [y.split(" → ")[0] for y in dash.terms.widget.data[-1]["y"]]
+    assert set(selected) <= set(labels) and len(labels) == len(set(labels))
+    assert dash.terms.widget.title.startswith(f"round 2: {len(selected)} selected")
+    assert dash.terms.widget.fig_layout["yaxis"]["categoryarray"] == dash.terms.widget.data[-1]["y"]
+    before = m.generation
+    m.set_params(L=3)
+    assert m.generation == before + 1
+    assert dash.trajectory.widget.fig_layout["meta"]["run"] == m.generation
+    assert dash.trajectory.widget.title == "judge lexical · L=3 · H=2 · 2 expansion round(s) run"
+
+
+def test_empty_states_say_why_and_data_returns(dash):
+    m = dash.model
+    m.set_round(0)
+    assert dash.seeds.widget.data == [] and "round 0 is plain BM25" in _annotation(dash.seeds.widget)
+    assert dash.terms.widget.data == [] and "no expansion terms" in _annotation(dash.terms.widget)
+    m.set_params(H=0)
+    assert dash.trajectory.widget.data == [] and _annotation(dash.trajectory.widget) == "no expansion: H=0 (round 0 only)"
+    m.set_params(H=1, L=5)
+    # round 1 expanded: the diagram shows what its terms retrieved (the issue's L=5, H=1 case)
+    sankey = dash.trajectory.widget.data[0]
+    assert sankey["type"] == "sankey" and any("(r1)" in label for label in sankey["node"]["label"])
+    assert "L=5 · H=1" in dash.trajectory.widget.title
+    m.set_round(1)
+    assert len(dash.seeds.widget.data[0]["y"]) == len(m.frames["seeds"].query("round == 1"))
+
+
+def test_dashboard_notebook_is_stored_without_outputs_or_widget_state():
+    import json
+
+    nb = json.loads((ROOT / "notebooks" / "dashboard.ipynb").read_text(encoding="utf-8"))
+    assert "widgets" not in nb["metadata"]
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+
+
+def test_voila_hook_sets_the_xsrf_cookie_and_drops_cdn_links():
+    from widgets.voila_hooks import prelaunch_hook
+
+    class Handler:
+        touched = False
+        written: list = []
+
+        @property
+        def xsrf_token(self):
+            Handler.touched = True  # tornado sets the _xsrf cookie here
+            return b"token"
+
+        def write(self, chunk):
+            self.written.append(chunk)
+
+    h = Handler()
+    prelaunch_hook(h, notebook=None, cwd=".")
+    assert Handler.touched
+    page = ('<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/@fortawesome/fontawesome-free@^5/css/'
+            'all.min.css" type="text/css" />\n  <style>x</style>')
+    h.write(page)
+    h.write(b"<p>plain</p>")
+    assert h.written == ["<style>x</style>", b"<p>plain</p>"]
+
+
+def test_passage_view_follows_a_table_click_and_shows_text_source_history_and_term(dash):
+    m = dash.model
+    m.set_round(1)
+    p = m.frames["passages"]
+    unit = int(p.query("round == 1 and via_term.notna()")["unit_id"].iloc[0])
+    term = p.query("round == 1 and unit_id == @unit")["via_term"].iloc[0]
+    dash.pool.widget.selected = unit  # what a click on the row sets in the browser
+    assert m.selected_unit == unit and dash.passage.picker.value == unit
+    body = dash.passage.body.value
+    source = p.loc[p["unit_id"] == unit, "source"].iloc[0]
+    assert html.escape(source) in body and f"through “{html.escape(term)}”" in body
+    assert f'<mark class="t">{html.escape(term)}</mark>'.lower() in body.lower()
+    assert body.count("<tr>") - 1 == len(p[p["unit_id"] == unit])  # one history row per round
+
+
+def test_tables_carry_source_and_unit_ids(dash):
+    rows = dash.pool.widget.rows
+    assert all(r["source"] and isinstance(r["unit_id"], int) for r in rows)
+    assert [c[0] for c in dash.ranking.widget.columns].count("source") == 1
+    # two units of the same file are told apart by their lines
+    login = [r["source"] for r in dash.ranking.widget.rows if r["title"] == "Login flow"]
+    assert len(login) == len(set(login))
+
+
+def test_export_writes_trace_and_frames_without_replacing_files(dash, tmp_path):
+    import json
+
+    from widgets.export import export_frames, export_trace, parquet_available
+
+    first = export_trace(dash.model, tmp_path)[0]
+    second = export_trace(dash.model, tmp_path)[0]
+    assert first != second and second.name.endswith("-2.trace.json")
+    assert json.loads(first.read_text())["judge"] == "lexical"
+    csvs = export_frames(dash.model, tmp_path, "csv")
+    assert {p.name.split(".")[-2] for p in csvs} == set(dash.model.frames)
+    if not parquet_available():
+        with pytest.raises(RuntimeError, match="pyarrow"):
+            export_frames(dash.model, tmp_path, "parquet")
+        assert dash.export.parquet_button.disabled
+
+
+def test_status_line_shows_judge_cost(dash):
+    dash.model.set_params(L=4)
+    assert "judgments" in dash.status.text.value and "from the in-process cache" in dash.status.text.value
+    assert dash.status.stop.disabled and dash.status.stop.button_style == ""
+
+
+def test_a_failing_view_is_reported_and_the_others_still_redraw(dash, monkeypatch):
+    monkeypatch.delenv("SAG2WB_RAISE_VIEW_ERRORS")
+    m = dash.model
+
+    def broken(model, what):
+        raise ValueError("boom")
+
+    m._listeners.insert(0, broken)
+    m.set_round(1)
+    assert dash.seeds.widget.fig_layout["meta"]["round"] == 1  # later views still redrew
+    assert "a view failed to redraw" in m.status.error and "boom" in dash.status.text.value
+
+
+def test_params_message_does_not_outlive_a_judge_or_question_change(dash):
+    dash.params.ints["L"].value = 6
+    assert "applied; recomputed from round 1" in dash.params.message.value
+    dash.judge.picker.value = "bm25"
+    assert "applied" not in dash.params.message.value
+
+
+def test_background_reruns_and_round_moves_end_on_the_newest_state(docs_index, questions):
+    """Re-runs on a worker thread while the kernel thread moves the round: after both, every
+    chart shows the model's final run and round."""
+    dash = Dashboard(docs_index, questions, judge="lexical", background=True)
+    m = dash.model
+    threads = []
+    for L in (5, 7, 9):
+        threads.append(m.recompute_in_background())
+        m.params = m.params.replace(L=L)
+        m.set_round(1)
+        m.set_round(2)
+    for t in threads:
+        t.join(timeout=60)
+    final = m.recompute_in_background()
+    m.set_round(1)
+    final.join(timeout=60)
+    for chart in (dash.seeds.widget, dash.terms.widget, dash.slope.widget):
+        assert chart.fig_layout["meta"]["run"] == m.generation and chart.fig_layout["meta"]["round"] == m.round
+    assert dash.trajectory.widget.fig_layout["meta"]["run"] == m.generation
+    assert f"L={m.params.L}" in dash.trajectory.widget.title
+
+
+def test_judge_explanations_are_shown_when_the_trace_has_them(dash):
+    """Issue 14's contract: a nullable `explanation` column in the passages frame (absent or
+    all empty for judges that do not explain themselves)."""
+    frames = dict(dash.model.frames)
+    assert "explanation" not in data.pool_table(frames, 0, True).columns  # lexical: no column
+    p = frames["passages"].copy()
+    p["explanation"] = None
+    unit = int(p.loc[p["round"] == 0, "unit_id"].iloc[0])
+    p.loc[(p["round"] == 0) & (p["unit_id"] == unit), "explanation"] = "scored 0.64: named by 'Login flow' (0.91)"
+    frames["passages"] = p
+    pool = data.pool_table(frames, 0, True)
+    assert "scored 0.64: named by 'Login flow' (0.91)" in set(pool["explanation"])
+    assert "explanation" in data.passage_detail(frames, unit)["history"].columns
+    p["explanation"] = None
+    frames["passages"] = p
+    assert "explanation" not in data.pool_table(frames, 0, True).columns  # all empty: no column

@@ -37,11 +37,11 @@ class ParamsControls:
         for name, box in self.ints.items():
             box.add_class(f"sag2wb-param-{name}")
         self.field_weights = w.Text(value=", ".join(f"{x:g}" for x in p.field_weights), description="field weights",
-                                    continuous_update=False, layout=w.Layout(width="200px"),
-                                    style={"description_width": "80px"}, tooltip="title, heading, body")
+                                    continuous_update=False, layout=w.Layout(width="230px"),
+                                    style={"description_width": "95px"}, tooltip="title, heading, body")
         self.term_weighting = w.Dropdown(options=model.term_weightings(), value=p.term_weighting,
-                                         description="term weighting", layout=w.Layout(width="270px"),
-                                         style={"description_width": "95px"})
+                                         description="term weighting", layout=w.Layout(width="300px"),
+                                         style={"description_width": "115px"})
         self.diversity = w.Checkbox(value=p.diversity, description="diversity", indent=False,
                                     layout=w.Layout(width="90px"))
         self.use_context = w.Checkbox(value=p.use_context, description="context", indent=False,
@@ -99,12 +99,18 @@ class ParamsControls:
             return True
         _message(self.message, None, f"applied; recomputed from round {r}" if r <= 2
                  else "applied; only the final diversity ordering changed")
+        self._applied_for = (self.model.question.id, self.model.judge_spec)
         self.model.set_params(**{k: getattr(new, k) for k in self.entered()})
         return True
+
+    _applied_for = None
 
     def _on_event(self, model, what):
         if what != TRACE:
             return
+        if self._applied_for is not None and self._applied_for != (model.question.id, model.judge_spec):
+            _message(self.message, None)  # "applied; recomputed ..." described an earlier run
+            self._applied_for = None
         # a changed registry (a variant registered after the dashboard opened) shows up here
         options = model.term_weightings()
         if list(self.term_weighting.options) != options:
@@ -126,7 +132,7 @@ class JudgeControls:
                                  layout=w.Layout(width="230px"), style={"description_width": "40px"})
         self.picker.add_class("sag2wb-judge")
         self.function = w.Text(placeholder="FILE.py:NAME", layout=w.Layout(width="210px"), continuous_update=False)
-        self.load = w.Button(description="use function", layout=w.Layout(width="100px"))
+        self.load = w.Button(description="use function", layout=w.Layout(width="115px"))
         self.message = w.HTML()
         self._syncing = False
         self.picker.observe(self._picked, "value")
@@ -177,6 +183,8 @@ class PinControls:
         self.pin = w.Button(description="pin score", layout=w.Layout(width="85px"))
         self.clear = w.Button(description="clear pins", layout=w.Layout(width="85px"))
         self.message = w.HTML()
+        self.unit.add_class("sag2wb-pin-unit")
+        self.pin.add_class("sag2wb-pin")
         self.pin.on_click(self._pin)
         self.clear.on_click(lambda _: model.clear_pins())
         model.subscribe(self._on_event)

@@ -16,7 +16,9 @@ from workbench.index import open_or_build
 from workbench.params import Params
 
 from . import views
+from .chart import loader
 from .controls import JudgeControls, ParamsControls, PinControls
+from .export import ExportControls
 from .model import DashboardModel
 
 
@@ -55,6 +57,9 @@ class Dashboard:
         self.trajectory = views.TrajectoryView(m)
         self.ranking = views.RankingView(m)
         self.diff = views.DiffView(m)
+        self.passage = views.PassageView(m)
+        self.export = ExportControls(m, charts={"seeds": self.seeds.widget, "terms": self.terms.widget,
+                                                "slope": self.slope.widget, "trajectory": self.trajectory.widget})
         self.params = ParamsControls(m)
         self.judge = JudgeControls(m)
         self.pins = PinControls(m)
@@ -64,18 +69,23 @@ class Dashboard:
                           layout=w.Layout(border="1px solid #ddd", padding="4px", width="100%"))
         controls.add_class("sag2wb-controls")
         self.widget = w.VBox([
+            loader(),  # hidden: plotly.js from the plotly package, once per page, for every chart
             w.HTML("<div style='font-size:16px;font-weight:600'>SAG2 trajectory dashboard</div>"),
             self.stepper.widget,
             controls,
-            _two_columns(_section(self.pool.title, self.pool.widget, "sag2wb-pool-section"),
-                         w.VBox([_section(self.seeds.title, self.seeds.widget, "sag2wb-seeds-section"),
-                                 _section(self.context.title, self.context.widget)],
-                                layout=w.Layout(min_width="0"))),
+            # the pool gets the full width: ten columns do not fit half of JupyterLab's main
+            # area with the file browser open (columns were clipped)
+            _section(self.pool.title, self.pool.widget, "sag2wb-pool-section"),
+            _two_columns(_section(self.seeds.title, self.seeds.widget, "sag2wb-seeds-section"),
+                         _section(self.context.title, self.context.widget, "sag2wb-context-section")),
+            _section(self.passage.title, self.passage.widget, "sag2wb-passage-section"),
             _section(self.terms.title, self.terms.widget, "sag2wb-terms-section"),
+            # the ranking's seven columns need the full width; the diff's two lists fit half
+            _section(self.ranking.title, self.ranking.widget, "sag2wb-ranking-section"),
             _two_columns(_section(self.slope.title, self.slope.widget, "sag2wb-slope-section"),
-                         _section(self.ranking.title, self.ranking.widget, "sag2wb-ranking-section")),
+                         _section(self.diff.title, self.diff.widget, "sag2wb-diff-section")),
             _section(self.trajectory.title, self.trajectory.widget, "sag2wb-trajectory-section"),
-            _section(self.diff.title, self.diff.widget, "sag2wb-diff-section"),
+            _section("Export", self.export.widget, "sag2wb-export-section"),
         ], layout=w.Layout(width="100%", max_width="1240px", overflow="hidden"))
         self.widget.add_class("sag2wb-dashboard")
 

@@ -9,7 +9,8 @@ import math
 
 import pandas as pd
 
-POOL_VIEW_COLUMNS = ["rank", "title", "origin", "retrieval_rank", "via_term", "score", "previous_score", "gold"]
+POOL_VIEW_COLUMNS = ["rank", "title", "source", "origin", "retrieval_rank", "via_term", "score", "previous_score",
+                     "explanation", "gold"]
 TERM_COMPONENTS = ["tf factor (1+ln tf)", "idf", "1 + query connection", "seed_weight"]
 
 
@@ -24,13 +25,16 @@ def pool_table(frames: dict, round_no: int, show_gold: bool) -> pd.DataFrame:
     p = p[p["round"] == round_no].copy()
     p["_order"] = p["rank"].fillna(p["retrieval_rank"]).fillna(1e9)
     p = p.sort_values(["_order", "unit_id"])
-    cols = [c for c in POOL_VIEW_COLUMNS if show_gold or c != "gold"]
+    cols = [c for c in POOL_VIEW_COLUMNS if (show_gold or c != "gold") and c in p.columns]
+    if "explanation" in cols and p["explanation"].isna().all():
+        cols.remove("explanation")  # a judge that does not explain itself: no empty column
     return p[cols + ["unit_id", "pinned", "in_context"]].reset_index(drop=True)
 
 
 def context_table(frames: dict, round_no: int, show_gold: bool) -> pd.DataFrame:
     c = frames["context"]
     c = c[c["round"] == round_no].copy()
+    c["source"] = c["unit_id"].map(dict(zip(frames["passages"]["unit_id"], frames["passages"]["source"])))
     if show_gold:
         gold_units = set(frames["passages"].loc[frames["passages"]["gold"] == True, "unit_id"])  # noqa: E712
         c["gold"] = c["unit_id"].isin(gold_units)
@@ -114,6 +118,10 @@ def trajectory_links(frames: dict, keep_top: int = 10) -> dict:
     seeds = set(t["seed"])
     retrieved = p.dropna(subset=["via_term"]).drop_duplicates(["round", "unit_id"])
     interesting = retrieved[retrieved["unit_id"].isin(final_top | gold_units | seeds)]
+    if interesting.empty:
+        # expansion ran but nothing it found mattered later: draw what it found (grey) rather
+        # than an empty diagram that reads as "no expansion"
+        interesting = retrieved.sort_values(["round", "retrieval_rank"]).head(30)
     sel = t[t["selected"]]
     nodes, index, colors, links = [], {}, [], {"source": [], "target": [], "value": [], "label": []}
     titles = dict(zip(p["unit_id"], p["title"]))
@@ -155,7 +163,8 @@ def ranking_compare(frames: dict, show_gold: bool, top: int = 10) -> pd.DataFram
     """Final top `top` after diversity, with the rank each had before the reordering."""
     r = frames["ranking"].head(top).copy()
     r["move"] = r["rank_before_diversity"] - r["position"]
-    cols = ["position", "rank_before_diversity", "move", "title", "score"] + (["gold"] if show_gold else [])
+    r["source"] = r["unit_id"].map(dict(zip(frames["passages"]["unit_id"], frames["passages"]["source"])))
+    cols = ["position", "rank_before_diversity", "move", "title", "source", "score"] + (["gold"] if show_gold else [])
     return r[cols + ["unit_id"]]
 
 
@@ -173,3 +182,74 @@ def diff_runs(reference: dict | None, current: dict, top: int = 10) -> dict:
     moved = [(titles[u], ra[u], rb[u]) for u in b["unit_id"] if u in ra and ra[u] != rb[u]]
     return {"entered": entered, "left": left, "moved": moved, "same": not (entered or left or moved),
             "reference": list(a["title"]), "current": list(b["title"])}
+
+
+def no_trajectory_reason(frames: dict, trace) -> str:
+    """Why the passage → term → passage diagram is empty, in the run's own terms."""
+    rounds = frames["rounds"]
+    last = rounds.iloc[-1]
+    stop = last["stop"] if isinstance(last["stop"], str) else ""
+    if trace.params.H == 0:
+        return "no expansion: H=0 (round 0 only)"
+    if len(rounds) == 1:
+        return f"no expansion: stopped after round 0 ({stop or 'early stop'})"
+    t = frames["terms"]
+    selected = int(t["selected"].sum()) if len(t) else 0
+    if selected == 0:
+        return f"expansion ran {len(rounds) - 1} round(s) but selected no terms"
+    return f"expansion ran {len(rounds) - 1} round(s) with {selected} selected terms, but they retrieved no new passage"
+
+
+def passage_detail(frames: dict, unit_id: int) -> dict:
+    """Everything the passage view shows about one unit, from the frames: its rounds and
+    scores, the term (and seed) it came through, the judge's explanation when there is one.
+
+    Returns {"title", "source", "history": DataFrame(round, rank, score, origin, via_term,
+    explanation?), "via": [(round, term, seed title)], "terms": selected terms of the run}."""
+    p = frames["passages"]
+    rows = p[p["unit_id"] == unit_id].sort_values("round")
+    if rows.empty:
+        raise KeyError(f"unit {unit_id} is not in this trajectory")
+    cols = [c for c in ("round", "rank", "score", "origin", "via_term", "explanation") if c in rows.columns]
+    t = frames["terms"]
+    via = []
+    for r, term in zip(rows["round"], rows["via_term"]):
+        if isinstance(term, str):
+            win = t[(t["round"] == r) & (t["term"] == term) & t["selected"]]
+            via.append((int(r), term, str(win["seed_title"].iloc[0]) if len(win) else ""))
+    return {"title": rows["title"].iloc[0], "source": rows["source"].iloc[0], "history": rows[cols].reset_index(drop=True),
+            "via": via, "terms": sorted(set(t.loc[t["selected"], "term"])),
+            "gold": bool(rows["gold"].iloc[0] is True)}
+
+
+def highlight(text: str, question_tokens, terms) -> str:
+    """HTML of `text` with the question's tokens (<mark class=q>) and the selected terms
+    (<mark class=t>) marked; case-insensitive, whole words for Latin script, plain
+    substrings for CJK (no spaces between words).
+
+    >>> highlight("Login issues a role_id", ["login"], ["role_id"])
+    '<mark class="q">Login</mark> issues a <mark class="t">role_id</mark>'
+    """
+    import html as _html
+    import re
+
+    def pattern(word: str) -> str:
+        w = re.escape(word)
+        return w if re.search(r"[\u3000-\u9fff\uac00-\ud7af]", word) else rf"(?<![\w]){w}(?![\w])"
+
+    marks = {}
+    for cls, words in (("t", terms), ("q", question_tokens)):  # question marks win on overlap
+        for word in sorted({w for w in words if w and w.strip()}, key=len, reverse=True):
+            for mt in re.finditer(pattern(word), text, flags=re.IGNORECASE):
+                for i in range(mt.start(), mt.end()):
+                    marks[i] = cls
+    out, i = [], 0
+    while i < len(text):
+        cls = marks.get(i)
+        j = i
+        while j < len(text) and marks.get(j) == cls:
+            j += 1
+        chunk = _html.escape(text[i:j])
+        out.append(f'<mark class="{cls}">{chunk}</mark>' if cls else chunk)
+        i = j
+    return "".join(out)

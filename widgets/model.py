@@ -22,7 +22,7 @@ from workbench.params import Params, ParamsError, earliest_affected_round
 from workbench.terms import TERM_WEIGHTINGS, TermWeightingError
 
 JEV_KEY_VARIABLES = ("JEV_API_KEY", "OPENROUTER_API_KEY", "TYPESAFE_API_KEY")
-TRACE, ROUND, STATUS = "trace", "round", "status"
+TRACE, ROUND, STATUS, PASSAGE = "trace", "round", "status", "passage"
 
 
 def jev_configured(jev_options: dict | None = None) -> bool:
@@ -65,6 +65,11 @@ class DashboardModel:
         self._listeners = []
         self._cancel = threading.Event()
         self._lock = threading.RLock()
+        # one redraw cycle at a time: with background re-runs, a cycle on the worker thread and
+        # one on the kernel's thread (a slider move) could interleave, and a view could end on
+        # the older cycle's figure. Serialized, the last cycle to touch a view reads the newest
+        # state, so it is what stays drawn.
+        self._emit_lock = threading.RLock()
         self.status = Status()
         self.question = self.questions[0]
         self.params = params or Params()
@@ -74,6 +79,8 @@ class DashboardModel:
         self.run: Run | None = None  # the run behind the shown (last good) trace
         self.trace = None
         self.frames: dict = {}
+        self.selected_unit: int | None = None  # the passage the passage view shows
+        self.generation = 0  # +1 per shown trace: charts stamp it, tests compare it with the stepper
         self.reference = None  # a trace to diff against (the previous one unless fixed)
         self.reference_fixed = False
         self.last_recompute: dict = {}
@@ -85,8 +92,19 @@ class DashboardModel:
         return fn
 
     def _emit(self, what: str):
-        for fn in list(self._listeners):
-            fn(self, what)
+        failures = []
+        with self._emit_lock:
+            for fn in list(self._listeners):
+                try:
+                    fn(self, what)
+                except Exception as exc:  # one broken view must not leave the others on the old state
+                    failures.append(f"{getattr(fn, '__qualname__', fn)}: {type(exc).__name__}: {exc}")
+        if failures:
+            self.status.error = "a view failed to redraw: " + "; ".join(failures)
+            if what != STATUS:
+                self._emit(STATUS)
+            if os.environ.get("SAG2WB_RAISE_VIEW_ERRORS") == "1":
+                raise RuntimeError(self.status.error)
 
     # ---- what the pickers offer ------------------------------------------------------------
     def judge_options(self) -> list[str]:
@@ -206,6 +224,13 @@ class DashboardModel:
             self.round = round_no
             self._emit(ROUND)
 
+    def select_unit(self, unit_id: int | None):
+        """Show this passage in the passage view (a click on a table row, or the picker)."""
+        unit_id = None if unit_id is None else int(unit_id)
+        if unit_id != self.selected_unit:
+            self.selected_unit = unit_id
+            self._emit(PASSAGE)
+
     def fix_reference(self, fixed: bool = True):
         """Keep the current trace as the diff reference (otherwise: the previous trace)."""
         self.reference_fixed = fixed
@@ -268,6 +293,7 @@ class DashboardModel:
                 self.reference = self.trace if not new_question else None
             self.run, self.trace = run, trace
             self.frames = trace.frames()
+            self.generation += 1
             self.round = min(self.round, len(trace.rounds) - 1) if not new_question else 0
         self._emit(TRACE)
         self._emit(STATUS)

@@ -1,19 +1,22 @@
 """Views: each subscribes to the DashboardModel and redraws from the trace frames.
 
-Tables are ipywidgets.HTML; charts are plotly FigureWidgets updated in place
-(`batch_update`), never re-created, so the browser keeps its zoom and the redraw is cheap.
+Tables are ipywidgets.HTML; charts are `chart.Chart` widgets: every redraw sends the whole
+figure and the browser redraws it with Plotly.react, so a chart can never keep part of a
+previous round or run (plotly's FigureWidget patched traces in place and lost updates).
 """
 from __future__ import annotations
 
+import functools
 import html
-from copy import deepcopy
+import json
 
 import ipywidgets as w
-import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from . import data
-from .model import ROUND, STATUS, TRACE
+from .chart import Chart, empty_figure
+from .model import PASSAGE, ROUND, STATUS, TRACE
+from .table import DataTable
 
 GOLD = "#2ca02c"
 EXPANSION = "#ff7f0e"
@@ -66,25 +69,6 @@ def html_table(df, columns, headers=None, row_class=None, box=True, cls="") -> s
     return TABLE_CSS + (f"<div class='sag2wb-box'>{table}</div>" if box else table)
 
 
-def sync_figure_state(fig: go.FigureWidget):
-    """Copy the figure's data and layout into its synced widget state.
-
-    plotly's FigureWidget only refreshes `_widget_data`/`_widget_layout` in its own
-    `_repr_mimebundle_`; inside a VBox that is never called, so a view created later (Voilà,
-    a second display) would draw the empty figure it was built with. Updates made with
-    `batch_update` still reach live views as restyle/relayout messages."""
-    fig._widget_layout = deepcopy(fig._layout_obj._props)
-    fig._widget_data = deepcopy(fig._data)
-
-
-def _figure(height: int, **layout) -> go.FigureWidget:
-    fig = go.FigureWidget()
-    layout = {"legend": dict(orientation="h", y=-0.15), **layout}
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10), autosize=True, font=dict(size=11),
-                      **layout)
-    return fig
-
-
 class View:
     """Base: a widget that redraws on the events it cares about."""
 
@@ -96,14 +80,10 @@ class View:
         self.widget = self.build()
         model.subscribe(self._on_event)
         self.redraw()
-        if isinstance(self.widget, go.FigureWidget):
-            sync_figure_state(self.widget)
 
     def _on_event(self, model, what):
         if what in self.events:
             self.redraw()
-            if isinstance(self.widget, go.FigureWidget):
-                sync_figure_state(self.widget)
 
     def build(self):  # pragma: no cover - overridden
         raise NotImplementedError
@@ -132,8 +112,10 @@ class StepperView(View):
                                   continuous_update=False, style={"description_width": "70px"},
                                   layout=w.Layout(width="320px"))
         self.slider.add_class("sag2wb-round-slider")
+        self.question.add_class("sag2wb-question")
         self.prev = w.Button(description="◀ prev", layout=w.Layout(width="70px"))
         self.next = w.Button(description="next ▶", layout=w.Layout(width="70px"))
+        self.next.add_class("sag2wb-next")
         self.summary = w.HTML()
         self.summary.add_class("sag2wb-round-summary")
         self.question.observe(self._question_changed, "value")
@@ -163,7 +145,11 @@ class StepperView(View):
         if m.show_gold:
             gold_line = f" · gold documents: {html.escape(', '.join(m.question.gold))}"
         stop = last["stop"] if isinstance(last["stop"], str) else "(running)"
+        seeds = m.frames["seeds"]
+        state = {"round": m.round, "run": m.generation, "question": m.question.id, "run_label": run_label(m),
+                 "seeds": int((seeds["round"] == m.round).sum()), "selected": selected}
         self.summary.value = (
+            f"<span class='sag2wb-state' hidden data-state='{html.escape(json.dumps(state))}'></span>"
             f"<div style='font-size:12px'>Round <b>{m.round}</b> of {len(r) - 1}: {row['candidates']} candidates, "
             f"pool {row['pool']}, context {row['context']}, {row['seeds']} seeds, {row['judgments']} judgments"
             + (f" · terms: <i>{html.escape(', '.join(selected[:12]))}{' …' if len(selected) > 12 else ''}</i>"
@@ -173,15 +159,37 @@ class StepperView(View):
         )
 
 
-class PoolView(View):
-    """The round's candidate pool: origin, retrieval rank, the term that brought it, scores, rank."""
+LABELS = {"rank": "rank", "title": "title", "source": "source", "origin": "origin", "retrieval_rank": "ret. rank",
+          "via_term": "via term", "score": "score", "previous_score": "prev. score", "explanation": "judge's reason",
+          "gold": "gold", "position": "#", "rank_before_diversity": "before", "move": "move"}
 
-    title = "Candidate pool of the round"
+
+def table_rows(df, cols) -> list[dict]:
+    """DataFrame rows for a DataTable: the shown columns, unit_id (click target), gold class."""
+    keep = [c for c in dict.fromkeys([*cols, "unit_id"]) if c in df.columns]
+    return [{**rec, "_class": gold_row(rec)} for rec in df[keep].to_dict("records")]
+
+
+class TableView(View):
+    """A view drawn as a sortable, filterable DataTable; clicking a row picks the passage."""
+
+    table_name = "table"
 
     def build(self):
-        out = w.HTML()
-        out.add_class("sag2wb-pool")
-        return out
+        table = DataTable(name=self.table_name)
+        table.observe(self._clicked, "selected")
+        return table
+
+    def _clicked(self, change):
+        if change["new"] >= 0:
+            self.model.select_unit(change["new"])
+
+
+class PoolView(TableView):
+    """The round's candidate pool: origin, retrieval rank, the term that brought it, scores, rank."""
+
+    title = "Candidate pool of the round (click a row to read the passage)"
+    table_name = "pool"
 
     def redraw(self):
         m = self.model
@@ -189,152 +197,210 @@ class PoolView(View):
             return
         df = data.pool_table(m.frames, m.round, m.show_gold)
         cols = [c for c in data.POOL_VIEW_COLUMNS if c in df.columns]
-        headers = ["rank", "title", "origin", "ret. rank", "via term", "score", "prev. score", "gold"][: len(cols)]
-        df = df.assign(title=[("📌 " if p else "") + t for t, p in zip(df["title"], df["pinned"])])
-        self.widget.value = (
-            f"<div class='sag2wb-muted' style='font-size:11px'>round {m.round}: {len(df)} units</div>"
-            + html_table(df, cols, headers, row_class=gold_row)
-        )
+        # "(pinned)" in words: an emoji pin renders as a box without an emoji font
+        df = df.assign(title=[("(pinned) " if p else "") + t for t, p in zip(df["title"], df["pinned"])])
+        self.widget.set_rows(table_rows(df, cols), columns=[(c, LABELS[c]) for c in cols],
+                             caption=f"round {m.round}: {len(df)} units")
 
 
-class ContextView(View):
+class ContextView(TableView):
     title = "Context the judge saw (with previous scores)"
+    table_name = "context"
 
     def build(self):
-        return w.HTML()
+        table = super().build()
+        table.compact = True  # it shares a row with the seeds chart
+        return table
 
     def redraw(self):
         m = self.model
         if not m.frames:
             return
         df = data.context_table(m.frames, m.round, m.show_gold)
+        cols = ["position", "title", "source", "previous_score"] + (["gold"] if m.show_gold else [])
         if df.empty:
-            self.widget.value = "<span class='sag2wb-muted'>No context in this round (round 0 has none).</span>"
+            why = ("round 0 judges the question alone: no context yet" if m.round == 0
+                   else "context is off (the context checkbox)" if not m.trace.params.use_context
+                   else f"round {m.round}: no passage of round {m.round - 1} was kept as context")
+            self.widget.set_rows([], columns=[(c, LABELS[c]) for c in cols], caption=why)
             return
-        cols = ["position", "title", "previous_score"] + (["gold"] if m.show_gold else [])
-        self.widget.value = html_table(df, cols, ["#", "title", "prev. score", "gold"][: len(cols)],
-                                       row_class=gold_row)
+        self.widget.set_rows(table_rows(df, cols), columns=[(c, LABELS[c]) for c in cols],
+                             caption=f"round {m.round}: {len(df)} passages of round {m.round - 1}")
 
 
-class SeedsView(View):
-    title = "Seeds of the round and their weights"
+def run_label(m) -> str:
+    """The run a chart belongs to, in words: the stepper shows the same string."""
+    p = m.trace.params
+    return f"judge {m.trace.judge} · L={p.L} · H={p.H} · {len(m.trace.rounds) - 1} expansion round(s) run"
+
+
+@functools.cache
+def _facet_skeleton(titles: tuple) -> dict:
+    """Axes and facet-title annotations of a 1×n row of bar charts sharing the y axis, from
+    plotly's make_subplots (computed once; validating a figure per redraw cost ~80 ms)."""
+    layout = make_subplots(rows=1, cols=len(titles), shared_yaxes=True, subplot_titles=list(titles),
+                           horizontal_spacing=0.015).to_plotly_json()["layout"]
+    return {k: v for k, v in layout.items() if k.startswith(("xaxis", "yaxis")) or k == "annotations"}
+
+
+def _layout(height: int, title: str, **layout) -> dict:
+    base = dict(height=height, margin=dict(l=10, r=10, t=48, b=10), autosize=True, font=dict(size=11),
+                title=dict(text=title, font=dict(size=12), x=0.01, xanchor="left", y=0.98, yanchor="top"),
+                legend=dict(orientation="h", x=0, y=-0.12, yanchor="top"))
+    base.update(layout)
+    return base
+
+
+class ChartView(View):
+    """A view drawn by a `Chart`: every redraw sends the whole figure (see widgets/chart.py)."""
+
+    chart_name = "chart"
+    height = 260
 
     def build(self):
-        fig = _figure(260, barmode="group", xaxis=dict(range=[0, 1.05]), yaxis=dict(autorange="reversed"),
-                      legend=dict(orientation="h", y=1.0, x=1, xanchor="right", yanchor="bottom"))
-        fig.add_bar(name="seed score", marker_color=SELECTED, orientation="h")
-        fig.add_bar(name="seed weight w(d) (when it won a term)", marker_color=EXPANSION, orientation="h")
-        return fig
+        return Chart(name=self.chart_name)
+
+    def meta(self) -> dict:
+        m = self.model
+        return {"round": m.round, "run": m.generation, "question": m.question.id}
 
     def redraw(self):
         m = self.model
         if not m.frames:
+            self.widget.show(empty_figure("no trajectory yet", self.height), **self.meta())
             return
+        self.widget.show(self.figure(), **self.meta())
+
+    def figure(self):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class SeedsView(ChartView):
+    title = "Seeds of the round and their weights"
+    chart_name = "seeds"
+
+    def figure(self):
+        m = self.model
         df = data.seed_bars(m.frames, m.round)
+        if df.empty:
+            reason = ("round 0 is plain BM25: it has no seeds" if m.round == 0
+                      else f"round {m.round} has no seeds (no passage of round {m.round - 1} qualified)")
+            return empty_figure(reason, self.height, title=f"round {m.round}: no seeds")
         labels = [("★ " if g is True and m.show_gold else "") + f"{int(r) if r == r else '?'}. {data.short(t, 28)}"
                   for t, r, g in zip(df["title"], df["previous_rank"], df["gold"])]
-        with self.widget.batch_update():
-            self.widget.data[0].y, self.widget.data[0].x = labels, list(df["seed_score"])
-            self.widget.data[1].y = labels
-            self.widget.data[1].x = [None if v != v else float(v) for v in df["seed_weight"]]
-            self.widget.layout.title.text = (f"round {m.round}: seeds (ranked in round {m.round - 1})" if len(df)
-                                             else f"round {m.round}: no seeds (round 0 is plain BM25)")
+        # plain dicts, not go.Figure: plotly's validation cost more than everything else here
+        layout = _layout(self.height, f"round {m.round}: seeds (ranked in round {m.round - 1})", barmode="group",
+                         xaxis=dict(range=[0, 1.05]), yaxis=dict(autorange="reversed", automargin=True))
+        traces = [
+            dict(type="bar", name="seed score", y=labels, x=[float(v) for v in df["seed_score"]],
+                 marker=dict(color=SELECTED), orientation="h",
+                 hovertemplate="%{y}<br>seed score %{x:.3f}<extra></extra>"),
+            dict(type="bar", name="seed weight w(d) (when it won a term)", y=labels,
+                 x=[None if v != v else float(v) for v in df["seed_weight"]], marker=dict(color=EXPANSION),
+                 orientation="h", hovertemplate="%{y}<br>seed weight %{x:.3f}<extra></extra>"),
+        ]
+        return {"data": traces, "layout": layout}
 
 
-class TermsView(View):
+class TermsView(ChartView):
     """Term priorities faceted into their factors; selected terms in blue, the rest pale."""
 
     title = "Term priorities = (1+ln tf) · idf · (1+c) · w"
+    chart_name = "terms"
     facets = data.TERM_COMPONENTS + ["priority"]
+    facet_titles = ["1+ln tf", "idf", "1+c", "w", "priority"]
+    height = 430
 
-    def build(self):
-        fig = go.FigureWidget(make_subplots(rows=1, cols=len(self.facets), shared_yaxes=True,
-                                            subplot_titles=["1+ln tf", "idf", "1+c", "w", "priority"],
-                                            horizontal_spacing=0.015))
-        for i, _ in enumerate(self.facets):
-            fig.add_bar(orientation="h", row=1, col=i + 1, showlegend=False)
-        fig.update_layout(height=430, margin=dict(l=10, r=10, t=30, b=10), font=dict(size=10), autosize=True)
-        fig.update_yaxes(autorange="reversed", automargin=True)
-        return fig
-
-    def redraw(self):
+    def figure(self):
         m = self.model
-        if not m.frames:
-            return
         df = data.term_components(m.frames, m.round, top=25)
+        if df.empty:
+            reason = ("round 0 is plain BM25: no expansion terms yet" if m.round == 0
+                      else f"round {m.round}: no candidate terms")
+            return empty_figure(reason, self.height, title=f"round {m.round}: 0 selected")
         colors = [SELECTED if s else UNSELECTED for s in df["selected"]]
         hover = [f"{t} (seed: {data.short(st, 30)}; {res or 'not searched'})"
                  for t, st, res in zip(df["term"], df["seed_title"], df["resolution"])]
-        with self.widget.batch_update():
-            for trace, col in zip(self.widget.data, self.facets):
-                trace.y = list(df["label"])
-                trace.x = list(df[col])
-                trace.marker.color = colors
-                trace.hovertext = hover
-            self.widget.layout.annotations[-1].text = (
-                f"priority (round {m.round}: {int(df['selected'].sum())} selected)" if len(df) else "priority")
+        # the round and count go in the figure title (left): as the last facet's title it was
+        # cut off at the right edge in JupyterLab
+        title = (f"round {m.round}: {int(df['selected'].sum())} selected (dark bars); "
+                 f"the top {len(df)} terms by priority")
+        labels = list(df["label"])
+        layout = {**_facet_skeleton(tuple(self.facet_titles)), **_layout(self.height, title)}
+        layout["margin"] = dict(l=10, r=10, t=62, b=10)  # figure title, then facet titles below the toolbar
+        traces = []
+        for i, col in enumerate(self.facets):
+            suffix = "" if i == 0 else str(i + 1)
+            layout["yaxis" + suffix] = {**layout["yaxis" + suffix], "autorange": "reversed", "automargin": True,
+                                        "categoryorder": "array", "categoryarray": labels}
+            traces.append(dict(type="bar", orientation="h", y=labels, x=[float(v) for v in df[col]],
+                             marker=dict(color=colors), hovertext=hover, name=self.facet_titles[i],
+                             showlegend=False, xaxis="x" + suffix, yaxis="y" + suffix,
+                             hovertemplate="%{hovertext}<br>" + self.facet_titles[i] + " %{x:.3f}<extra></extra>"))
+        return {"data": traces, "layout": layout}
 
 
-class SlopeView(View):
+class SlopeView(ChartView):
     """Scores across rounds, one line per passage: gold and expansion entries highlighted."""
 
     title = "Score changes across rounds"
+    chart_name = "slope"
     styles = {"other": (OTHER, 1), "entered by expansion": (EXPANSION, 2), "gold": (GOLD, 3)}
+    height = 300
 
-    def build(self):
-        fig = _figure(300, xaxis=dict(dtick=1, title="round"), yaxis=dict(title="score", range=[-0.02, 1.02]))
-        for name, (color, width) in self.styles.items():
-            fig.add_scatter(mode="lines+markers", name=name, line=dict(color=color, width=width),
-                            marker=dict(size=4 + width), hoverinfo="text+y")
-        return fig
-
-    def redraw(self):
+    def figure(self):
         m = self.model
-        if not m.frames:
-            return
         lines = data.slope_lines(m.frames)
-        with self.widget.batch_update():
-            for trace in self.widget.data:
-                x, y, text = lines[trace.name]
-                trace.x, trace.y, trace.hovertext = x, y, text
-                trace.visible = True if (trace.name != "gold" or m.show_gold) else False
-            self.widget.layout.shapes = [dict(type="line", x0=m.round, x1=m.round, y0=0, y1=1, yref="paper",
-                                              line=dict(color="#444", dash="dot", width=1))]
+        layout = _layout(
+            self.height, f"scores by round; dotted line: round {m.round}",
+            xaxis=dict(dtick=1, title=dict(text="round"), range=[-0.2, max(1, m.rounds_count - 1) + 0.2]),
+            yaxis=dict(title=dict(text="score"), range=[-0.02, 1.02]),
+            # below the x-axis title, not over it
+            legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"), margin=dict(l=10, r=10, t=48, b=60),
+            shapes=[dict(type="line", x0=m.round, x1=m.round, y0=0, y1=1, yref="paper",
+                         line=dict(color="#444", dash="dot", width=1), name="shown round")])
+        traces = []
+        for name, (color, width) in self.styles.items():
+            if name == "gold" and not m.show_gold:
+                continue
+            x, y, text = lines[name]
+            traces.append(dict(type="scatter", mode="lines+markers", name=name, x=x, y=y, hovertext=text,
+                             line=dict(color=color, width=width), marker=dict(size=4 + width),
+                             hovertemplate="%{hovertext}<br>round %{x}: %{y:.3f}<extra>" + name + "</extra>"))
+        return {"data": traces, "layout": layout}
 
 
-class TrajectoryView(View):
+class TrajectoryView(ChartView):
     """Sankey passage → term → passage across rounds: the bridge a learner should see."""
 
     events = (TRACE,)
     title = "Trajectory: seed passage → term → retrieved passage"
+    chart_name = "trajectory"
+    height = 380
 
-    def build(self):
-        fig = _figure(380)
-        fig.add_sankey(arrangement="snap", node=dict(pad=8, thickness=12, label=[], color=[]),
-                       link=dict(source=[], target=[], value=[]))
-        return fig
-
-    def redraw(self):
+    def meta(self) -> dict:
         m = self.model
-        if not m.frames:
-            return
+        return {"run": m.generation, "question": m.question.id}
+
+    def figure(self):
+        m = self.model
         d = data.trajectory_links(m.frames)
         if not m.show_gold:
             d["labels"] = [label.replace("★ ", "") for label in d["labels"]]
-        with self.widget.batch_update():
-            s = self.widget.data[0]
-            s.node.label, s.node.color = d["labels"], d["colors"]
-            s.link.source, s.link.target, s.link.value, s.link.label = d["source"], d["target"], d["value"], d["label"]
-            s.link.color = ["rgba(255,127,14,0.25)"] * len(d["source"])
-            self.widget.layout.title.text = ("" if d["labels"] else "no expansion in this run (H=0 or an early stop)")
+        label = run_label(m)
+        if not d["labels"]:
+            return empty_figure(data.no_trajectory_reason(m.frames, m.trace), self.height, title=label)
+        sankey = dict(type="sankey", arrangement="snap",
+                      node=dict(pad=8, thickness=12, label=d["labels"], color=d["colors"]),
+                      link=dict(source=d["source"], target=d["target"], value=d["value"], label=d["label"],
+                                color=["rgba(255,127,14,0.25)"] * len(d["source"])))
+        return {"data": [sankey], "layout": _layout(self.height, label)}
 
 
-class RankingView(View):
+class RankingView(TableView):
     events = (TRACE,)
     title = "Final top 10: after diversity, with the rank before it"
-
-    def build(self):
-        return w.HTML()
+    table_name = "ranking"
 
     def redraw(self):
         m = self.model
@@ -344,9 +410,8 @@ class RankingView(View):
         df = df.assign(move=[("↑" if v > 0 else "↓" if v < 0 else "=") + (str(abs(int(v))) if v else "")
                              if v == v else "" for v in df["move"]])
         cols = [c for c in df.columns if c != "unit_id"]
-        note = "" if m.trace.params.diversity else "<div class='sag2wb-muted'>diversity is off</div>"
-        self.widget.value = note + html_table(df, cols, ["#", "before", "move", "title", "score", "gold"][: len(cols)],
-                                              row_class=gold_row)
+        self.widget.set_rows(table_rows(df, cols), columns=[(c, LABELS[c]) for c in cols],
+                             caption="" if m.trace.params.diversity else "diversity is off")
 
 
 class DiffView(View):
@@ -388,14 +453,40 @@ class DiffView(View):
         changes += [f"<li>left: {describe(t)} (was #{r})</li>" for t, r in d["left"]]
         changes += [f"<li>moved: {describe(t)} #{a} → #{b}</li>" for t, a, b in d["moved"]]
         summary = "<i>same top 10</i>" if d["same"] else f"<ul style='margin:2px 0'>{''.join(changes)}</ul>"
-        label = (f"reference: judge {ref.judge}, "
-                 + ", ".join(f"{k}={v}" for k, v in ref.params.to_dict().items()
-                             if v != m.trace.params.to_dict()[k]))
+        changed = [f"{k}={v}" for k, v in ref.params.to_dict().items() if v != m.trace.params.to_dict()[k]]
+        label = ", ".join([f"reference: judge {ref.judge}", *changed])
         self.body.value = (
             TABLE_CSS + f"<div style='font-size:12px'><div class='sag2wb-muted'>{html.escape(label)}</div>"
             f"<div style='display:flex;gap:8px'>{col(d['reference'], 'reference')}{col(d['current'], 'current')}</div>"
             f"{summary}</div>"
         )
+
+
+def judge_cost(stats: dict) -> str:
+    """The status line's cost of the last recomputation: judgments, cache hits, and for a judge
+    that keeps usage counters (JEV) its requests, tokens and cost.
+
+    >>> judge_cost({"judgments": 44, "memo_hits": 30, "seconds": 1.234})
+    '44 judgments, 30 from the in-process cache · 1.23 s'
+    >>> judge_cost({"judgments": 9, "memo_hits": 0, "cache_hits": 5, "requests": 1,
+    ...             "input_tokens": 900, "output_tokens": 40, "cost": 0.0012, "seconds": 2})
+    '9 judgments, 0 from the in-process cache, 5 from the disk cache · 1 request, 940 tokens, $0.0012 · 2.00 s'
+    """
+    head = f"{stats.get('judgments', 0)} judgments, {stats.get('memo_hits', 0)} from the in-process cache"
+    if "cache_hits" in stats:
+        head += f", {stats['cache_hits']} from the disk cache"
+    parts = [head]
+    if "requests" in stats:
+        n = stats["requests"]
+        usage = f"{n} request{'s' if n != 1 else ''}"
+        tokens = stats.get("input_tokens", 0) + stats.get("output_tokens", 0)
+        if tokens:
+            usage += f", {tokens} tokens"
+        if stats.get("cost"):
+            usage += f", ${stats['cost']:.4f}"
+        parts.append(usage)
+    parts.append(f"{stats.get('seconds', 0):.2f} s")
+    return " · ".join(parts)
 
 
 class StatusView(View):
@@ -405,7 +496,7 @@ class StatusView(View):
 
     def build(self):
         self.progress = w.IntProgress(min=0, max=3, value=0, layout=w.Layout(width="160px"))
-        self.stop = w.Button(description="Stop", button_style="warning", layout=w.Layout(width="60px"),
+        self.stop = w.Button(description="Stop", button_style="", layout=w.Layout(width="60px"),
                              tooltip="interrupt after the current round")
         self.stop.on_click(lambda _: self.model.interrupt())
         self.text = w.HTML()
@@ -419,13 +510,91 @@ class StatusView(View):
         self.progress.value = min(st.done, self.progress.max)
         self.progress.bar_style = "danger" if st.error else "success" if not st.busy else "info"
         self.stop.disabled = not st.busy
+        # a disabled Stop must look disabled: grey, not the warning colour
+        self.stop.button_style = "warning" if st.busy else ""
         parts = []
         if st.error:
             parts.append(f"<span class='sag2wb-error'>⚠ {html.escape(st.error)}</span>")
         if st.message:
             parts.append(html.escape(st.message))
         if not st.busy and m.last_recompute:
-            lr = m.last_recompute
-            parts.append(f"{lr.get('judgments', 0)} judgments, {lr.get('memo_hits', 0)} from cache, "
-                         f"{lr.get('seconds', 0):.2f} s")
+            parts.append(judge_cost(m.last_recompute))
         self.text.value = TABLE_CSS + "<span style='font-size:12px'>" + " · ".join(parts) + "</span>"
+
+
+class PassageView(View):
+    """One passage in full: its text with the question's tokens and the run's selected terms
+    marked, its source (file and lines), its score in every round, the term (and seed) it
+    came through, and the judge's explanation when the judge gives one. Follows a click on a
+    pool, context or ranking row, or the picker."""
+
+    events = (TRACE, ROUND, PASSAGE)
+    title = "Passage"
+
+    def build(self):
+        self.picker = w.Dropdown(description="passage", layout=w.Layout(width="100%", max_width="620px"),
+                                 style={"description_width": "60px"})
+        self.picker.add_class("sag2wb-passage-picker")
+        self.picker.observe(self._picked, "value")
+        self.body = w.HTML()
+        self.body.add_class("sag2wb-passage")
+        self._syncing = False
+        return w.VBox([self.picker, self.body], layout=w.Layout(width="100%", min_width="0"))
+
+    def _picked(self, change):
+        if not self._syncing and change["new"] is not None:
+            self.model.select_unit(change["new"])
+
+    def redraw(self):
+        m = self.model
+        if not m.frames:
+            return
+        p = m.frames["passages"]
+        units = p.sort_values(["round", "rank"]).drop_duplicates("unit_id")
+        options = [(f"{data.short(t, 50)} · {s}", int(u)) for t, s, u in
+                   zip(units["title"], units["source"], units["unit_id"])]
+        if m.selected_unit not in {u for _, u in options}:
+            m.selected_unit = int(m.frames["ranking"]["unit_id"].iloc[0]) if len(m.frames["ranking"]) else (
+                options[0][1] if options else None)
+        self._syncing = True
+        try:
+            if list(self.picker.options) != options:
+                self.picker.options = options
+            self.picker.value = m.selected_unit
+        finally:
+            self._syncing = False
+        if m.selected_unit is None:
+            self.body.value = "<span class='sag2wb-muted'>no passage in this trajectory</span>"
+            return
+        self.body.value = passage_html(m, m.selected_unit)
+
+
+PASSAGE_CSS = (
+    "<style>.sag2wb-passage mark.q{background:#fff3a3}.sag2wb-passage mark.t{background:#ffd9b3}"
+    ".sag2wb-passage .text{white-space:pre-wrap;font-size:12px;max-height:260px;overflow-y:auto;"
+    "border:1px solid #eee;padding:4px 6px;line-height:1.35}"
+    ".sag2wb-passage table{border-collapse:collapse;font-size:12px}"
+    ".sag2wb-passage td,.sag2wb-passage th{padding:1px 6px;border-bottom:1px solid #eee;text-align:left}</style>"
+)
+
+
+def passage_html(m, unit_id: int) -> str:
+    from workbench.text import tokenize
+
+    d = data.passage_detail(m.frames, unit_id)
+    unit = m.index.unit(unit_id)
+    text = "\n".join(x for x in (unit.heading if unit.heading != unit.title else "", unit.body) if x)
+    q_tokens = tokenize(m.question.question)
+    marked = data.highlight(text, q_tokens, d["terms"])
+    h = d["history"]
+    head = "".join(f"<th>{html.escape(LABELS.get(c, c))}</th>" for c in h.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{fmt(v, integer=c in INT_COLUMNS)}</td>" for c, v in rec.items()) + "</tr>"
+                   for rec in h.to_dict("records"))
+    via = "; ".join(f"round {r}: through “{html.escape(t)}”" + (f" (a term of seed {html.escape(s)})" if s else "")
+                    for r, t, s in d["via"]) or "retrieved by the question itself (BM25), not through a term"
+    gold = " <span class='sag2wb-gold'>★ gold</span>" if d["gold"] and m.show_gold else ""
+    return (PASSAGE_CSS + f"<div style='font-size:12px'><b>{html.escape(d['title'])}</b>{gold} · "
+            f"<code>{html.escape(str(d['source']))}</code><br>came in: {via}<br>"
+            "<span class='sag2wb-muted'>marked: <mark class='q'>question tokens</mark> "
+            "<mark class='t'>terms selected in this run</mark></span>"
+            f"<div class='text'>{marked}</div><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>")
