@@ -16,8 +16,9 @@ from pathlib import Path
 
 from .corpora import CorpusError, check_gold, load_corpus, load_questions
 from .index import Index, IndexProblem, open_or_build
-from .judges import JudgeError
+from .judges import JudgeError, default_judge
 from .params import Params, ParamsError
+from .safeio import InputError
 from .terms import TermWeightingError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -30,8 +31,9 @@ class CLIError(Exception):
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--judge", default="lexical",
-                   help="bm25, lexical, oracle (needs gold), jev, or FILE.py:NAME (default: lexical)")
+    p.add_argument("--judge", default=default_judge(),
+                   help=f"bm25, lexical, lexical-bridge, semantic[:gamma=..,signals=model+coverage+bridge], oracle (needs gold), "
+                        f"jev, or FILE.py:NAME (default: {default_judge()})")
     p.add_argument("--rounds", type=int, default=None, help="expansion rounds H (0-2)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="any Params field, e.g. --param L=10 --param field_weights=2,2,1 --param term_weighting=no_idf")
@@ -198,6 +200,12 @@ def cmd_cache(args) -> int:
     return cache_main(args)
 
 
+def cmd_embed(args) -> int:
+    from .embeddings import embed_main
+
+    return embed_main(args)
+
+
 def cmd_ablate(args) -> int:
     from .experiments import ablate_main
 
@@ -251,6 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--file", default=None, help="the exported JSONL file")
     p.set_defaults(func=cmd_cache)
 
+    p = sub.add_parser("embed", help="embed every unit of an index for the semantic judge (once; cached on disk)")
+    p.add_argument("--db", required=True)
+    p.add_argument("--cache-dir", default=None, help="embedding cache (default $SAG2WB_EMBED_CACHE or ~/.cache/sag2wb/embeddings)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_embed)
+
     p = sub.add_parser("ablate", help="the paper's comparisons (bm25, H=0/1/2, no-context, matched-budget, final-only)")
     p.add_argument("--db", required=True)
     p.add_argument("--questions", required=True)
@@ -265,7 +280,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (CorpusError, IndexProblem, ParamsError, JudgeError, TermWeightingError, CLIError) as exc:
+    except (CorpusError, IndexProblem, ParamsError, JudgeError, TermWeightingError, CLIError, InputError) as exc:
         print(f"sag2wb {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

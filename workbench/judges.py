@@ -18,7 +18,7 @@ from typing import Callable, Protocol
 from . import text as textlib
 from .terms import load_python_object
 
-OFFLINE_JUDGES = ("bm25", "lexical", "oracle")
+OFFLINE_JUDGES = ("bm25", "lexical", "oracle", "lexical-bridge", "semantic")
 
 
 class JudgeError(RuntimeError):
@@ -138,12 +138,58 @@ def load_function_judge(spec: str) -> FunctionJudge:
     return FunctionJudge(fn, name=spec)
 
 
+def make_semantic_judge(spec: str, index):
+    """`semantic` or `semantic:NAME=VALUE,...` with gamma, scale, shift (numbers), signals
+    (model+coverage+bridge, any non-empty subset joined by +), cjk (coverage or model).
+
+    >>> make_semantic_judge("semantic:signals=model+coverage", index).name   # doctest: +SKIP
+    'semantic[model+coverage]'
+    """
+    from .semantic import SemanticJudge
+
+    options: dict = {}
+    _, _, rest = spec.partition(":")
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        name, eq, value = part.partition("=")
+        name = name.strip()
+        try:
+            if not eq:
+                raise ValueError("expected NAME=VALUE")
+            if name in ("gamma", "scale", "shift"):
+                options[name] = float(value)
+            elif name == "signals":
+                options[name] = tuple(v.strip() for v in value.split("+"))
+            elif name == "cjk":
+                options[name] = value.strip()
+            else:
+                raise ValueError("known options: gamma, scale, shift, signals, cjk")
+        except ValueError as exc:
+            raise JudgeError(f"judge {spec!r}: bad option {part!r} ({exc})") from None
+    try:
+        return SemanticJudge(index, **options)
+    except ValueError as exc:
+        raise JudgeError(f"judge {spec!r}: {exc}") from None
+
+
+def default_judge(corpus_name: str | None = None) -> str:
+    """The best offline judge for a bundled corpus (docs/judges.md has the measurements):
+    `semantic` everywhere; its English model is left out for questions written in CJK script."""
+    return "semantic"
+
+
 def make_judge(spec: str, index, gold=None, **jev_options):
-    """A judge from its CLI name: bm25 (None: the lexical baseline), lexical, oracle, jev, FILE.py:NAME."""
+    """A judge from its CLI name: bm25 (None: the lexical baseline), lexical, lexical-bridge,
+    semantic[:options], oracle, jev, FILE.py:NAME."""
     if spec == "bm25":
         return None
     if spec == "lexical":
         return LexicalJudge(index)
+    if spec == "lexical-bridge":  # the lexical judge's coverage + the name bridge: no model
+        from .semantic import SemanticJudge
+
+        return SemanticJudge(index, signals=("coverage", "bridge"), name="lexical-bridge")
+    if spec == "semantic" or spec.startswith("semantic:"):
+        return make_semantic_judge(spec, index)
     if spec == "oracle":
         if gold is None:
             raise JudgeError("judge 'oracle' needs gold labels (questions with supporting_titles)")
