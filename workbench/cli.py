@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .corpora import CorpusError, check_gold, load_corpus, load_questions
 from .index import Index, IndexProblem, open_or_build
-from .judges import JudgeError, default_judge
+from .judges import JudgeError, default_judge, resolve_judge
 from .params import Params, ParamsError
 from .safeio import InputError
 from .terms import TermWeightingError
@@ -31,9 +31,10 @@ class CLIError(Exception):
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--judge", default=default_judge(),
-                   help=f"bm25, lexical, lexical-bridge, semantic[:gamma=..,signals=model+coverage+bridge], oracle (needs gold), "
-                        f"jev, or FILE.py:NAME (default: {default_judge()})")
+    p.add_argument("--judge", default="auto",
+                   help="auto, bm25, lexical, lexical-bridge, semantic[:gamma=G,signals=model+coverage+bridge], oracle "
+                        "(needs gold), jev, or FILE.py:NAME (default auto: semantic for passage corpora, lexical for "
+                        "a folder of files; docs/judges.md)")
     p.add_argument("--rounds", type=int, default=None, help="expansion rounds H (0-2)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="any Params field, e.g. --param L=10 --param field_weights=2,2,1 --param term_weighting=no_idf")
@@ -113,6 +114,7 @@ def cmd_search(args) -> int:
     from .judges import make_judge
 
     index = Index(args.db)
+    args.judge = resolve_judge(args.judge, index)
     params = _params(args)
     gold = None
     if args.judge == "oracle":
@@ -134,6 +136,7 @@ def cmd_eval(args) -> int:
     index = Index(args.db)
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)
+    args.judge = resolve_judge(args.judge, index)
     params = _params(args)
     out = Path(args.out)
     resume = out.with_name(out.name + ".partial.jsonl")
@@ -153,16 +156,17 @@ def cmd_eval(args) -> int:
 
 def cmd_demo(args) -> int:
     """Index the bundled docs, walk one cross-file question round by round, then compare
-    BM25, SAG2 with the offline lexical judge, and the oracle ceiling on every sample question."""
+    BM25, SAG2 with the offline lexical and semantic judges, and the oracle ceiling on every sample question."""
     from .engine import Run
     from .evaluate import evaluate
-    from .judges import LexicalJudge
+    from .judges import make_judge
 
     db = Path(args.db)
     index, built = open_or_build(SAMPLE_DOCS, db, source="sample_corpora/internal_docs")
     print(f"{'built' if built else 'opened'} {db} ({index.N} units, {index.D} files of the bundled internal docs)\n")
     questions = load_questions(SAMPLE_DOCS_QUESTIONS)
-    judge = LexicalJudge(index)
+    judge_name = default_judge(index)  # lexical here: docs/judges.md
+    judge = make_judge(judge_name, index)
     # docs-02 asks the flagship question in Chinese: only expansion through the identifiers
     # role_id / permission_keys reaches the English gateway file.
     question = next((q for q in questions if q.id == args.question), questions[0])
@@ -171,19 +175,20 @@ def cmd_demo(args) -> int:
     baseline = Run(index, question, Params(), None).run()
     found = lambda t: sorted(set(t.documents()[:10]) & set(question.gold))
     print(f"gold files ({len(question.gold)}): " + ", ".join(sorted(question.gold)))
-    print(f"in the top 10: BM25 alone {len(found(baseline))}, SAG2 with the offline lexical judge {len(found(trace))}"
+    print(f"in the top 10: BM25 alone {len(found(baseline))}, SAG2 with the offline {judge_name} judge {len(found(trace))}"
           f" (reached through expansion: {', '.join(sorted(set(found(trace)) - set(found(baseline)))) or 'none'})")
     _explain(trace)
     print("\ngold files in the top 10, per sample question:")
-    results = {name: evaluate(index, questions, name, Params(), progress=False) for name in ("bm25", "lexical", "oracle")}
-    print(f"  {'question':10s} {'gold':>4s} {'bm25':>5s} {'lexical':>8s} {'oracle':>7s}  question text")
+    names = ("bm25", "lexical", "semantic", "oracle")
+    results = {name: evaluate(index, questions, name, Params(), progress=False) for name in names}
+    print(f"  {'question':10s} {'gold':>4s} {'bm25':>5s} {'lexical':>8s} {'semantic':>9s} {'oracle':>7s}  question text")
     for i, q in enumerate(questions):
         row = [round(results[n].records[i]["R@10"] * len(q.gold) / 100) for n in results]
-        print(f"  {q.id:10s} {len(q.gold):4d} {row[0]:5d} {row[1]:8d} {row[2]:7d}  {q.question[:60]}")
+        print(f"  {q.id:10s} {len(q.gold):4d} {row[0]:5d} {row[1]:8d} {row[2]:9d} {row[3]:7d}  {q.question[:60]}")
     print()
     for name, result in results.items():
         m = result.metrics
-        print(f"{name:8s} on {m['questions']} sample questions: R@5 {m['R@5']:.2f}  R@10 {m['R@10']:.2f}  "
+        print(f"{name:9s} on {m['questions']} sample questions: R@5 {m['R@5']:.2f}  R@10 {m['R@10']:.2f}  "
               f"AE@10 {m['AE@10']:.2f}  judgments {m['judgments']}" + ("  (oracle: a ceiling, not a model)" if name == "oracle" else ""))
     return 0
 

@@ -735,12 +735,14 @@ def ablate_main(args) -> int:
     from .cli import CLIError, _jev_options, _params
     from .corpora import check_gold, load_questions
     from .index import Index
+    from .judges import resolve_judge
 
     if args.judge == "bm25":
         raise CLIError("the ablation compares judged policies: give --judge lexical, oracle, jev or FILE.py:NAME")
     if args.rounds not in (None, 2):
         raise CLIError("ablate reads H=0, 1 and 2 off the same H=2 trajectories; --rounds is not used")
     index = Index(args.db)
+    args.judge = resolve_judge(args.judge, index)  # auto: the corpus's default judge
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)
     no_gold = [q.id for q in questions if not q.gold]
