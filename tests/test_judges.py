@@ -93,7 +93,7 @@ def test_every_parameter_is_in_the_cache_key(tmp_path):
     base = SemanticJudge(index, signals=("coverage", "bridge"))
     keys = {base.key}
     for options in ({"gamma": 0.5}, {"scale": 5.0}, {"shift": 0.2}, {"signals": ("coverage",)},
-                    {"signals": ("bridge",)}, {"cjk": "model"}):
+                    {"signals": ("bridge",)}, {"cjk": "coverage"}):
         keys.add(SemanticJudge(index, **{"signals": ("coverage", "bridge"), **options}).key)
     assert len(keys) == 7
     # the same configuration written differently is the same judge

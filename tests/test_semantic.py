@@ -104,11 +104,13 @@ def test_the_model_is_in_the_key_and_signals_are_explained(model, enc_index, tmp
     assert len(director) and (director["components"].map(lambda c: c["named_by"]) == "Glass Harbour").all()
 
 
-def test_cjk_questions_leave_the_english_model_out(model, enc_index, tmp_path):
-    judge = SemanticJudge(enc_index, embedder=Embedder(False, model=model))
+def test_cjk_questions_can_leave_the_english_model_out(model, enc_index, tmp_path):
+    judge = SemanticJudge(enc_index, cjk="coverage", embedder=Embedder(False, model=model))
     cand = [{"unit_id": 1, "title": "Glass Harbour", "text": "Glass Harbour is a film.", "document": "Glass Harbour"}]
     assert "model" not in judge.components("谁导演了 Glass Harbour？", cand, [])[0]
-    assert "model" in SemanticJudge(enc_index, cjk="model", embedder=judge.embedder).components("谁导演了 Glass Harbour？", cand, [])[0]
+    assert "model" in judge.components("Who directed Glass Harbour?", cand, [])[0]
+    kept = SemanticJudge(enc_index, embedder=judge.embedder)  # the default keeps the model for CJK questions
+    assert "model" in kept.components("谁导演了 Glass Harbour？", cand, [])[0]
 
 
 def test_sag2wb_embed_twice_embeds_nothing_the_second_time(enc_index, tmp_path, capsys):

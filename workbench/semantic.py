@@ -140,12 +140,14 @@ class SemanticJudge:
     """An offline contextual judge (see the module docstring). `model`: an Embedder, made
     on first use when the "model" signal is on (`cache_dir` is where its vectors live).
     `cjk="coverage"`: for a question written in Chinese/Japanese/Korean script the English
-    model's signal is dropped (relevance = coverage); `cjk="model"` keeps it."""
+    model's signal is dropped (relevance = coverage); `cjk="model"` (the default) keeps it:
+    on the bundled internal docs' two Chinese questions keeping it scored R@10 100 against
+    75 without it (docs/judges.md)."""
 
     explains = True  # the engine asks `explain` for the trace's explanation/components columns
 
     def __init__(self, index, *, gamma: float = 0.8, scale: float = 10.0, shift: float = 0.3,
-                 signals=SIGNALS, cjk: str = "coverage", embedder=None, cache_dir=None, name: str | None = None):
+                 signals=SIGNALS, cjk: str = "model", embedder=None, cache_dir=None, name: str | None = None):
         asked = (signals,) if isinstance(signals, str) else tuple(signals)
         signals = tuple(s for s in SIGNALS if s in asked)  # canonical order: equal sets, equal keys
         if not signals or any(s not in SIGNALS for s in asked):
