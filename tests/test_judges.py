@@ -74,7 +74,7 @@ def test_accented_titles_are_named_by_unaccented_text():
 def test_lexical_bridge_scores_a_named_second_hop_above_a_topical_distractor(tmp_path):
     index = build_index(tmp_path, BRIDGE_WORLD)
     judge = make_judge("lexical-bridge", index)
-    assert judge.name == "lexical-bridge" and "model" not in judge.key  # no model is loaded
+    assert judge.name == "lexical-bridge" and judge._embedder is None and '"model"' not in judge.key  # no model loaded
     q = "Where was the director of Glass Harbour born?"
     context = [ctx(1, "Glass Harbour", BRIDGE_WORLD[0][1])]
     candidates = [ctx(2, "Mara Quell", BRIDGE_WORLD[1][1]), ctx(5, "Harbour Lights", BRIDGE_WORLD[4][1])]
@@ -93,13 +93,14 @@ def test_every_parameter_is_in_the_cache_key(tmp_path):
     base = SemanticJudge(index, signals=("coverage", "bridge"))
     keys = {base.key}
     for options in ({"gamma": 0.5}, {"scale": 5.0}, {"shift": 0.2}, {"signals": ("coverage",)},
-                    {"signals": ("bridge",)}, {"cjk": "coverage"}):
+                    {"signals": ("bridge",)}, {"signals": ("coverage",), "gamma": 0.5}):
         keys.add(SemanticJudge(index, **{"signals": ("coverage", "bridge"), **options}).key)
     assert len(keys) == 7
     # the same configuration written differently is the same judge
     assert SemanticJudge(index, signals=("bridge", "coverage")).key == base.key
     assert make_judge("semantic:signals=bridge+coverage,gamma=0.8", index).key == base.key
     assert make_judge("lexical-bridge", index).key == base.key
+    assert SemanticJudge(index, signals=("coverage", "bridge"), cjk="coverage").key == base.key  # no model: no CJK rule
 
 
 @pytest.mark.parametrize("spec, message", [

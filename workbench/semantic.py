@@ -164,10 +164,11 @@ class SemanticJudge:
         self._tokens: dict[str, frozenset[str]] = {}
         self._explained: dict[tuple, tuple[str, dict]] = {}
         self.name = name or ("semantic" if signals == SIGNALS else "semantic[" + "+".join(signals) + "]")
-        config = {"gamma": self.gamma, "scale": self.scale, "shift": self.shift, "signals": list(signals), "cjk": cjk,
+        config = {"gamma": self.gamma, "scale": self.scale, "shift": self.shift, "signals": list(signals),
                   "min_title_chars": MIN_TITLE_CHARS}
-        if "model" in signals:
+        if "model" in signals:  # only then do the model and its CJK rule change an answer
             config["model"] = self.embedder.model_id
+            config["cjk"] = cjk
         self.key = "semantic-v1:" + json.dumps(config, sort_keys=True, separators=(",", ":"))
 
     @property
