@@ -147,7 +147,7 @@ class _SubIndex:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     data_arg(ap)
-    ap.add_argument("--only", choices=["2wiki", "hotpotqa", "bundled"], default=None)
+    ap.add_argument("--only", choices=["2wiki", "speed", "hotpotqa", "bundled"], default=None)
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-ablation", action="store_true")
     ap.add_argument("--cold-questions", type=int, default=10)
@@ -162,13 +162,15 @@ def main() -> None:
           f"on {os.cpu_count()} cores")
     judges = [(j, j) for j in JUDGES]
     data = Path(args.data)
-    if args.only in (None, "2wiki"):
+    if args.only in (None, "2wiki", "speed"):
         index, _ = open_or_build(need(data / "2wiki" / "corpus.json"), work / "2wiki.sqlite")
         questions = load_questions(need(data / "2wiki" / "questions-dev.jsonl"))
+    if args.only in (None, "2wiki"):
         compare_judges("2Wiki dev", index, questions, judges)
         if not args.skip_ablation:
             compare_judges("2Wiki dev, the semantic judge's own ablation", index, questions,
                            [("lexical", "lexical")] + ABLATION, by_type=False)
+    if args.only in (None, "2wiki", "speed"):
         if not args.skip_speed:
             speed(index, questions, args.cold_questions, args.repeats)
     if args.only in (None, "hotpotqa"):

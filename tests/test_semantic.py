@@ -127,3 +127,17 @@ def test_sag2wb_embed_twice_embeds_nothing_the_second_time(enc_index, tmp_path, 
 def test_make_judge_semantic_ablations(enc_index):
     assert make_judge("semantic", enc_index).name == "semantic"
     assert make_judge("semantic:signals=model+coverage", enc_index).name == "semantic[model+coverage]"
+
+
+def test_judge_server_serves_the_semantic_judge_only_with_an_index(enc_index):
+    from workbench.judge_server import make_server_judge
+    from workbench.judges import JudgeError
+
+    with pytest.raises(JudgeError, match="judge-server --judge semantic needs an index: --db DB"):
+        make_server_judge("semantic", None)
+    judge = make_server_judge("semantic:signals=coverage+bridge", str(enc_index.path))
+    # the server's items carry synthetic unit ids and no document: the bridge still works
+    q = "Who directed Glass Harbour?"
+    cands = [{"unit_id": 2, "title": "Élodie Marchetti", "text": "A director."}]
+    ctx = [{"unit_id": 1, "title": "Glass Harbour", "text": "Glass Harbour was directed by Élodie Marchetti."}]
+    assert judge.components(q, cands, ctx)[0]["named_by"] == "Glass Harbour"
