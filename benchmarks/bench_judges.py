@@ -69,11 +69,23 @@ def compare_judges(title: str, index, questions, judges, reference: str = "lexic
         print(f"{t:18s} {len(ids):3d} " + " ".join(f"{c:>22s}" for c in cells))
 
 
+def per_question(index, questions, judge) -> list[float]:
+    """Seconds of a whole H=2 run for each question."""
+    from workbench.engine import Run
+
+    out = []
+    for q in questions:
+        t = time.perf_counter()
+        Run(index, q, Params(), judge).run()
+        out.append(time.perf_counter() - t)
+    return out
+
+
 def speed(index, questions, n_cold: int, repeats: int) -> None:
     """Seconds per question: cold (model loaded, empty embedding cache), then with every
-    embedding on disk (new judge, new process-level memory), then fully in memory."""
+    embedding on disk (new embedder: its memory is empty), then fully in memory."""
     from workbench.embeddings import Embedder, embed_index, load_model
-    from workbench.engine import Run
+    from workbench.judges import LexicalJudge
     from workbench.semantic import SemanticJudge
 
     t0 = time.perf_counter()
@@ -85,51 +97,26 @@ def speed(index, questions, n_cold: int, repeats: int) -> None:
     for rep in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             emb = Embedder(Path(tmp) / "cache", model=model)
-            judge = SemanticJudge(index, embedder=emb)
-            per = []
-            for q in qs:
-                t = time.perf_counter()
-                Run(index, q, Params(), judge).run()
-                per.append(time.perf_counter() - t)
-            cold.append(statistics.median(per))
+            cold.append(statistics.median(per_question(index, qs, SemanticJudge(index, embedder=emb))))
             embedded.append(emb.stats()["embedded"] / len(qs))
             emb.close()
-            emb = Embedder(Path(tmp) / "cache", model=model)   # disk cache warm, memory empty
-            judge = SemanticJudge(index, embedder=emb)
-            per = []
-            for q in qs:
-                t = time.perf_counter()
-                Run(index, q, Params(), judge).run()
-                per.append(time.perf_counter() - t)
-            disk.append(statistics.median(per))
+            emb = Embedder(Path(tmp) / "cache", model=model)
+            disk.append(statistics.median(per_question(index, qs, SemanticJudge(index, embedder=emb))))
             assert emb.stats()["embedded"] == 0
-            judge2 = SemanticJudge(index, embedder=emb)          # memory warm (same embedder), new judge
-            per = []
-            for q in qs:
-                t = time.perf_counter()
-                Run(index, q, Params(), judge2).run()
-                per.append(time.perf_counter() - t)
-            memory.append(statistics.median(per))
+            memory.append(statistics.median(per_question(index, qs, SemanticJudge(index, embedder=emb))))
             emb.close()
+    lexical = statistics.median(per_question(index, qs, LexicalJudge(index)))
     print(f"per question over {len(qs)} questions (median of per-question times, then median of {repeats} runs):")
-    print(f"  cold, empty embedding cache      {statistics.median(cold):7.3f} s  ({statistics.median(embedded):.0f} passages embedded per question)")
+    print(f"  cold, empty embedding cache      {statistics.median(cold):7.3f} s  "
+          f"({statistics.median(embedded):.0f} passages embedded per question)")
     print(f"  every embedding on disk          {statistics.median(disk):7.3f} s")
     print(f"  every embedding in memory        {statistics.median(memory):7.3f} s")
-    lex = []
-    from workbench.judges import LexicalJudge
-    lj = LexicalJudge(index)
-    for q in qs:
-        t = time.perf_counter()
-        Run(index, q, Params(), lj).run()
-        lex.append(time.perf_counter() - t)
-    print(f"  lexical judge, same questions    {statistics.median(lex):7.3f} s")
+    print(f"  lexical judge, same questions    {lexical:7.3f} s")
     rates = []
     for rep in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             emb = Embedder(Path(tmp) / "cache", model=model)
-            sub = _SubIndex(index, 256, offset=rep * 256)
-            r = embed_index(sub, emb, progress=False)
-            rates.append(r["passages_per_s"])
+            rates.append(embed_index(_SubIndex(index, 256, offset=rep * 256), emb, progress=False)["passages_per_s"])
             emb.close()
     print(f"corpus embedding (sag2wb embed), 256 passages x {repeats}: {statistics.median(rates):.1f} passages/s "
           f"(runs: {', '.join(f'{x:.1f}' for x in rates)})")
