@@ -198,10 +198,12 @@ class SemanticJudge:
     def _coverage(self, question: str, candidates) -> list[float]:
         q = self._set(question)
         idf = self.index.idf
-        q_mass = sum(idf(t) for t in q)
+        # summed in sorted order: set order follows string hashes, which change per process,
+        # and a float sum's last bit follows the order
+        q_mass = sum(idf(t) for t in sorted(q))
         if q_mass <= 0:
             return [0.0] * len(candidates)
-        return [sum(idf(t) for t in q & self._set(c["title"] + "\n" + c["text"])) / q_mass for c in candidates]
+        return [sum(idf(t) for t in sorted(q & self._set(c["title"] + "\n" + c["text"]))) / q_mass for c in candidates]
 
     def _model(self, question: str, candidates) -> list[float]:
         from .embeddings import passage_text
