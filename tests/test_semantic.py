@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
+
 import numpy as np
 import pytest
 
@@ -141,3 +143,21 @@ def test_judge_server_serves_the_semantic_judge_only_with_an_index(enc_index):
     cands = [{"unit_id": 2, "title": "Élodie Marchetti", "text": "A director."}]
     ctx = [{"unit_id": 1, "title": "Glass Harbour", "text": "Glass Harbour was directed by Élodie Marchetti."}]
     assert judge.components(q, cands, ctx)[0]["named_by"] == "Glass Harbour"
+
+
+def test_explanations_never_change_a_trajectory_and_a_rerun_embeds_nothing(model, enc_index, tmp_path):
+    q = "Who is the father of the composer of the opera The Lamplighter's Daughter?"
+    first = SemanticJudge(enc_index, embedder=Embedder(tmp_path / "cache", model=model))
+    explained = Run(enc_index, q, judge=first).run()
+    assert first.usage()["embedded"] > 0
+
+    class Silent(SemanticJudge):
+        explains = False
+
+    silent = Silent(enc_index, embedder=Embedder(tmp_path / "cache", model=model))
+    plain = Run(enc_index, q, judge=silent).run()
+    assert silent.usage()["embedded"] == 0            # every passage came from the disk cache
+    assert all("explanations" not in r for r in json.loads(plain.to_json())["rounds"])
+    for a, b in zip(explained.rounds, plain.rounds):
+        assert (a.scores, a.ranking, a.pool, a.context) == (b.scores, b.ranking, b.pool, b.context)
+    assert explained.final_ranking == plain.final_ranking
