@@ -3,9 +3,8 @@ named errors for missing or corrupt model files, the judge and its explanations,
 `sag2wb embed`. The model loads once per test session (workbench.embeddings.load_model)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
