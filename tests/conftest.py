@@ -68,3 +68,15 @@ def title_judge(scores: dict, default: float = 0.1):
     def judge(question, candidates, context):
         return [scores.get(c["title"], default) for c in candidates]
     return judge
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _embedding_cache_in_tmp(tmp_path_factory):
+    """The semantic judge's embedding cache goes to a session temp dir, never ~/.cache."""
+    old = os.environ.get("SAG2WB_EMBED_CACHE")
+    os.environ["SAG2WB_EMBED_CACHE"] = str(tmp_path_factory.mktemp("embeddings"))
+    yield
+    if old is None:
+        os.environ.pop("SAG2WB_EMBED_CACHE", None)
+    else:
+        os.environ["SAG2WB_EMBED_CACHE"] = old

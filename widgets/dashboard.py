@@ -41,7 +41,7 @@ class Dashboard:
 
     `background=True` runs re-runs on a worker thread so Stop can interrupt between rounds."""
 
-    def __init__(self, index, questions, judge="lexical", params: Params | None = None, *,
+    def __init__(self, index, questions, judge="auto", params: Params | None = None, *,
                  jev_options: dict | None = None, judges: dict | None = None, background: bool = False):
         self.model = DashboardModel(index, questions, judge=judge, params=params, jev_options=jev_options,
                                     judges=judges)
@@ -116,7 +116,7 @@ def _find_questions(path: Path):
     return None
 
 
-def dashboard_for(corpus, questions=None, judge: str = "lexical", *, db=None, params: Params | None = None,
+def dashboard_for(corpus, questions=None, judge: str = "auto", *, db=None, params: Params | None = None,
                   **kwargs) -> Dashboard:
     """Index a folder of .md/.txt documents (or a corpus.json, or a folder holding one) and
     open the dashboard. `questions`: a .jsonl path, Question objects or plain strings; by

@@ -109,7 +109,7 @@ class DashboardModel:
     # ---- what the pickers offer ------------------------------------------------------------
     def judge_options(self) -> list[str]:
         """bm25, lexical; oracle only with gold; jev only when configured; registered functions."""
-        out = ["bm25", "lexical"]
+        out = ["bm25", "lexical", "lexical-bridge", "semantic"]
         if self.question.gold:
             out.append("oracle")
         if jev_configured(self.jev_options):
@@ -137,7 +137,9 @@ class DashboardModel:
             name = getattr(spec, "__name__", "function")
             self.extra_judges[name] = spec
             return name
-        return str(spec)
+        from workbench.judges import resolve_judge
+
+        return resolve_judge(str(spec), self.index)  # "auto": the corpus's default judge
 
     def judge_for(self, spec: str, question: Question):
         """The judge object for a spec (kept, so re-runs see the same object and judge key)."""
@@ -154,6 +156,10 @@ class DashboardModel:
             return self._judges[spec]
         if spec == "lexical":
             judge = LexicalJudge(self.index)
+        elif spec in ("lexical-bridge", "semantic") or spec.startswith("semantic:"):
+            from workbench.judges import make_judge  # the semantic judge loads its model lazily
+
+            judge = make_judge(spec, self.index)
         elif spec == "jev":
             if not jev_configured(self.jev_options):
                 raise JudgeError("judge 'jev' is not configured: set JEV_API_KEY, OPENROUTER_API_KEY or "

@@ -23,7 +23,7 @@ from .corpora import CorpusError, check_gold, load_corpus, load_questions
 from .evaluate import QuestionFailed, is_our_result, load_resume, naming_path, require_gold
 from .experiments import ExperimentError
 from .index import Index, IndexProblem, open_or_build
-from .judges import JudgeError
+from .judges import JudgeError, default_judge, resolve_judge
 from .params import Params, ParamsError
 from .terms import TermWeightingError
 
@@ -37,8 +37,10 @@ class CLIError(Exception):
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--judge", default="lexical",
-                   help="bm25, lexical, oracle (needs gold), jev, or FILE.py:NAME (default: lexical)")
+    p.add_argument("--judge", default="auto",
+                   help="auto, bm25, lexical, lexical-bridge, semantic[:gamma=G,signals=model+coverage+bridge], oracle "
+                        "(needs gold), jev, or FILE.py:NAME (default auto: semantic for passage corpora, lexical for "
+                        "a folder of files; docs/judges.md)")
     p.add_argument("--rounds", type=int, default=None, help="expansion rounds H (0-2)")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="any Params field, e.g. --param L=10 --param field_weights=2,2,1 --param term_weighting=no_idf")
@@ -200,6 +202,7 @@ def cmd_search(args) -> int:
     if args.top < 1:
         raise CLIError(f"--top {args.top}: give a number of results of at least 1")
     index = Index(args.db)
+    args.judge = resolve_judge(args.judge, index)
     params = _params(args)
     gold = None
     if args.judge == "oracle":
@@ -224,6 +227,7 @@ def cmd_eval(args) -> int:
     index = Index(args.db)
     questions = load_questions(args.questions, split=args.split)
     check_gold(questions, set(index.documents.values()), args.questions)
+    args.judge = resolve_judge(args.judge, index)  # auto: the corpus's default judge
     require_gold(questions, args.judge, args.questions)
     params = _params(args)
     resume = out.with_name(out.name + ".partial.jsonl")
@@ -277,16 +281,17 @@ def cmd_convert(args) -> int:
 
 def cmd_demo(args) -> int:
     """Index the bundled docs, walk one cross-file question round by round, then compare
-    BM25, SAG2 with the offline lexical judge, and the oracle ceiling on every sample question."""
+    BM25, SAG2 with the offline lexical and semantic judges, and the oracle ceiling on every sample question."""
     from .engine import Run
     from .evaluate import evaluate
-    from .judges import LexicalJudge
+    from .judges import make_judge
 
     db = Path(args.db)
     index, built = open_or_build(SAMPLE_DOCS, db, source="sample_corpora/internal_docs")
     print(f"{'built' if built else 'opened'} {db} ({index.N} units, {index.D} files of the bundled internal docs)\n")
     questions = load_questions(SAMPLE_DOCS_QUESTIONS)
-    judge = LexicalJudge(index)
+    judge_name = default_judge(index)  # lexical here: docs/judges.md
+    judge = make_judge(judge_name, index)
     # docs-02 asks the flagship question in Chinese: only expansion through the identifiers
     # role_id / permission_keys reaches the English gateway file.
     question = next((q for q in questions if q.id == args.question), questions[0])
@@ -295,19 +300,20 @@ def cmd_demo(args) -> int:
     baseline = Run(index, question, Params(), None).run()
     found = lambda t: sorted(set(t.documents()[:10]) & set(question.gold))
     print(f"gold files ({len(question.gold)}): " + ", ".join(sorted(question.gold)))
-    print(f"in the top 10: BM25 alone {len(found(baseline))}, SAG2 with the offline lexical judge {len(found(trace))}"
+    print(f"in the top 10: BM25 alone {len(found(baseline))}, SAG2 with the offline {judge_name} judge {len(found(trace))}"
           f" (reached through expansion: {', '.join(sorted(set(found(trace)) - set(found(baseline)))) or 'none'})")
     _explain(trace)
     print("\ngold files in the top 10, per sample question:")
-    results = {name: evaluate(index, questions, name, Params(), progress=False) for name in ("bm25", "lexical", "oracle")}
-    print(f"  {'question':10s} {'gold':>4s} {'bm25':>5s} {'lexical':>8s} {'oracle':>7s}  question text")
+    names = ("bm25", "lexical", "semantic", "oracle")
+    results = {name: evaluate(index, questions, name, Params(), progress=False) for name in names}
+    print(f"  {'question':10s} {'gold':>4s} {'bm25':>5s} {'lexical':>8s} {'semantic':>9s} {'oracle':>7s}  question text")
     for i, q in enumerate(questions):
         row = [round(results[n].records[i]["R@10"] * len(q.gold) / 100) for n in results]
-        print(f"  {q.id:10s} {len(q.gold):4d} {row[0]:5d} {row[1]:8d} {row[2]:7d}  {q.question[:60]}")
+        print(f"  {q.id:10s} {len(q.gold):4d} {row[0]:5d} {row[1]:8d} {row[2]:9d} {row[3]:7d}  {q.question[:60]}")
     print()
     for name, result in results.items():
         m = result.metrics
-        print(f"{name:8s} on {m['questions']} sample questions: R@5 {m['R@5']:.2f}  R@10 {m['R@10']:.2f}  "
+        print(f"{name:9s} on {m['questions']} sample questions: R@5 {m['R@5']:.2f}  R@10 {m['R@10']:.2f}  "
               f"AE@10 {m['AE@10']:.2f}  judgments {m['judgments']}" + ("  (oracle: a ceiling, not a model)" if name == "oracle" else ""))
     return 0
 
@@ -322,6 +328,12 @@ def cmd_cache(args) -> int:
     from .jev import cache_main
 
     return cache_main(args)
+
+
+def cmd_embed(args) -> int:
+    from .embeddings import embed_main
+
+    return embed_main(args)
 
 
 ABLATION_TABLE_MARKER = "<!-- written by sag2wb ablate -->"  # lets a rerun recognise (and replace) its own .md/.html
@@ -359,6 +371,7 @@ def cmd_ablate(args) -> int:
     _check_outputs(args, [(out, lambda p: is_our_result(p, "ablate")), (md_path, _our_table), (html_path, _our_table)],
                    [args.questions, args.db])
     index = Index(args.db)
+    args.judge = resolve_judge(args.judge, index)  # auto: the corpus's default judge
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)
     no_gold = [q.id for q in questions if not q.gold]
@@ -481,6 +494,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="export: replace an existing file that is not an export")
     p.add_argument("--overwrite", action="store_true", help="import: replace cached judgments the file gives another p")
     p.set_defaults(func=cmd_cache)
+
+    p = sub.add_parser("embed", help="embed every unit of an index for the semantic judge (once; cached on disk)")
+    p.add_argument("--db", required=True)
+    p.add_argument("--cache-dir", default=None, help="embedding cache (default $SAG2WB_EMBED_CACHE or ~/.cache/sag2wb/embeddings)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_embed)
 
     p = sub.add_parser("ablate", help="the paper's comparisons (bm25, H=0/1/2, no-context, matched-budget, final-only)")
     p.add_argument("--db", required=True)

@@ -94,12 +94,26 @@ def score_round(index, judge, memo: JudgmentMemo, question: str, pool, context, 
     Returns (scores, judgments made)."""
     ids = [e.unit_id for e in pool]
     todo = [u for u in ids if u not in pins]
-    ctx = [
+    ctx = context_items(index, context)
+    got = dict(zip(todo, memo.judge(judge, question, judge_items(index, todo), ctx))) if todo else {}
+    return [pins[u] if u in pins else got[u] for u in ids], len(todo)
+
+
+def context_items(index, context) -> list[dict]:
+    """The judge's view of context E_r: unit items, with previous scores where known."""
+    return [
         {**item, **({"previous_score": c.previous_score} if c.previous_score is not None else {})}
         for item, c in zip(judge_items(index, [c.unit_id for c in context]), context)
     ]
-    got = dict(zip(todo, memo.judge(judge, question, judge_items(index, todo), ctx))) if todo else {}
-    return [pins[u] if u in pins else got[u] for u in ids], len(todo)
+
+
+def explain_round(index, judge, question: str, pool, context, pins: dict) -> tuple:
+    """(sentence, components) per pool entry from a judge that explains itself (`explains`
+    true, `explain(question, candidates, context)`); None for pinned units. Explanations
+    never change a score: they are asked for after the round is scored."""
+    todo = [e.unit_id for e in pool if e.unit_id not in pins]
+    got = dict(zip(todo, judge.explain(question, judge_items(index, todo), context_items(index, context)))) if todo else {}
+    return tuple(got.get(e.unit_id) for e in pool)
 
 
 def rank(unit_ids, scores, fusion: dict, params: Params) -> tuple[int, ...]:
@@ -359,12 +373,19 @@ class Run:
         except JudgeError as exc:
             return replace(state, pool=pool, context=context, ranking=hist.previous_ranking,
                            stop=STOP_JUDGE_ERROR, error=str(exc))
+        explanations = ()
+        if getattr(self.judge, "explains", False):
+            try:
+                explanations = explain_round(self.index, self.judge, self.question, pool, context, pins)
+            except Exception as exc:
+                return replace(state, pool=pool, context=context, ranking=hist.previous_ranking, stop=STOP_JUDGE_ERROR,
+                               error=f"judge {self.judge.name!r} could not explain: {type(exc).__name__}: {exc}")
         fusion = add_fusion(dict(hist.fusion), state.candidates, self.params)
         ranking = rank([e.unit_id for e in pool], scores, fusion, self.params)
         return replace(
             state, pool=pool, context=context, scores=tuple(scores), ranking=ranking, scored=True,
             pinned=tuple(u for u in (e.unit_id for e in pool) if u in pins), judgments=judgments,
-            stop=STOP_MAX_ROUNDS if r >= self.params.H else None,
+            stop=STOP_MAX_ROUNDS if r >= self.params.H else None, explanations=explanations,
         )
 
     def _expansion_round(self, r: int) -> RoundState:

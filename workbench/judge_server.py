@@ -289,7 +289,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def make_server_judge(spec: str, db: str | None):
-    """The judge a server serves: lexical (needs an index), hash, hash-context-free, or FILE.py:NAME."""
+    """The judge a server serves: lexical, lexical-bridge, semantic[:options] (these need an index),
+    hash, hash-context-free, or FILE.py:NAME."""
     from .judges import FunctionJudge, JudgeError, make_judge
 
     if spec in HASH_JUDGES:
@@ -304,8 +305,8 @@ def make_server_judge(spec: str, db: str | None):
         from .index import Index
 
         index = Index(db)
-    elif spec == "lexical":
-        raise JudgeError("judge-server --judge lexical needs an index: --db DB")
+    elif spec in ("lexical", "lexical-bridge") or spec.split(":")[0] == "semantic":
+        raise JudgeError(f"judge-server --judge {spec} needs an index: --db DB")
     return make_judge(spec, index)
 
 

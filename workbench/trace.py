@@ -91,6 +91,9 @@ class RoundState:
     error: str | None = None
     judgments: int = 0  # judge decisions this round (pinned units excluded)
     repaired_question: str | None = None  # round 0: the question after name repair
+    # judges that explain themselves: (sentence, components) per pool entry, None when pinned;
+    # empty for every other judge (and then absent from the JSON, which stays as it was)
+    explanations: tuple = ()
 
     def score_of(self) -> dict[int, float]:
         return {e.unit_id: s for e, s in zip(self.pool, self.scores)}
@@ -107,6 +110,7 @@ class UnitInfo:
 PASSAGE_COLUMNS = [
     "round", "unit_id", "title", "document", "source", "origin", "retrieval_rank", "via_term", "term_rank",
     "bm25", "score", "previous_score", "score_change", "rank", "pinned", "in_context", "gold",
+    "explanation", "components",  # nullable: filled by judges that explain themselves (docs/judges.md)
 ]
 TERM_COLUMNS = [
     "round", "term", "kind", "surface", "seed", "seed_title", "tf", "df", "idf", "query_connection", "seed_score",
@@ -178,7 +182,8 @@ class Trace:
             pinned = set(r.pinned)
             rows = r.pool if r.scored else [PoolEntry(c.unit_id, "new") for c in r.candidates]
             scores = r.scores if r.scored else [None] * len(rows)
-            for entry, score in zip(rows, scores):
+            explained = r.explanations if r.scored and r.explanations else [None] * len(rows)
+            for entry, score, why in zip(rows, scores, explained):
                 c = cand.get(entry.unit_id)
                 info = self.units[entry.unit_id]
                 prev = latest.get(entry.unit_id)
@@ -190,6 +195,7 @@ class Trace:
                     "previous_score": prev, "score_change": None if score is None or prev is None else score - prev,
                     "rank": rank.get(entry.unit_id), "pinned": entry.unit_id in pinned,
                     "in_context": entry.unit_id in in_context, "gold": (info.document in gold) if gold else None,
+                    "explanation": why[0] if why else None, "components": dict(why[1]) if why else None,
                 })
             for entry, score in zip(r.pool, r.scores):
                 latest[entry.unit_id] = score
@@ -304,6 +310,10 @@ class Trace:
 
 def _round_to_dict(r: RoundState) -> dict:
     d = asdict(r)
+    if not d["explanations"]:
+        del d["explanations"]  # judges that do not explain: the JSON of before, byte for byte
+    else:
+        d["explanations"] = [None if e is None else [e[0], e[1]] for e in d["explanations"]]
     for t in d["terms"]:
         t["extra"] = [list(x) for x in t["extra"]]
     return d
@@ -318,5 +328,6 @@ def _round_from_dict(d: dict) -> RoundState:
     d["context"] = tuple(ContextEntry(**c) for c in d["context"])
     for key in ("scores", "pinned", "ranking"):
         d[key] = tuple(d[key])
+    d["explanations"] = tuple(None if e is None else (e[0], dict(e[1])) for e in d.get("explanations", ()))
     names = {f.name for f in fields(RoundState)}
     return RoundState(**{k: v for k, v in d.items() if k in names})

