@@ -142,3 +142,36 @@ def test_judges_that_do_not_explain_keep_their_json(tmp_path):
     assert all("explanations" not in r for r in json.loads(trace.to_json())["rounds"])
     passages = trace.frames()["passages"]
     assert passages["explanation"].isna().all() and passages["components"].isna().all()
+
+
+LEXICAL_SCORES = """
+import json, sys
+sys.path.insert(0, {repo!r})
+from tests.conftest import FILM_WORLD, units_from
+from workbench.index import Index
+from workbench.judges import LexicalJudge
+ix = Index.build(units_from(FILM_WORLD), {db!r})
+cands = [{{"unit_id": i + 1, "title": t, "text": x}} for i, (t, x) in enumerate(FILM_WORLD)]
+ctx = [dict(cands[0], previous_score=0.7), dict(cands[1], previous_score=0.4)]
+print(json.dumps([LexicalJudge(ix).judge(q, cands, ctx) for q in
+                  ("Where was the director of Glass Harbour born?", "Which composer scored the drama film shot in Vellor?")]))
+"""
+
+
+def test_lexical_scores_do_not_depend_on_the_hash_seed(tmp_path):
+    """Set iteration order follows PYTHONHASHSEED; the idf mass is summed exactly (fsum), so
+    two processes with different seeds give bit-identical scores (before: docs-09's ranking
+    changed with the seed)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    outputs = set()
+    for seed in ("1", "2", "3"):
+        code = LEXICAL_SCORES.format(repo=str(REPO), db=str(tmp_path / f"ix{seed}.sqlite"))
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                              env={**__import__("os").environ, "PYTHONHASHSEED": seed})
+        assert proc.returncode == 0, proc.stderr
+        outputs.add(proc.stdout)
+    assert len(outputs) == 1

@@ -98,7 +98,9 @@ class LexicalJudge:
         return toks
 
     def _mass(self, tokens) -> float:
-        return sum(self.index.idf(t) for t in tokens)
+        # fsum is exact, so the mass does not depend on the set's iteration order (which
+        # follows PYTHONHASHSEED): the same question gives the same scores in every process
+        return math.fsum(self.index.idf(t) for t in tokens)
 
     def judge(self, question, candidates, context):
         q = frozenset(textlib.tokenize(question))
