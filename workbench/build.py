@@ -22,11 +22,9 @@ several give byte-identical tables.
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
 import signal
 import sqlite3
-import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import ProcessPoolExecutor
@@ -100,16 +98,14 @@ def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str]]) -> dict
         scratch.execute("CREATE VIRTUAL TABLE fts USING fts5(title, heading, body, content='')")
         scratch.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", fts_rows)
         terms, counts, keys = read_instances(scratch)
-        scratch.execute("CREATE VIRTUAL TABLE temp.sag2wb_cols USING fts5vocab(main, fts, 'col')")
-        body_docs = scratch.execute("SELECT term, doc FROM temp.sag2wb_cols WHERE col = 'body'").fetchall()
     finally:
         scratch.close()
     bounds = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
     postings = [(t, keys[bounds[k] : bounds[k + 1]].astype("<i8").tobytes()) for k, t in enumerate(terms)]
     lengths = np.bincount((keys >> 32) - first_id, minlength=len(rows)).astype("<i4")
     return {
-        "fts_rows": fts_rows, "postings": postings, "body_docs": body_docs, "lengths": lengths.tobytes(),
-        "phrases": sorted(phrases), "title_keys": title_keys, "diversity": diversity,
+        "fts_rows": fts_rows, "postings": postings, "lengths": lengths.tobytes(),
+        "phrases": sorted(phrases), "title_keys": title_keys, "diversity": list(diversity.items()),
     }
 
 
@@ -143,11 +139,8 @@ class _Chunks:
                     pending.append((next_id, chunk, None, tokenize_chunk(next_id, rows)))
                 else:
                     if self.pool is None:
-                        # fork copies the loaded tokenizer; with other threads running
-                        # (a notebook kernel) a fresh interpreter is the safe start
-                        method = "fork" if threading.active_count() == 1 and os.name == "posix" else "spawn"
-                        self.pool = ProcessPoolExecutor(self.workers, multiprocessing.get_context(method),
-                                                        initializer=_ignore_interrupts)
+                        # the platform's default start (fork on Linux: workers inherit the loaded tokenizer)
+                        self.pool = ProcessPoolExecutor(self.workers, initializer=_ignore_interrupts)
                     pending.append((next_id, chunk, self.pool.submit(tokenize_chunk, next_id, rows), None))
                 next_id += len(chunk)
                 while pending and (pending[0][2] is None or len(pending) > 2 * self.workers):
@@ -169,9 +162,9 @@ class Fingerprint:
         self.hash = hashlib.sha256()
 
     def add(self, u: Unit) -> None:
-        for part in (u.title, u.heading, u.body, u.document, u.source, u.location):
-            self.hash.update(part.encode("utf-8"))
-            self.hash.update(b"\x1f")
+        # one update per unit (the same bytes as one per field, each followed by \x1f)
+        self.hash.update(f"{u.title}\x1f{u.heading}\x1f{u.body}\x1f{u.document}\x1f{u.source}\x1f{u.location}\x1f"
+                         .encode("utf-8"))
 
     def hexdigest(self) -> str:
         return self.hash.hexdigest()
@@ -196,6 +189,17 @@ def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[U
                    [(chunk_no, t, blob) for t, blob in done["postings"]])
     db.execute("INSERT INTO row_lengths VALUES (?, ?, ?)", (first, chunk_no, done["lengths"]))
     db.executemany("INSERT OR IGNORE INTO title_phrases VALUES (?)", [(p,) for p in done["phrases"]])
+    db.executemany("INSERT INTO temp.diversity_parts VALUES (?, ?)", done["diversity"])
+
+
+def write_statistics(db: sqlite3.Connection) -> None:
+    """Sums over chunks, in SQL: body document counts of tokens (fts5vocab's 'col' counts
+    of the whole FTS5 table) and diversity df (per-chunk document counts added up)."""
+    db.execute("CREATE VIRTUAL TABLE temp.body_vocabulary USING fts5vocab(main, fts, 'col')")
+    db.execute("INSERT INTO terms SELECT term, doc FROM temp.body_vocabulary WHERE col = 'body'")
+    db.execute("DROP TABLE temp.body_vocabulary")
+    db.execute("INSERT INTO diversity_df SELECT term, sum(df) FROM temp.diversity_parts GROUP BY term ORDER BY term")
+    db.execute("DROP TABLE temp.diversity_parts")
 
 
 def write_aliases(db: sqlite3.Connection) -> None:
@@ -223,17 +227,14 @@ def write_index(units: Iterable[Unit], path: Path, source: str, *, workers: int 
     try:
         db.executescript("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = 4096;"
                          "PRAGMA cache_size = -65536;" + SCHEMA)
+        db.execute("CREATE TEMP TABLE diversity_parts (term TEXT NOT NULL, df INTEGER NOT NULL)")
         fingerprint = Fingerprint()
-        body_docs: Counter = Counter()
-        diversity: Counter = Counter()
         documents = 0
         n = 0
         for chunk_no, (first, chunk, done) in enumerate(_Chunks(units, workers)):
             for u in chunk:
                 fingerprint.add(u)
             write_chunk(db, chunk_no, first, chunk, done)
-            body_docs.update(dict(done["body_docs"]))
-            diversity.update(done["diversity"])
             documents += sum(1 for i, u in enumerate(chunk) if i == 0 or u.document != chunk[i - 1].document)
             n += len(chunk)
             bar.update(len(chunk))
@@ -242,8 +243,7 @@ def write_index(units: Iterable[Unit], path: Path, source: str, *, workers: int 
         bar.set_description("indexing: merging")
         db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
         db.execute("CREATE INDEX postings_term ON postings (term, chunk)")
-        db.executemany("INSERT INTO terms VALUES (?, ?)", sorted(body_docs.items()))
-        db.executemany("INSERT INTO diversity_df VALUES (?, ?)", sorted(diversity.items()))
+        write_statistics(db)
         write_aliases(db)
         meta = {
             "schema": SCHEMA_VERSION,

@@ -94,6 +94,18 @@ def averages(db: sqlite3.Connection) -> tuple[int, float]:
 TOKEN_CACHE_POSITIONS = 16_000_000
 
 
+def _intersect_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The values in both sorted, duplicate-free arrays (binary search of the shorter in
+    the longer: a phrase's rarer token bounds the work)."""
+    if len(a) > len(b):
+        a, b = b, a
+    if not len(a) or not len(b):
+        return a[:0]
+    at = np.searchsorted(b, a)
+    at[at == len(b)] = 0
+    return a[b[at] == a]
+
+
 class Postings:
     """The index's term positions as the build stored them (table `postings`, one blob of
     keys per term and chunk of units), row sizes and the table averages. A token's
@@ -170,7 +182,7 @@ class Postings:
         """Sorted keys where the phrase begins: token k sits k places after token 0, same column."""
         starts = self._term_keys(toks[0])
         for k, tok in enumerate(toks[1:], start=1):
-            starts = np.intersect1d(starts, self._term_keys(tok) - k, assume_unique=True)
+            starts = _intersect_sorted(starts, self._term_keys(tok) - k)
         return starts
 
     def phrase(self, phrase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -204,7 +216,8 @@ class Postings:
         if found is None:
             return None
         _, where, cols = found
-        return len(np.unique(where[cols == COLUMNS.index("body")]))
+        body = where[cols == COLUMNS.index("body")]  # row indexes, non-decreasing
+        return int(len(body) and 1 + np.count_nonzero(body[1:] != body[:-1]))
 
     # ---- scoring -------------------------------------------------------------------------
     def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray] | None:
