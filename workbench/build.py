@@ -49,7 +49,7 @@ SCHEMA = """
     CREATE TABLE postings (chunk INTEGER NOT NULL, term TEXT NOT NULL, keys BLOB NOT NULL);
     CREATE TABLE row_lengths (first_id INTEGER PRIMARY KEY, chunk INTEGER NOT NULL, lengths BLOB NOT NULL);
     CREATE TABLE terms (term TEXT PRIMARY KEY, body_docs INTEGER NOT NULL) WITHOUT ROWID;
-    CREATE TABLE title_phrases (phrase TEXT PRIMARY KEY) WITHOUT ROWID;
+    CREATE TABLE title_phrases (phrase TEXT PRIMARY KEY, units INTEGER NOT NULL) WITHOUT ROWID;
     CREATE TABLE aliases (fold TEXT PRIMARY KEY, title TEXT NOT NULL, lookup TEXT NOT NULL) WITHOUT ROWID;
     CREATE INDEX aliases_lookup ON aliases (lookup);
 """
@@ -72,18 +72,23 @@ def document_chunks(units: Iterable[Unit], size: int = CHUNK_UNITS) -> Iterator[
 def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str]]) -> dict:
     """Everything the index stores about units `first_id`, `first_id + 1`, ... given their
     (title, heading, body, document): runs in a worker process."""
+    return tokenize_rows(list(range(first_id, first_id + len(rows))), rows)
+
+
+def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict:
+    """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together)."""
     from .index import DIVERSITY_TOKEN, fold_accents, normalize_title  # the index's own rules
 
     tok = textlib.tokenize
-    fts_rows, phrases, title_keys = [], set(), []
+    fts_rows, phrases, title_keys = [], Counter(), []
     keys_of_title: dict[str, tuple[str, str]] = {}
     diversity: Counter = Counter()
     doc_tokens: set[str] = set()
     for i, (title, heading, body, document) in enumerate(rows):
         t = tok(title)
-        fts_rows.append((first_id + i, " ".join(t), " ".join(tok(heading)), " ".join(tok(body))))
+        fts_rows.append((ids[i], " ".join(t), " ".join(tok(heading)), " ".join(tok(body))))
         if len(t) >= 2:
-            phrases.add(" ".join(t))
+            phrases[" ".join(t)] += 1  # counted: an update removes a phrase with its last unit
         if title not in keys_of_title:
             norm = normalize_title(title)
             keys_of_title[title] = (norm, fold_accents(norm))
@@ -102,10 +107,12 @@ def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str]]) -> dict
         scratch.close()
     bounds = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
     postings = [(t, keys[bounds[k] : bounds[k + 1]].astype("<i8").tobytes()) for k, t in enumerate(terms)]
-    lengths = np.bincount((keys >> 32) - first_id, minlength=len(rows)).astype("<i4")
+    lengths = np.zeros(len(ids), dtype="<i4")  # a row's token count = its positions
+    rows_of, counts_of = np.unique(keys >> 32, return_counts=True)
+    lengths[np.searchsorted(np.array(ids, dtype=np.int64), rows_of)] = counts_of
     return {
         "fts_rows": fts_rows, "postings": postings, "lengths": lengths.tobytes(),
-        "phrases": sorted(phrases), "title_keys": title_keys, "diversity": list(diversity.items()),
+        "phrases": sorted(phrases.items()), "title_keys": title_keys, "diversity": list(diversity.items()),
     }
 
 
@@ -188,7 +195,8 @@ def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[U
     db.executemany("INSERT INTO postings (chunk, term, keys) VALUES (?, ?, ?)",
                    [(chunk_no, t, blob) for t, blob in done["postings"]])
     db.execute("INSERT INTO row_lengths VALUES (?, ?, ?)", (first, chunk_no, done["lengths"]))
-    db.executemany("INSERT OR IGNORE INTO title_phrases VALUES (?)", [(p,) for p in done["phrases"]])
+    db.executemany("INSERT INTO title_phrases VALUES (?, ?) ON CONFLICT (phrase) DO UPDATE SET units = units + excluded.units",
+                   done["phrases"])
     db.executemany("INSERT INTO temp.diversity_parts VALUES (?, ?)", done["diversity"])
 
 
@@ -202,17 +210,22 @@ def write_statistics(db: sqlite3.Connection) -> None:
     db.execute("DROP TABLE temp.diversity_parts")
 
 
-def write_aliases(db: sqlite3.Connection) -> None:
+def write_aliases(db: sqlite3.Connection, folds=None) -> None:
     """SPEC §2 accent aliases: a folded key that exactly one distinct title folds to, and
-    that differs from it."""
-    db.execute("DELETE FROM aliases")
-    db.execute(
-        "INSERT INTO aliases SELECT title_fold, min(title_norm), title_fold FROM "
-        "(SELECT DISTINCT title_norm, title_fold FROM units) GROUP BY title_fold "
-        "HAVING count(*) = 1 AND title_fold != min(title_norm)")
+    that differs from it (all of them, or only those of the keys `folds`)."""
+    if folds is None:
+        db.execute("DELETE FROM aliases")
+        rows = db.execute("SELECT title_fold, min(title_norm) FROM (SELECT DISTINCT title_norm, title_fold FROM units) "
+                          "GROUP BY title_fold HAVING count(*) = 1 AND title_fold != min(title_norm)").fetchall()
+    else:
+        rows = []
+        for fold in folds:
+            db.execute("DELETE FROM aliases WHERE fold = ?", (fold,))
+            titles = db.execute("SELECT DISTINCT title_norm FROM units WHERE title_fold = ?", (fold,)).fetchall()
+            if len(titles) == 1 and titles[0][0] != fold:
+                rows.append((fold, titles[0][0]))
     # the look-up key: case-insensitive matching compares case-folded text
-    db.executemany("UPDATE aliases SET lookup = ? WHERE fold = ?",
-                   [(f.casefold(), f) for (f,) in db.execute("SELECT fold FROM aliases").fetchall() if f.casefold() != f])
+    db.executemany("INSERT INTO aliases VALUES (?, ?, ?)", [(f, t, f.casefold()) for f, t in rows])
 
 
 def write_index(units: Iterable[Unit], path: Path, source: str, *, workers: int | None = None,
@@ -243,6 +256,7 @@ def write_index(units: Iterable[Unit], path: Path, source: str, *, workers: int 
         bar.set_description("indexing: merging")
         db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
         db.execute("CREATE INDEX postings_term ON postings (term, chunk)")
+        db.execute("CREATE INDEX units_title_fold ON units (title_fold)")  # aliases of changed titles, on update
         write_statistics(db)
         write_aliases(db)
         meta = {

@@ -200,7 +200,9 @@ class Index:
         if self.path.is_dir():
             raise IndexProblem(f"{self.path}: is a folder, not an index file; pass the index file to --db")
         try:
-            raw = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            # autocommit: the scratch table that splits phrases is written in temp; a
+            # transaction left open by it would hold a read lock and block updates
+            raw = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False, isolation_level=None)
             # postings blobs are read through the page cache's memory map, not copied by read()
             raw.execute("PRAGMA mmap_size = 2147418112")
             meta = dict(raw.execute("SELECT key, value FROM meta"))
@@ -516,8 +518,10 @@ class Index:
         from .corpora import iter_corpus
 
         path = Path(path)
+        folder = None
         if isinstance(units, (str, Path)):
             source = source or str(units)
+            folder = Path(units) if Path(units).is_dir() else None
             units = iter_corpus(units)
         check_replaceable(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -530,6 +534,12 @@ class Index:
                                total=len(units) if hasattr(units, "__len__") else None)
             if not meta:
                 raise IndexProblem(f"{source or path}: nothing to index (no units)")
+            if folder is not None:  # what `sag2wb index FOLDER` compares to update in place
+                from .update import write_manifest
+
+                with sqlite3.connect(tmp) as db:
+                    write_manifest(db, folder)
+                db.close()
             os.replace(tmp, path)
         except BaseException:
             tmp.unlink(missing_ok=True)
