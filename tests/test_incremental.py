@@ -129,3 +129,29 @@ def test_passages_added_replaced_and_removed_by_title(tmp_path):
     assert_same_answers(updated, rebuilt, questions[:12], expressions)
     bad = sag2wb("index", "corpus.json", "--db", "ix.sqlite", "--remove", "No Such Title", cwd=tmp_path)
     assert bad.returncode == 2 and "No Such Title" in bad.stderr
+
+
+def test_killed_update_leaves_the_old_index(tmp_path):
+    import hashlib
+    import os
+    import signal
+    import time
+
+    (tmp_path / "corpus.json").write_text(json.dumps([{"title": "A", "text": "alpha words"}]), encoding="utf-8")
+    assert sag2wb("index", "corpus.json", "--db", "ix.sqlite", cwd=tmp_path).returncode == 0
+    before = hashlib.sha256((tmp_path / "ix.sqlite").read_bytes()).hexdigest()
+    (tmp_path / "extra.json").write_text(json.dumps([{"title": f"P{i}", "text": f"word{i} text {i}"}
+                                                     for i in range(20_000)]), encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "index", "corpus.json", "--db", "ix.sqlite",
+                             "--add", "extra.json"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = tmp_path / "ix.sqlite-journal"
+    deadline = time.monotonic() + 240
+    while not journal.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proc.poll() is None, "the update ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)  # mid-transaction
+    proc.wait()
+    index = Index(tmp_path / "ix.sqlite")  # rolls the journal back
+    assert index.N == 1  # (a journal left without a valid header is not hot: nothing to roll back)
+    assert hashlib.sha256((tmp_path / "ix.sqlite").read_bytes()).hexdigest() == before
+    assert index.search(query_expression(["alpha"]), 5)[0][0] == 1

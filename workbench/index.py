@@ -199,6 +199,11 @@ class Index:
             raise IndexProblem(f"{self.path}: no index here; build one with `sag2wb index CORPUS --db {self.path}`")
         if self.path.is_dir():
             raise IndexProblem(f"{self.path}: is a folder, not an index file; pass the index file to --db")
+        if Path(f"{self.path}-journal").exists() and os.access(self.path.parent, os.W_OK):
+            # an update was killed mid-way: a read-write open rolls its journal back first
+            with sqlite3.connect(self.path) as fix:
+                fix.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            fix.close()
         try:
             # autocommit: the scratch table that splits phrases is written in temp; a
             # transaction left open by it would hold a read lock and block updates
