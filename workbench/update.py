@@ -17,17 +17,17 @@ rebuild's by a constant shift per stretch).
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .build import Fingerprint, tokenize_rows, write_aliases
-from .corpora import CorpusError, Unit, _benchmark_unit, file_units, folder_files
+from .corpora import CorpusError, Unit, file_units, folder_files, iter_corpus
 
 _UNIT_COLUMNS = "title, heading, body, document, source, location"
 
@@ -245,15 +245,29 @@ def _finish(db: sqlite3.Connection, source: str) -> dict:
     return meta
 
 
-def _open_for_update(path: Path) -> sqlite3.Connection:
+@contextmanager
+def _transaction(path: Path):
+    """The index open for writing, in one transaction: committed at the end, rolled back
+    on any error or Ctrl-C (and by SQLite's journal after a kill)."""
     db = sqlite3.connect(path, isolation_level=None, timeout=30)
     try:
-        db.execute("PRAGMA journal_mode = DELETE")  # one transaction: Ctrl-C or a kill leaves the old index
-        db.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
+        try:
+            db.execute("PRAGMA journal_mode = DELETE")
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise _busy(path, exc) from None
+        try:
+            yield db
+            try:
+                db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                raise _busy(path, exc) from None
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+    finally:
         db.close()
-        raise _busy(path, exc) from None
-    return db
 
 
 def _busy(path: Path, exc: Exception) -> Exception:
@@ -263,20 +277,13 @@ def _busy(path: Path, exc: Exception) -> Exception:
                         "in a transaction: let it finish, or close it, and run the update again")
 
 
-def _commit(db: sqlite3.Connection, path: Path) -> None:
-    try:
-        db.execute("COMMIT")
-    except sqlite3.OperationalError as exc:
-        raise _busy(path, exc) from None
-
 
 def update_folder(path: Path, root: Path) -> Changes:
     """Bring the index at `path` of the folder `root` up to date with the folder's files
     (compared by size, mtime and content hash)."""
     t0 = time.perf_counter()
     changes = Changes()
-    db = _open_for_update(path)
-    try:
+    with _transaction(path) as db:
         known = {p: (size, mtime, digest) for p, size, mtime, digest in db.execute("SELECT * FROM files")}
         old = _documents(db)
         files = folder_files(root)
@@ -304,13 +311,6 @@ def update_folder(path: Path, root: Path) -> Changes:
         if not db.execute("SELECT 1 FROM units LIMIT 1").fetchone():
             raise CorpusError(f"{root}: no .md or .txt files found")
         _finish(db, str(root))
-        _commit(db, path)
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    finally:
-        db.close()
     changes.seconds = time.perf_counter() - t0
     return changes
 
@@ -321,18 +321,8 @@ def update_passages(path: Path, add: Path | None = None, remove=()) -> Changes:
     passages titled `remove`."""
     t0 = time.perf_counter()
     changes = Changes()
-    items = []
-    if add is not None:
-        try:
-            data = json.loads(Path(add).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CorpusError(f"{add}: cannot read it as a JSON list of {{\"title\", \"text\"}} ({exc})") from None
-        if not isinstance(data, list):
-            raise CorpusError(f"{add}: expected a JSON list of {{\"title\", \"text\"}} objects")
-        seen: dict[str, int] = {}
-        items = [_benchmark_unit(item, i, Path(add), seen) for i, item in enumerate(data)]
-    db = _open_for_update(path)
-    try:
+    items = list(iter_corpus(add)) if add is not None else []
+    with _transaction(path) as db:
         old = _documents(db)
         for title in remove:
             if title not in old:
@@ -349,12 +339,5 @@ def update_passages(path: Path, add: Path | None = None, remove=()) -> Changes:
         removed, added, changes.renumbered = plan(order, old, fresh, lambda title: _stored_units(db, old[title]))
         changes.units_tokenized = apply(db, removed, added)
         _finish(db, "")
-        _commit(db, path)
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    finally:
-        db.close()
     changes.seconds = time.perf_counter() - t0
     return changes
