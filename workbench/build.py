@@ -42,7 +42,7 @@ SCHEMA = """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     CREATE TABLE units (id INTEGER PRIMARY KEY, title TEXT NOT NULL, heading TEXT NOT NULL,
         body TEXT NOT NULL, document TEXT NOT NULL, source TEXT NOT NULL, location TEXT NOT NULL,
-        title_norm TEXT NOT NULL, title_fold TEXT NOT NULL);
+        title_norm TEXT NOT NULL, title_fold TEXT NOT NULL, digest BLOB NOT NULL);
     -- contentless: the original text lives in `units`; FTS5 keeps only the token index.
     CREATE VIRTUAL TABLE fts USING fts5(title, heading, body, content='');
     CREATE TABLE diversity_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
@@ -161,17 +161,27 @@ class _Chunks:
                 self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+def unit_digest(u: Unit) -> bytes:
+    """sha256 of a unit's fields (stored per unit: an update recomputes the fingerprint
+    from these without reading the text)."""
+    return hashlib.sha256(f"{u.title}\x1f{u.heading}\x1f{u.body}\x1f{u.document}\x1f{u.source}\x1f{u.location}"
+                          .encode("utf-8")).digest()
+
+
 class Fingerprint:
-    """sha256 over every unit's fields in order (an index records it; `open_or_build`
+    """sha256 over the units' digests in order (an index records it; `open_or_build`
     compares it)."""
 
     def __init__(self):
         self.hash = hashlib.sha256()
 
-    def add(self, u: Unit) -> None:
-        # one update per unit (the same bytes as one per field, each followed by \x1f)
-        self.hash.update(f"{u.title}\x1f{u.heading}\x1f{u.body}\x1f{u.document}\x1f{u.source}\x1f{u.location}\x1f"
-                         .encode("utf-8"))
+    def add(self, u: Unit) -> bytes:
+        digest = unit_digest(u)
+        self.hash.update(digest)
+        return digest
+
+    def add_digest(self, digest: bytes) -> None:
+        self.hash.update(digest)
 
     def hexdigest(self) -> str:
         return self.hash.hexdigest()
@@ -185,12 +195,17 @@ def _progress_bar(progress, total):
                 smoothing=0.1, mininterval=0.5)
 
 
-def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[Unit], done: dict) -> None:
+def insert_units(db: sqlite3.Connection, ids, units: list[Unit], title_keys, fingerprint=None) -> None:
+    add = fingerprint.add if fingerprint is not None else unit_digest
+    db.executemany("INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        (i, u.title, u.heading, u.body, u.document, u.source, u.location, *keys, add(u))
+        for i, u, keys in zip(ids, units, title_keys)])
+
+
+def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[Unit], done: dict, fingerprint) -> None:
     """One tokenized chunk into the index's tables (statistics that add over chunks are
-    returned to the caller in `done`)."""
-    db.executemany("INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-        (first + i, u.title, u.heading, u.body, u.document, u.source, u.location, *keys)
-        for i, (u, keys) in enumerate(zip(units, done["title_keys"]))])
+    summed at the end)."""
+    insert_units(db, range(first, first + len(units)), units, done["title_keys"], fingerprint)
     db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", done["fts_rows"])
     db.executemany("INSERT INTO postings (chunk, term, keys) VALUES (?, ?, ?)",
                    [(chunk_no, t, blob) for t, blob in done["postings"]])
@@ -245,9 +260,7 @@ def write_index(units: Iterable[Unit], path: Path, source: str, *, workers: int 
         documents = 0
         n = 0
         for chunk_no, (first, chunk, done) in enumerate(_Chunks(units, workers)):
-            for u in chunk:
-                fingerprint.add(u)
-            write_chunk(db, chunk_no, first, chunk, done)
+            write_chunk(db, chunk_no, first, chunk, done, fingerprint)
             documents += sum(1 for i, u in enumerate(chunk) if i == 0 or u.document != chunk[i - 1].document)
             n += len(chunk)
             bar.update(len(chunk))
@@ -256,7 +269,9 @@ def write_index(units: Iterable[Unit], path: Path, source: str, *, workers: int 
         bar.set_description("indexing: merging")
         db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
         db.execute("CREATE INDEX postings_term ON postings (term, chunk)")
-        db.execute("CREATE INDEX units_title_fold ON units (title_fold)")  # aliases of changed titles, on update
+        # an update finds the units of a changed document, and the aliases of changed titles
+        db.execute("CREATE INDEX units_document ON units (document)")
+        db.execute("CREATE INDEX units_title_fold ON units (title_fold)")
         write_statistics(db)
         write_aliases(db)
         meta = {

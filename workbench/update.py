@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .build import Fingerprint, tokenize_rows, write_aliases
+from .build import Fingerprint, insert_units, tokenize_rows, write_aliases
 from .corpora import CorpusError, Unit, file_units, folder_files, iter_corpus
 
 _UNIT_COLUMNS = "title, heading, body, document, source, location"
@@ -107,15 +107,10 @@ def plan(order: list[str], old: dict[str, tuple[int, int]], fresh: dict[str, lis
     return sorted(set(removed)), added, renumbered
 
 
-def _stored_units(db: sqlite3.Connection, span: tuple[int, int]) -> list[Unit]:
-    first, n = span
-    return [Unit(*row) for row in db.execute(
-        f"SELECT {_UNIT_COLUMNS} FROM units WHERE id >= ? AND id < ? ORDER BY id", (first, first + n))]
-
-
 def apply(db: sqlite3.Connection, removed: list[int], added: list[tuple[int, Unit]]) -> int:
     """Remove the units `removed` and add `added` (id, unit) in every table, in the open
     transaction. Returns the number of units tokenized."""
+    added = sorted(added, key=lambda a: a[0])  # tokenize_rows wants ascending ids
     old_rows = []
     for i in range(0, len(removed), 500):
         part = removed[i : i + 500]
@@ -130,9 +125,7 @@ def apply(db: sqlite3.Connection, removed: list[int], added: list[tuple[int, Uni
         db.executemany("DELETE FROM units WHERE id = ?", [(r[0],) for r in old_rows])
     if new is not None:
         db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", new["fts_rows"])
-        db.executemany("INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-            (i, u.title, u.heading, u.body, u.document, u.source, u.location, *keys)
-            for (i, u), keys in zip(added, new["title_keys"])])
+        insert_units(db, [i for i, _ in added], [u for _, u in added], new["title_keys"])
     _edit_postings(db, removed, added, old, new)
     _edit_counts(db, "diversity_df", "term", "df", old and old["diversity"], new and new["diversity"])
     _edit_counts(db, "title_phrases", "phrase", "units", old and old["phrases"], new and new["phrases"])
@@ -233,8 +226,8 @@ def _edit_postings(db, removed, added, old, new) -> None:
 def _finish(db: sqlite3.Connection, source: str) -> dict:
     """Meta after an update: counts and the fingerprint a rebuild of the same units would record."""
     fingerprint = Fingerprint()
-    for row in db.execute(f"SELECT {_UNIT_COLUMNS} FROM units ORDER BY id"):
-        fingerprint.add(Unit(*row))
+    for (digest,) in db.execute("SELECT digest FROM units ORDER BY id"):
+        fingerprint.add_digest(digest)
     (n,) = db.execute("SELECT count(*) FROM units").fetchone()
     (documents,) = db.execute("SELECT count(DISTINCT document) FROM units").fetchone()
     meta = {"units": str(n), "documents": str(documents), "fingerprint": fingerprint.hexdigest(),
@@ -323,21 +316,39 @@ def update_passages(path: Path, add: Path | None = None, remove=()) -> Changes:
     changes = Changes()
     items = list(iter_corpus(add)) if add is not None else []
     with _transaction(path) as db:
-        old = _documents(db)
-        for title in remove:
-            if title not in old:
+        def span(title: str):  # (first id, units) of an indexed document, or None
+            first, n = db.execute("SELECT min(id), count(*) FROM units WHERE document = ?", (title,)).fetchone()
+            return (first, n) if n else None
+
+        gone = list(dict.fromkeys(remove))
+        removed: list[int] = []
+        for title in gone:
+            where = span(title)
+            if where is None:
                 raise CorpusError(f"--remove {title!r}: no passage with this title in {path}")
-        gone = set(remove)
-        fresh = {}
+            removed.extend(range(where[0], where[0] + where[1]))
+        # new passages go after every unit (no id is ever reused, so nothing moves);
+        # a replaced one keeps its ids when it has as many units
+        (next_free,) = db.execute("SELECT coalesce(max(id), 0) + 1 FROM units").fetchone()
+        added: list[tuple[int, Unit]] = []
         for u in items:
             if u.document in gone:
                 raise CorpusError(f"{add}: {u.title!r} is both added and removed")
-            fresh[u.document] = [u]
-            (changes.changed if u.document in old else changes.added).append(u.document)
-        changes.removed = sorted(gone)
-        order = [d for d in old if d not in gone] + [u.document for u in items if u.document not in old]
-        removed, added, changes.renumbered = plan(order, old, fresh, lambda title: _stored_units(db, old[title]))
-        changes.units_tokenized = apply(db, removed, added)
+            where = span(u.document)
+            if where is not None and where[1] == 1:
+                changes.changed.append(u.document)
+                removed.append(where[0])
+                added.append((where[0], u))
+            else:
+                if where is not None:
+                    changes.changed.append(u.document)
+                    removed.extend(range(where[0], where[0] + where[1]))
+                else:
+                    changes.added.append(u.document)
+                added.append((next_free, u))
+                next_free += 1
+        changes.removed = gone
+        changes.units_tokenized = apply(db, sorted(removed), added)
         _finish(db, "")
     changes.seconds = time.perf_counter() - t0
     return changes
