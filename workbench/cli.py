@@ -87,8 +87,6 @@ def cmd_index(args) -> int:
 
 def _updatable(db: Path) -> bool:
     """An index this workbench can update in place (a folder index of the current format)."""
-    import sqlite3
-
     try:
         index = Index(db)
     except IndexProblem:

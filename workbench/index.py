@@ -1,5 +1,8 @@
 """The SAG2 index (SPEC §2): one SQLite file with FTS5 over title/heading/body, the original
-units, and the locally derived statistics (df, title phrases, accent aliases, diversity df).
+units, and everything derived from the corpus, computed at build time and read lazily
+(term positions for BM25, body df, title phrases, accent aliases, diversity df): opening
+costs the same at 6k and 600k passages. Building: `workbench/build.py`; updating in
+place: `workbench/update.py`.
 
 >>> index = Index.build(load_corpus("sample_corpora/internal_docs"), "docs.sqlite")  # doctest: +SKIP
 >>> index.search(query_expression(["role_id"]), limit=3)                            # doctest: +SKIP
@@ -14,7 +17,6 @@ import os
 import re
 import sqlite3
 import threading
-import time
 import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Set

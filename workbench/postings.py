@@ -1,9 +1,10 @@
-"""FTS5's bm25() computed from the index's postings held in memory (SPEC §2 ranking).
+"""FTS5's bm25() computed from term positions stored in the index (SPEC §2 ranking).
 
 SQLite evaluates bm25() row by row, reading each row's size from the docsize table; on
-2Wiki that is ~3 ms per query, most of a question's retrieval time. This module reads the
-FTS5 index once per process (every term position via fts5vocab, every row size, the
-averages record) and scores an OR of phrases for all matching rows with numpy, using the
+2Wiki that is ~3 ms per query, and at 600k passages most of a question's time. The build
+(`workbench/build.py`) stores every FTS5 term position and row size; this module reads a
+token's positions when a phrase first needs them (nothing corpus-sized at open but the
+row sizes) and scores an OR of phrases for all matching rows with numpy, using the
 formula of SQLite's fts5_aux.c with the same floating-point operations in the same order:
 
     idf(p)    = ln((N - hits(p) + 0.5) / (hits(p) + 0.5)), or 1e-6 if that is <= 0
@@ -15,7 +16,10 @@ with k1 = 1.2, b = 0.75, |row| the row's token count over all columns. Scores eq
 FTS5's bit for bit (tests compare them with FTS5 on every kind of phrase), so rankings and
 ties are unchanged. Phrases are split into tokens by FTS5 itself (a scratch table with
 the same unicode61 tokenizer), so accents, punctuation and CJK text split exactly as in
-the index. Corpora whose postings exceed a memory budget keep FTS5's own bm25().
+the index. The same positions give a phrase's matching rows and its body df.
+
+>>> Postings.open(db).bm25(["glass harbour", "director"], (2.0, 2.0, 1.0))   # doctest: +SKIP
+(array([1, 4]), array([-3.1, -0.9]))
 """
 from __future__ import annotations
 
