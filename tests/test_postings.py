@@ -76,6 +76,9 @@ def test_body_df_equals_fts5(tmp_path):
     for term in terms:
         memory.postings.tokens(term)  # split like FTS5: a one-token term is a vocabulary look-up
         assert memory.df(term) == fts5.df(term), term
+        assert memory.postings.body_rows(term) == fts5.df(term), term  # what a large index counts with
+        memory.postings.phrase(term)
+        assert memory.postings.body_rows(term) == fts5.df(term), term  # from a searched phrase's positions
     assert memory.df("apple pie") == 0 and memory.df("new new") == 1 and memory.df("new new new") == 0
     assert memory.postings.tokens("北京大学") == ("北京大学",)  # one FTS5 token: a vocabulary look-up
     assert memory.df("北京大学") == 1

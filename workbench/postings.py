@@ -34,6 +34,7 @@ K1, B = 1.2, 0.75
 COLUMNS = ("title", "heading", "body")
 # postings are int64 keys: row << 32 | column << 24 | token offset (sorted = FTS5's order)
 _ROW_SHIFT, _COL_SHIFT, _OFFSET_MASK = 32, 24, (1 << 24) - 1
+_BODY_COLUMN = COLUMNS.index("body")
 _PLAIN = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")  # unicode61 keeps these tokens as they are
 _PHRASE = re.compile(r'"((?:[^"]|"")*)"')
 
@@ -216,11 +217,16 @@ class Postings:
     def body_rows(self, phrase: str) -> int | None:
         """How many rows have the phrase in their body (FTS5's `body : "phrase"` count;
         None: ask FTS5)."""
-        found = self.phrase(phrase)
-        if found is None:
-            return None
-        _, where, cols = found
-        body = where[cols == COLUMNS.index("body")]  # row indexes, non-decreasing
+        found = self._phrases.get(phrase)
+        if found is not None:
+            _, where, cols = found
+            body = where[cols == _BODY_COLUMN]  # row indexes, non-decreasing
+        else:  # most counted phrases are never searched: count from the starts alone
+            toks = self.tokens(phrase)
+            if toks is None:
+                return None
+            starts = self._starts(toks)
+            body = starts[((starts >> _COL_SHIFT) & 0xFF) == _BODY_COLUMN] >> _ROW_SHIFT
         return int(len(body) and 1 + np.count_nonzero(body[1:] != body[:-1]))
 
     # ---- scoring -------------------------------------------------------------------------
