@@ -22,6 +22,7 @@ several give byte-identical tables.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import signal
 import sqlite3
@@ -106,12 +107,13 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
     finally:
         scratch.close()
     bounds = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
-    postings = [(t, keys[bounds[k] : bounds[k + 1]].astype("<i8").tobytes()) for k, t in enumerate(terms)]
+    keys = keys.astype("<i8")
+    blobs = [keys[bounds[k] : bounds[k + 1]].tobytes() for k in range(len(terms))]
     lengths = np.zeros(len(ids), dtype="<i4")  # a row's token count = its positions
     rows_of, counts_of = np.unique(keys >> 32, return_counts=True)
     lengths[np.searchsorted(np.array(ids, dtype=np.int64), rows_of)] = counts_of
     return {
-        "fts_rows": fts_rows, "postings": postings, "lengths": lengths.tobytes(),
+        "fts_rows": fts_rows, "terms": terms, "blobs": blobs, "lengths": lengths.tobytes(),
         "phrases": sorted(phrases.items()), "title_keys": title_keys, "diversity": list(diversity.items()),
     }
 
@@ -208,7 +210,7 @@ def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[U
     insert_units(db, range(first, first + len(units)), units, done["title_keys"], fingerprint)
     db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", done["fts_rows"])
     db.executemany("INSERT INTO postings (chunk, term, keys) VALUES (?, ?, ?)",
-                   [(chunk_no, t, blob) for t, blob in done["postings"]])
+                   zip(itertools.repeat(chunk_no), done["terms"], done["blobs"]))
     db.execute("INSERT INTO row_lengths VALUES (?, ?, ?)", (first, chunk_no, done["lengths"]))
     db.executemany("INSERT INTO title_phrases VALUES (?, ?) ON CONFLICT (phrase) DO UPDATE SET units = units + excluded.units",
                    done["phrases"])

@@ -130,7 +130,7 @@ def apply(db: sqlite3.Connection, removed: list[int], added: list[tuple[int, Uni
     _edit_counts(db, "diversity_df", "term", "df", old and old["diversity"], new and new["diversity"])
     _edit_counts(db, "title_phrases", "phrase", "units", old and old["phrases"], new and new["phrases"])
     # body document counts of the tokens touched, from FTS5's own vocabulary
-    touched = {t for d in (old, new) if d for t, _ in d["postings"]}
+    touched = {t for d in (old, new) if d for t in d["terms"]}
     db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.body_vocabulary USING fts5vocab(main, fts, 'col')")
     for term in touched:
         row = db.execute("SELECT doc FROM temp.body_vocabulary WHERE term = ? AND col = 'body'", (term,)).fetchone()
@@ -180,14 +180,14 @@ def _edit_postings(db, removed, added, old, new) -> None:
     # per (token, chunk): positions to add
     additions: dict[tuple[str, int], list[np.ndarray]] = {}
     if new is not None:
-        for term, blob in new["postings"]:
+        for term, blob in zip(new["terms"], new["blobs"]):
             keys = np.frombuffer(blob, dtype="<i8")
             where = chunk_of(keys >> 32)
             for c in np.unique(where):
                 additions.setdefault((term, int(c)), []).append(keys[where == c])
     targets = set(additions)
     if old is not None:
-        for term, blob in old["postings"]:
+        for term, blob in zip(old["terms"], old["blobs"]):
             for c in np.unique(chunk_of(np.frombuffer(blob, dtype="<i8") >> 32)):
                 targets.add((term, int(c)))
     for term, c in sorted(targets):
