@@ -83,7 +83,7 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
     tok = textlib.tokenize
     fts_rows, phrases, title_keys = [], Counter(), []
     keys_of_title: dict[str, tuple[str, str]] = {}
-    diversity: Counter = Counter()
+    doc_sets: list[set[str]] = []
     doc_tokens: set[str] = set()
     for i, (title, heading, body, document) in enumerate(rows):
         t = tok(title)
@@ -92,12 +92,14 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
             phrases[" ".join(t)] += 1  # counted: an update removes a phrase with its last unit
         if title not in keys_of_title:
             norm = normalize_title(title)
-            keys_of_title[title] = (norm, fold_accents(norm))
+            # an ASCII title folds to itself (NFKD and NFKC leave it alone, it has no marks)
+            keys_of_title[title] = (norm, norm if norm.isascii() else fold_accents(norm))
         title_keys.append(keys_of_title[title])
         doc_tokens.update(DIVERSITY_TOKEN.findall(body.casefold()))
         if i + 1 == len(rows) or rows[i + 1][3] != document:
-            diversity.update(doc_tokens)
+            doc_sets.append(doc_tokens)
             doc_tokens = set()
+    diversity = Counter(itertools.chain.from_iterable(doc_sets))  # documents per token, counted in C
     # FTS5's own positions for these rows: a scratch table with the index's tokenizer
     scratch = sqlite3.connect(":memory:")
     try:
