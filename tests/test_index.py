@@ -73,6 +73,23 @@ def test_accent_aliases_unique_and_different(tmp_path):
     assert ix.aliases == {"elodie marchetti": "élodie marchetti"}
 
 
+def test_alias_spans_find_what_one_expression_of_all_keys_finds(tmp_path):
+    import regex
+
+    titles = ["José Arriaga", "José", "Élodie Marchetti", "Élodie", "Zürich (city)", "Ærø", "São Paulo", "Ça va",
+              "Mötley Crüe", "Mötley"]
+    ix = build_index(tmp_path, [(t, "x") for t in titles])
+    keys = sorted(ix.aliases, key=lambda k: (-len(k), k))  # the expression the engine used before
+    pattern = regex.compile(r"(?<![\p{L}\p{N}])(?:" + "|".join(regex.escape(k) for k in keys) + r")(?![\p{L}\p{N}])",
+                            regex.IGNORECASE)
+    texts = ["Where was Jose Arriaga born?", "JOSE ARRIAGA and jose", "xjose jose2 jose_ (jose)", "Elodie Marchetti's",
+             "elodie marchettix elodie", "Zurich (city) and Zurich (city)x", "Sao Paulo, Sao Paulo", "ca va? Ca Va!",
+             "Motley Crue Motley", "jose arriagajose arriaga", "", "Jose", "aero aerø"]
+    for text in texts:
+        assert list(ix.alias_spans(text)) == [m.span() for m in pattern.finditer(text)], text
+    assert list(ix.alias_spans("x Jose Arriaga")) == [(2, 14)]  # the longest key wins
+
+
 def test_opening_does_not_rebuild_and_records_tokenizer(tmp_path):
     ix = build_index(tmp_path, [("A", "alpha")])
     mtime = ix.path.stat().st_mtime_ns

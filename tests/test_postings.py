@@ -1,4 +1,4 @@
-"""In-memory postings compute FTS5's bm25() bit for bit (SPEC §2 ranking)."""
+"""Postings stored at build time compute FTS5's bm25() bit for bit (SPEC §2 ranking)."""
 import math
 
 import pytest
@@ -9,7 +9,7 @@ from workbench.index import Index, query_expression
 from workbench.judges import LexicalJudge
 from workbench.postings import _varints, phrases_of
 
-from .conftest import REPO, build_index
+from .conftest import REPO, build_index, units_from
 
 MIXED = [
     ("Apple pie", "apple apple banana"),
@@ -76,6 +76,9 @@ def test_body_df_equals_fts5(tmp_path):
     for term in terms:
         memory.postings.tokens(term)  # split like FTS5: a one-token term is a vocabulary look-up
         assert memory.df(term) == fts5.df(term), term
+        assert memory.postings.body_rows(term) == fts5.df(term), term  # what a large index counts with
+        memory.postings.phrase(term)
+        assert memory.postings.body_rows(term) == fts5.df(term), term  # from a searched phrase's positions
     assert memory.df("apple pie") == 0 and memory.df("new new") == 1 and memory.df("new new new") == 0
     assert memory.postings.tokens("北京大学") == ("北京大学",)  # one FTS5 token: a vocabulary look-up
     assert memory.df("北京大学") == 1
@@ -101,11 +104,32 @@ def test_varints_decode_the_averages_record():
     assert _varints(bytes([0x7F, 0x81, 0x00])) == [127, 128]
 
 
-def test_over_budget_index_uses_fts5(tmp_path):
-    ix = build_index(tmp_path, MIXED)
-    small = Index(ix.path, max_postings=5)  # fewer positions than the index holds
-    assert small.postings is None
-    assert small.search(query_expression(["apple"]), 3) == ix.search(query_expression(["apple"]), 3)
+def _tables(path) -> dict:
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    tables = ["units", "postings", "row_lengths", "terms", "title_phrases", "aliases", "diversity_df"]
+    out = {t: db.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in tables}
+    db.close()
+    return out
+
+
+def test_chunked_parallel_build_equals_one_process(tmp_path, monkeypatch):
+    from workbench import build
+
+    passages = MIXED * 1 + [(f"Extra {i}", f"apple words {i} same") for i in range(9)]
+    whole = build_index(tmp_path, passages, "whole.sqlite")  # one chunk, this process
+    monkeypatch.setattr(build, "CHUNK_UNITS", 3)  # six chunks: five tokenized by two workers
+    pooled = Index.build(units_from(passages), tmp_path / "pooled.sqlite", workers=2)
+    single = Index.build(units_from(passages), tmp_path / "single.sqlite", workers=1)
+    assert pooled.meta["chunks"] == "6" and whole.meta["chunks"] == "1"
+    assert _tables(pooled.path) == _tables(single.path)
+    fts5 = Index(pooled.path, max_postings=0)
+    for terms in (["apple"], ["same", "words"], ["josé martí", "new new"], ["extra", "3"], ["北京大学"]):
+        expression = query_expression(terms)
+        assert pooled.bm25_all(expression) == fts5.bm25_all(expression) == whole.bm25_all(expression), terms
+        assert pooled.search(expression, 20) == whole.search(expression, 20)
+    assert pooled.df("apple words") == fts5.df("apple words") == 9
 
 
 def test_whole_trajectories_equal_with_and_without_postings(tmp_path):

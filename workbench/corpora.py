@@ -9,6 +9,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 UNIT_MAX_CHARS = 2200  # SPEC §2: group adjacent paragraphs up to this many characters
 DOCUMENT_SUFFIXES = (".md", ".txt")
@@ -69,28 +70,73 @@ def load_benchmark_corpus(path: str | Path) -> list[Unit]:
         raise CorpusError(f"{path}: expected a JSON list of {{\"title\", \"text\"}} objects, got {type(items).__name__}")
     if not items:
         raise CorpusError(f"{path}: the corpus is empty")
-    units: list[Unit] = []
     first_seen: dict[str, int] = {}
-    for i, item in enumerate(items):
-        where = f"{path}, item {i}"
-        if not isinstance(item, dict):
-            raise CorpusError(f"{where}: expected an object with \"title\" and \"text\", got {type(item).__name__}")
-        for name in ("title", "text"):
-            if name not in item:
-                raise CorpusError(f"{where}: missing \"{name}\"")
-            if not isinstance(item[name], str):
-                raise CorpusError(f"{where}: \"{name}\" must be a string, got {type(item[name]).__name__}")
-        # surrounding whitespace carries nothing (and would change what a judge is shown)
-        title, text = item["title"].strip(), item["text"].strip()
-        if not title.strip():
-            raise CorpusError(f"{where}: empty \"title\"")
-        if not text.strip():
-            raise CorpusError(f"{where} ({title!r}): empty \"text\"")
-        if title in first_seen:
-            raise CorpusError(f"{where}: duplicate title {title!r} (first at item {first_seen[title]})")
-        first_seen[title] = i
-        units.append(Unit(title=title, heading="", body=text, document=title, source=path.name, location=f"item {i}"))
-    return units
+    return [_benchmark_unit(item, i, path, first_seen) for i, item in enumerate(items)]
+
+
+def _benchmark_unit(item, i: int, path: Path, first_seen: dict[str, int]) -> Unit:
+    """Item `i` of a benchmark corpus as a unit, checked (`first_seen`: title -> item)."""
+    where = f"{path}, item {i}"
+    if not isinstance(item, dict):
+        raise CorpusError(f"{where}: expected an object with \"title\" and \"text\", got {type(item).__name__}")
+    for name in ("title", "text"):
+        if name not in item:
+            raise CorpusError(f"{where}: missing \"{name}\"")
+        if not isinstance(item[name], str):
+            raise CorpusError(f"{where}: \"{name}\" must be a string, got {type(item[name]).__name__}")
+    # surrounding whitespace carries nothing (and would change what a judge is shown)
+    title, text = item["title"].strip(), item["text"].strip()
+    if not title.strip():
+        raise CorpusError(f"{where}: empty \"title\"")
+    if not text.strip():
+        raise CorpusError(f"{where} ({title!r}): empty \"text\"")
+    if title in first_seen:
+        raise CorpusError(f"{where}: duplicate title {title!r} (first at item {first_seen[title]})")
+    first_seen[title] = i
+    return Unit(title=title, heading="", body=text, document=title, source=path.name, location=f"item {i}")
+
+
+def iter_corpus(path: str | Path) -> Iterator[Unit]:
+    """The units of `load_corpus(path)`, one at a time: a benchmark corpus.json is parsed
+    incrementally (ijson) and a folder read file by file, so memory does not grow with
+    the corpus. Errors are the same, raised when the stream reaches them.
+
+    >>> sum(1 for _ in iter_corpus("sample_corpora/encyclopedia/corpus.json"))   # doctest: +SKIP
+    """
+    from .formats import corpus_loader
+
+    if (loader := corpus_loader(path)) is not None:  # JSON Lines, BEIR folders, irds: (read whole)
+        yield from loader()
+        return
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"{path}: no such file or folder")
+    if path.is_dir():
+        yield from iter_folder(path)
+    elif path.suffix.lower() == ".json":
+        yield from iter_benchmark_corpus(path)
+    else:
+        yield from load_corpus(path)
+
+
+def iter_benchmark_corpus(path: str | Path) -> Iterator[Unit]:
+    """`load_benchmark_corpus`, streamed."""
+    import ijson
+
+    path = Path(path)
+    first_seen: dict[str, int] = {}
+    with open(path, "rb") as f:
+        try:
+            for i, item in enumerate(ijson.items(f, "item", use_float=True)):
+                yield _benchmark_unit(item, i, path, first_seen)
+        except (ijson.JSONError, UnicodeDecodeError, ValueError) as exc:
+            if isinstance(exc, CorpusError):
+                raise
+            load_benchmark_corpus(path)  # the whole-file reader names the problem precisely
+            raise CorpusError(f"{path}: not valid JSON ({exc})") from None
+    if not first_seen:
+        load_benchmark_corpus(path)  # not a list, or an empty one: the same message as there
+        raise CorpusError(f"{path}: the corpus is empty")
 
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -99,19 +145,31 @@ _BLANK = re.compile(r"^\s*$")
 
 def load_folder(root: str | Path) -> list[Unit]:
     """Every .md/.txt file under `root` (sorted), split into paragraph groups of <= 2,200 chars."""
-    root = Path(root)
+    return list(iter_folder(root))
+
+
+def folder_files(root: Path) -> list[Path]:
+    """The document files of a folder, in index order (sorted paths)."""
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in DOCUMENT_SUFFIXES)
     if not files:
         raise CorpusError(f"{root}: no .md or .txt files found")
-    units: list[Unit] = []
-    for file in files:
-        rel = file.relative_to(root).as_posix()
-        try:
-            text = file.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise CorpusError(f"{rel}: not UTF-8 ({exc.reason} at byte {exc.start}); convert it or remove it") from None
-        units.extend(document_units(text, rel))
-    return units
+    return files
+
+
+def file_units(root: Path, file: Path) -> list[Unit]:
+    rel = file.relative_to(root).as_posix()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{rel}: not UTF-8 ({exc.reason} at byte {exc.start}); convert it or remove it") from None
+    return document_units(text, rel)
+
+
+def iter_folder(root: str | Path) -> Iterator[Unit]:
+    """`load_folder`, one file at a time."""
+    root = Path(root)
+    for file in folder_files(root):
+        yield from file_units(root, file)
 
 
 def _paragraphs(lines: list[str]) -> list[tuple[int, int, str]]:

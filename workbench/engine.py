@@ -45,20 +45,18 @@ def repair_names(index: Index, text: str, seen=frozenset()) -> str:
     >>> repair_names(index, "Where was Jose Marti born?")   # doctest: +SKIP
     'Where was josé martí born?'
     """
-    pattern = index.alias_pattern
-    if pattern is None:
-        return text
     out, last = [], 0
-    for m in pattern.finditer(text):
-        title = index.aliases.get(normalize_title(m.group()))
+    for start, end in index.alias_spans(text):  # stored keys: nothing grows with the corpus here
+        span = text[start:end]
+        title = index.aliases.get(normalize_title(span))
         if title is None:
             continue
-        if not index.has_unseen_match(textlib.phrase(m.group()), seen) and index.has_unseen_match(
+        if not index.has_unseen_match(textlib.phrase(span), seen) and index.has_unseen_match(
             textlib.phrase(title), seen
         ):
-            out.append(text[last : m.start()])
+            out.append(text[last:start])
             out.append(title)
-            last = m.end()
+            last = end
     out.append(text[last:])
     return "".join(out)
 

@@ -1,5 +1,8 @@
 """The SAG2 index (SPEC §2): one SQLite file with FTS5 over title/heading/body, the original
-units, and the locally derived statistics (df, title phrases, accent aliases, diversity df).
+units, and everything derived from the corpus, computed at build time and read lazily
+(term positions for BM25, body df, title phrases, accent aliases, diversity df): opening
+costs the same at 6k and 600k passages. Building: `workbench/build.py`; updating in
+place: `workbench/update.py`.
 
 >>> index = Index.build(load_corpus("sample_corpora/internal_docs"), "docs.sqlite")  # doctest: +SKIP
 >>> index.search(query_expression(["role_id"]), limit=3)                            # doctest: +SKIP
@@ -14,9 +17,9 @@ import os
 import re
 import sqlite3
 import threading
-import time
 import unicodedata
 from collections import Counter
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,9 +29,12 @@ import regex
 
 from . import text as textlib
 from .corpora import UNIT_MAX_CHARS, Unit
-from .postings import DEFAULT_MAX_INSTANCES, Postings, phrases_of
+from .postings import Postings, phrases_of
+from .safeio import InputError
 
-SCHEMA_VERSION = "sag2wb-index-1"
+# 2: postings, row lengths, body vocabulary, title phrases and aliases stored at build time
+SCHEMA_VERSION = "sag2wb-index-2"
+_LETTER_OR_NUMBER = regex.compile(r"[\p{L}\p{N}]")
 DEFAULT_FIELD_WEIGHTS = (2.0, 2.0, 1.0)
 UNIT_CACHE_LIMIT = 50_000  # units held in memory; a corpus up to this size is read whole
 # SPEC Appendix C: diversity vectors use plain word tokens, not jieba tokens. The standard
@@ -50,8 +56,91 @@ class Memo(dict):
         return value
 
 
-class IndexProblem(RuntimeError):
-    """An index that cannot be opened or built, with the reason and the fix."""
+class IndexProblem(InputError, RuntimeError):
+    """An index that cannot be opened or built, with the reason and the fix (an InputError:
+    the CLI prints it in one line and exits 2)."""
+
+
+def _damaged(path: Path, exc: sqlite3.DatabaseError) -> IndexProblem:
+    return IndexProblem(f"{path}: the index file is damaged ({exc}); rebuild it with `sag2wb index CORPUS --db {path}`")
+
+
+class _Rows(list):
+    def fetchone(self):
+        return self[0] if self else None
+
+    def fetchall(self):
+        return self
+
+
+class _ReadConnection:
+    """The index's SQLite connection; a damaged file becomes an IndexProblem that names the
+    path and the fix, whichever query meets the damaged page first."""
+
+    def __init__(self, path: Path, db: sqlite3.Connection):
+        self.path, self.raw = path, db
+
+    def execute(self, sql: str, args=()) -> _Rows:
+        try:
+            return _Rows(self.raw.execute(sql, args).fetchall())
+        except sqlite3.OperationalError as exc:
+            if "malformed" in str(exc) or "corrupt" in str(exc):
+                raise _damaged(self.path, exc) from None
+            raise  # e.g. an FTS5 expression error: callers name it
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(self.path, exc) from None
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class _StoredSet(Set):
+    """A set stored in one table column: membership is one indexed look-up."""
+
+    def __init__(self, db, table: str, column: str, decode=lambda v: v, encode=lambda v: v):
+        self.db, self.table, self.column, self.decode, self.encode = db, table, column, decode, encode
+        self._known: dict = {}
+
+    def __contains__(self, item) -> bool:
+        found = self._known.get(item)
+        if found is None:
+            found = self._known[item] = bool(self.db.execute(
+                f"SELECT 1 FROM {self.table} WHERE {self.column} = ?", (self.encode(item),)).fetchone())
+            if len(self._known) > 100_000:
+                self._known.clear()
+        return found
+
+    def __iter__(self):
+        return iter([self.decode(v) for (v,) in self.db.execute(f"SELECT {self.column} FROM {self.table}")])
+
+    def __len__(self) -> int:
+        return self.db.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0]
+
+    @classmethod
+    def _from_iterable(cls, items):  # set operations give plain sets
+        return frozenset(items)
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} stored in {self.table}>"
+
+
+class _Aliases(Mapping):
+    """Accent-folded key -> title, stored in the index (one look-up per key)."""
+
+    def __init__(self, db):
+        self.db = db
+
+    def __getitem__(self, key: str) -> str:
+        row = self.db.execute("SELECT title FROM aliases WHERE fold = ?", (key,)).fetchone()
+        if row is None:
+            raise KeyError(key)
+        return row[0]
+
+    def __iter__(self):
+        return iter([k for (k,) in self.db.execute("SELECT fold FROM aliases")])
+
+    def __len__(self) -> int:
+        return self.db.execute("SELECT count(*) FROM aliases").fetchone()[0]
 
 
 def quote(term: str) -> str:
@@ -104,17 +193,30 @@ class UnitRecord(Unit):
 class Index:
     """An opened SAG2 index. Read-only; caches per-phrase look-ups for the process."""
 
-    def __init__(self, path: str | Path, *, max_postings: int = DEFAULT_MAX_INSTANCES):
-        """`max_postings`: largest number of term positions read into memory for BM25
-        (0: always let FTS5 compute bm25())."""
+    def __init__(self, path: str | Path, *, max_postings: int = 1):
+        """`max_postings=0`: let FTS5 compute bm25() and phrase matches instead of the
+        postings stored at build time (same results, slower; kept to compare the two)."""
         self.path = Path(path)
         if not self.path.exists():
             raise IndexProblem(f"{self.path}: no index here; build one with `sag2wb index CORPUS --db {self.path}`")
+        if self.path.is_dir():
+            raise IndexProblem(f"{self.path}: is a folder, not an index file; pass the index file to --db")
+        if Path(f"{self.path}-journal").exists() and os.access(self.path.parent, os.W_OK):
+            # an update was killed mid-way: a read-write open rolls its journal back first
+            with sqlite3.connect(self.path) as fix:
+                fix.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            fix.close()
         try:
-            self.db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
-            meta = dict(self.db.execute("SELECT key, value FROM meta"))
+            # autocommit: the scratch table that splits phrases is written in temp; a
+            # transaction left open by it would hold a read lock and block updates
+            raw = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False, isolation_level=None)
+            # postings blobs are read through the page cache's memory map, not copied by read()
+            raw.execute("PRAGMA mmap_size = 2147418112")
+            meta = dict(raw.execute("SELECT key, value FROM meta"))
         except sqlite3.DatabaseError as exc:
-            raise IndexProblem(f"{self.path}: not a SAG2 workbench index ({exc})") from None
+            raise IndexProblem(f"{self.path}: not a SAG2 workbench index ({exc}); build one with "
+                               f"`sag2wb index CORPUS --db {self.path}`") from None
+        self.db = _ReadConnection(self.path, raw)
         if meta.get("schema") != SCHEMA_VERSION or meta.get("complete") != "1":
             raise IndexProblem(f"{self.path}: incomplete or foreign index (schema {meta.get('schema')!r}); rebuild it")
         expected = tokenizer_signature()
@@ -142,6 +244,12 @@ class Index:
         self._diversity_vectors: dict[int, dict[str, float]] = {}
         self.max_postings = max_postings
         self._postings_lock = threading.Lock()
+        self._alias_keys: dict[str, str | None] = {}
+        self.aliases = _Aliases(self.db)
+        """Accent-folded key -> the one NFKC case-folded title that folds to it (SPEC §2)."""
+        self.title_phrases = _StoredSet(self.db, "title_phrases", "phrase",
+                                        lambda p: tuple(p.split(" ")), " ".join)
+        """Token tuples of titles with >= 2 tokens (SPEC §2): `toks in index.title_phrases`."""
 
     def __repr__(self) -> str:
         return f"Index({str(self.path)!r}, units={self.N}, documents={self.D})"
@@ -168,6 +276,57 @@ class Index:
         return rec
 
     @cached_property
+    def _alias_lengths(self) -> tuple[int, ...]:
+        return tuple(n for (n,) in self.db.execute("SELECT DISTINCT length(fold) AS n FROM aliases ORDER BY n DESC"))
+
+    def alias_spans(self, text: str):
+        """(start, end) of each accent-alias key in `text`, as a regular expression of all
+        keys, longest first, case-insensitive, between non-letters, would find them (SPEC
+        §2): one indexed look-up per possible span instead of an expression that grows
+        with every title.
+
+        >>> list(index.alias_spans("Where was Jose Marti born?"))   # doctest: +SKIP
+        [(10, 20)]
+        """
+        lengths = self._alias_lengths
+        if not lengths:
+            return
+        n, pos = len(text), 0
+        # after[i]: no letter or number at i (the expression's look-ahead at an end, and its
+        # look-behind, at i - 1, for a start)
+        after = [i == n or not _LETTER_OR_NUMBER.match(text[i]) for i in range(n + 1)]
+        for start in range(pos, n):
+            if start < pos or (start > 0 and not after[start - 1]):
+                continue
+            for length in lengths:  # longest first: the longest key wins at a position
+                end = start + length
+                if end <= n and after[end] and self._alias_key(text[start:end]) is not None:
+                    yield start, end
+                    pos = end  # the expression resumes after a match
+                    break
+
+    @cached_property
+    def _small_aliases(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for fold, lookup in self.db.execute("SELECT fold, lookup FROM aliases ORDER BY fold"):
+            out.setdefault(lookup, []).append(fold)
+        return out
+
+    def _alias_key(self, span: str) -> str | None:
+        """The first key (in sorted order) that `span` equals case-insensitively, if any."""
+        known = self._alias_keys
+        if span not in known:
+            if self.N <= UNIT_CACHE_LIMIT:  # a small index: every key in memory, one read
+                keys = self._small_aliases.get(span.casefold(), ())
+            else:
+                keys = [k for (k,) in self.db.execute(
+                    "SELECT fold FROM aliases WHERE lookup = ? ORDER BY fold", (span.casefold(),))]
+            if len(known) > 100_000:
+                known.clear()
+            known[span] = next((k for k in keys if regex.fullmatch(regex.escape(k), span, regex.IGNORECASE)), None)
+        return known[span]
+
+    @cached_property
     def titles(self) -> list[str]:
         return [t for (t,) in self.db.execute("SELECT title FROM units ORDER BY id")]
 
@@ -184,12 +343,12 @@ class Index:
 
     @cached_property
     def postings(self) -> Postings | None:
-        """The in-memory postings that compute bm25() (loaded on first use; None when the
-        index is larger than `max_postings` positions)."""
+        """The postings stored at build time that compute bm25() and phrase matches (row
+        sizes read on first use; None with `max_postings=0`)."""
         if self.max_postings <= 0:
             return None
         with self._postings_lock:
-            return Postings.load(self.db, self.max_postings)
+            return Postings.open(self.db)
 
     def _bm25_rows(self, expression: str, weights):
         """(rows, scores) from the in-memory postings, or None to ask FTS5."""
@@ -287,7 +446,11 @@ class Index:
     def _count_df(self, term: str) -> int:
         """SPEC §2 df(t): units whose *body* matches the token or phrase (`index.df(t)`)."""
         n = self._vocabulary_df(term)
-        if n is None:  # a phrase: FTS5's count (24 us on 2Wiki, faster than intersecting positions)
+        if n is None and self.N > UNIT_CACHE_LIMIT:  # a phrase: rows with it in the body, from its positions
+            # (on a small index FTS5's count is faster: ~25 us on 2Wiki; both are tested equal)
+            postings = self.postings
+            n = postings.body_rows(term) if postings is not None else None
+        if n is None:  # no postings, or a phrase without tokens: FTS5's count
             (n,) = self._fts("SELECT count(*) FROM fts WHERE fts MATCH ?", ("body : " + quote(term),))[0]
         return n
 
@@ -295,11 +458,11 @@ class Index:
         """df of a term FTS5 reads as one token, from the body vocabulary; None for a phrase
         (or a term not yet split the way FTS5 splits it)."""
         if _PLAIN_TOKEN.fullmatch(term):
-            return self._body_vocabulary.get(term, 0)
+            return self._body_docs(term)
         postings = self.postings
         toks = postings.known_tokens(term) if postings is not None else None
         if toks is not None and len(toks) == 1:  # e.g. '北京大学'
-            return self._body_vocabulary.get(toks[0], 0)
+            return self._body_docs(toks[0])
         return None
 
     def cheap_df(self, term: str) -> int | None:
@@ -311,13 +474,18 @@ class Index:
                 self._df[term] = n
         return n
 
-    @cached_property
-    def _body_vocabulary(self) -> dict[str, int]:
+    def _body_docs(self, token: str) -> int:
         # unicode61 leaves a lower-case ASCII letter/digit run as one token, unchanged, so for
-        # such a term the body phrase-match count is its fts5vocab document count: one
-        # read of the vocabulary replaces thousands of MATCH queries (tested equal).
-        self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.body_vocab USING fts5vocab(main, fts, 'col')")
-        return dict(self.db.execute("SELECT term, doc FROM temp.body_vocab WHERE col = 'body'"))
+        # such a term the body phrase-match count is its body document count, which the
+        # build stored (fts5vocab's 'col' count; tested equal to the MATCH count)
+        if self.N <= UNIT_CACHE_LIMIT:  # a small index: its whole vocabulary in one read
+            return self._small_vocabulary.get(token, 0)
+        row = self.db.execute("SELECT body_docs FROM terms WHERE term = ?", (token,)).fetchone()
+        return row[0] if row else 0
+
+    @cached_property
+    def _small_vocabulary(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT term, body_docs FROM terms"))
 
     def _compute_idf(self, term: str) -> float:
         """SPEC §2 (`index.idf(t)`): ln(1 + (N - df + 0.5) / (df + 0.5))."""
@@ -325,34 +493,6 @@ class Index:
         return math.log(1 + (self.N - df + 0.5) / (df + 0.5))
 
     # ---- derived structures --------------------------------------------------------------
-    @cached_property
-    def title_phrases(self) -> frozenset[tuple[str, ...]]:
-        """Token tuples of titles with >= 2 tokens (SPEC §2)."""
-        out = set()
-        for title in self.titles:
-            toks = tuple(textlib.tokenize(title))
-            if len(toks) >= 2:
-                out.add(toks)
-        return frozenset(out)
-
-    @cached_property
-    def aliases(self) -> dict[str, str]:
-        """Accent-folded key -> the one NFKC case-folded title that folds to it (SPEC §2)."""
-        folded: dict[str, set[str]] = {}
-        for title in set(normalize_title(t) for t in self.titles):
-            folded.setdefault(fold_accents(title), set()).add(title)
-        return {key: next(iter(ts)) for key, ts in folded.items() if len(ts) == 1 and key not in ts}
-
-    @cached_property
-    def alias_pattern(self) -> regex.Pattern | None:
-        if not self.aliases:
-            return None
-        keys = sorted(self.aliases, key=lambda k: (-len(k), k))  # longest key wins at a position
-        return regex.compile(
-            r"(?<![\p{L}\p{N}])(?:" + "|".join(regex.escape(k) for k in keys) + r")(?![\p{L}\p{N}])",
-            regex.IGNORECASE,
-        )
-
     def diversity_df(self, tokens) -> dict[str, int]:
         """Original documents containing each diversity token (SPEC Appendix C); 0 for a
         token no document has. Remembered per token: top-10 passages share most words."""
@@ -387,17 +527,46 @@ class Index:
 
     # ---- building ------------------------------------------------------------------------
     @classmethod
-    def build(cls, units: list[Unit], path: str | Path, *, source: str = "") -> "Index":
-        """Build an index into `path` atomically (a failed build leaves no index behind)."""
+    def build(cls, units, path: str | Path, *, source: str = "", workers: int | None = None,
+              progress: bool | None = False) -> "Index":
+        """Build an index of `units` (a list, any iterable read once, or a corpus path,
+        streamed) into `path` atomically: a failed or interrupted build leaves the old file
+        as it was. `path` may be a workbench index (replaced) or new; anything else is
+        refused. `workers`: tokenizing processes (default: up to 2 cores); results are
+        the same for any number. `progress`: a tqdm bar (None: on a terminal only).
+
+        >>> Index.build("sample_corpora/internal_docs", "docs.sqlite")   # doctest: +SKIP
+        Index('docs.sqlite', units=..., documents=...)
+        """
+        from .build import write_index
+        from .corpora import iter_corpus
+
         path = Path(path)
-        if not units:
-            raise IndexProblem(f"{source or path}: nothing to index (no units)")
+        folder = None
+        if isinstance(units, (str, Path)):
+            source = source or str(units)
+            from .formats import corpus_loader
+
+            # a folder of .md/.txt files keeps a manifest for in-place updates; a BEIR folder does not
+            folder = Path(units) if Path(units).is_dir() and corpus_loader(units) is None else None
+            units = iter_corpus(units)
+        check_replaceable(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_builds(path)
         tmp = path.with_name(f".{path.name}.building-{os.getpid()}")
         if tmp.exists():
             tmp.unlink()
         try:
-            _write_index(units, tmp, source)
+            meta = write_index(units, tmp, source, workers=workers, progress=progress,
+                               total=len(units) if hasattr(units, "__len__") else None)
+            if not meta:
+                raise IndexProblem(f"{source or path}: nothing to index (no units)")
+            if folder is not None:  # what `sag2wb index FOLDER` compares to update in place
+                from .update import write_manifest
+
+                with sqlite3.connect(tmp) as db:
+                    write_manifest(db, folder)
+                db.close()
             os.replace(tmp, path)
         except BaseException:
             tmp.unlink(missing_ok=True)
@@ -405,67 +574,72 @@ class Index:
         return cls(path)
 
 
-def corpus_fingerprint(units: list[Unit]) -> str:
-    h = hashlib.sha256()
-    for u in units:
-        for part in (u.title, u.heading, u.body, u.document, u.source, u.location):
-            h.update(part.encode("utf-8"))
-            h.update(b"\x1f")
-    return h.hexdigest()
+def check_replaceable(path: Path) -> None:
+    """Refuse to build over anything but a workbench index (a corpus, notes, a folder)."""
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise IndexProblem(f"{path}: is a folder; pass a file name for the index to --db")
+    with open(path, "rb") as f:
+        head = f.read(16)
+    ours = False
+    if head == b"SQLite format 3\x00":
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                ours = bool(row) and str(row[0]).startswith("sag2wb-index")
+            finally:
+                db.close()
+        except sqlite3.DatabaseError:
+            ours = False
+    if not ours:
+        raise IndexProblem(f"{path}: exists and is not a SAG2 workbench index; refusing to replace it "
+                           "(choose another --db, or delete the file yourself)")
 
 
-def _write_index(units: list[Unit], path: Path, source: str) -> None:
-    tok = textlib.tokenize
-    db = sqlite3.connect(path)
+def remove_stale_builds(path: Path) -> list[Path]:
+    """Delete `.NAME.building-PID` files left by builds whose process is gone (killed)."""
+    removed = []
+    for tmp in path.parent.glob(f".{glob_escape(path.name)}.building-*"):
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        tmp.unlink(missing_ok=True)
+        removed.append(tmp)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def _alive(pid: int) -> bool:
     try:
-        db.executescript(
-            """
-            PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = 4096;
-            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-            CREATE TABLE units (id INTEGER PRIMARY KEY, title TEXT NOT NULL, heading TEXT NOT NULL,
-                body TEXT NOT NULL, document TEXT NOT NULL, source TEXT NOT NULL, location TEXT NOT NULL);
-            -- contentless: the original text lives in `units`; FTS5 keeps only the token index.
-            CREATE VIRTUAL TABLE fts USING fts5(title, heading, body, content='');
-            CREATE TABLE diversity_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
-            """
-        )
-        rows = [(i, u.title, u.heading, u.body, u.document, u.source, u.location) for i, u in enumerate(units, start=1)]
-        db.executemany("INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-        db.executemany(
-            "INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            ((i, " ".join(tok(u.title)), " ".join(tok(u.heading)), " ".join(tok(u.body))) for i, u in enumerate(units, start=1)),
-        )
-        db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
-        doc_tokens: dict[str, set[str]] = {}
-        for u in units:
-            doc_tokens.setdefault(u.document, set()).update(DIVERSITY_TOKEN.findall(u.body.casefold()))
-        df = Counter()
-        for toks in doc_tokens.values():
-            df.update(toks)
-        db.executemany("INSERT INTO diversity_df VALUES (?, ?)", sorted(df.items()))
-        meta = {
-            "schema": SCHEMA_VERSION,
-            **tokenizer_signature(),
-            "units": str(len(units)),
-            "documents": str(len(doc_tokens)),
-            "source": source,
-            "fingerprint": corpus_fingerprint(units),
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "complete": "1",  # written last: an index without it never opens
-        }
-        db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
-        db.commit()
-        db.execute("VACUUM")
-    finally:
-        db.close()
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
-def open_or_build(units_or_corpus, path: str | Path, *, source: str = "") -> tuple[Index, bool]:
+def corpus_fingerprint(units) -> str:
+    from .build import Fingerprint
+
+    fingerprint = Fingerprint()
+    for u in units:
+        fingerprint.add(u)
+    return fingerprint.hexdigest()
+
+
+def open_or_build(units_or_corpus, path: str | Path, *, source: str = "", progress: bool | None = False) -> tuple[Index, bool]:
     """Open `path` if it holds an index of exactly these units; otherwise (re)build it.
     Returns (index, built)."""
-    from .corpora import load_corpus
+    from .corpora import iter_corpus
 
-    units = load_corpus(units_or_corpus) if isinstance(units_or_corpus, (str, Path)) else units_or_corpus
+    is_path = isinstance(units_or_corpus, (str, Path))
+    units = iter_corpus(units_or_corpus) if is_path else units_or_corpus
     path = Path(path)
     if path.exists():
         try:
@@ -475,4 +649,5 @@ def open_or_build(units_or_corpus, path: str | Path, *, source: str = "") -> tup
             index.close()
         except IndexProblem:
             pass
-    return Index.build(units, path, source=source or str(units_or_corpus if isinstance(units_or_corpus, (str, Path)) else "")), True
+        units = iter_corpus(units_or_corpus) if is_path else units_or_corpus  # a stream is read once
+    return Index.build(units, path, source=source or (str(units_or_corpus) if is_path else ""), progress=progress), True

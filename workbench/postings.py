@@ -1,9 +1,10 @@
-"""FTS5's bm25() computed from the index's postings held in memory (SPEC §2 ranking).
+"""FTS5's bm25() computed from term positions stored in the index (SPEC §2 ranking).
 
 SQLite evaluates bm25() row by row, reading each row's size from the docsize table; on
-2Wiki that is ~3 ms per query, most of a question's retrieval time. This module reads the
-FTS5 index once per process (every term position via fts5vocab, every row size, the
-averages record) and scores an OR of phrases for all matching rows with numpy, using the
+2Wiki that is ~3 ms per query, and at 600k passages most of a question's time. The build
+(`workbench/build.py`) stores every FTS5 term position and row size; this module reads a
+token's positions when a phrase first needs them (nothing corpus-sized at open but the
+row sizes) and scores an OR of phrases for all matching rows with numpy, using the
 formula of SQLite's fts5_aux.c with the same floating-point operations in the same order:
 
     idf(p)    = ln((N - hits(p) + 0.5) / (hits(p) + 0.5)), or 1e-6 if that is <= 0
@@ -15,7 +16,10 @@ with k1 = 1.2, b = 0.75, |row| the row's token count over all columns. Scores eq
 FTS5's bit for bit (tests compare them with FTS5 on every kind of phrase), so rankings and
 ties are unchanged. Phrases are split into tokens by FTS5 itself (a scratch table with
 the same unicode61 tokenizer), so accents, punctuation and CJK text split exactly as in
-the index. Corpora whose postings exceed a memory budget keep FTS5's own bm25().
+the index. The same positions give a phrase's matching rows and its body df.
+
+>>> Postings.open(db).bm25(["glass harbour", "director"], (2.0, 2.0, 1.0))   # doctest: +SKIP
+(array([1, 4]), array([-3.1, -0.9]))
 """
 from __future__ import annotations
 
@@ -30,8 +34,7 @@ K1, B = 1.2, 0.75
 COLUMNS = ("title", "heading", "body")
 # postings are int64 keys: row << 32 | column << 24 | token offset (sorted = FTS5's order)
 _ROW_SHIFT, _COL_SHIFT, _OFFSET_MASK = 32, 24, (1 << 24) - 1
-# ~32 MB of keys (and ~50 MB of text while loading); larger indexes use FTS5's bm25()
-DEFAULT_MAX_INSTANCES = 4_000_000
+_BODY_COLUMN = COLUMNS.index("body")
 _PLAIN = re.compile(r"[a-z0-9]+(?: [a-z0-9]+)*")  # unicode61 keeps these tokens as they are
 _PHRASE = re.compile(r'"((?:[^"]|"")*)"')
 
@@ -63,56 +66,79 @@ def _varints(blob: bytes) -> list[int]:
     return out
 
 
-class Postings:
-    """Every term position of the FTS5 table `fts`, row sizes and the table averages."""
+def read_instances(db: sqlite3.Connection, table: str = "fts") -> tuple[list[str], list[int], np.ndarray]:
+    """Every term position of the FTS5 table `table` (fts5vocab): the terms in FTS5's
+    order, each term's number of positions, and all positions as int64 keys grouped by
+    term (row << 32 | column << 24 | offset, each group sorted). The build reads one chunk
+    of units at a time this way, from a scratch table with the index's tokenizer."""
+    db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_rows USING fts5vocab(main, {table}, 'row')")
+    db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_instances USING fts5vocab(main, {table}, 'instance')")
+    rows = db.execute("SELECT term, cnt FROM temp.sag2wb_rows").fetchall()
+    cols = " ".join(f"WHEN '{c}' THEN {i}" for i, c in enumerate(COLUMNS))
+    (text,) = db.execute(
+        f"SELECT group_concat((doc << {_ROW_SHIFT}) + ((CASE col {cols} END) << {_COL_SHIFT}) + offset) "
+        "FROM temp.sag2wb_instances"
+    ).fetchone()
+    # numpy's text parser: no Python object per position
+    keys = np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, dtype=np.int64)
+    terms = [t for t, _ in rows]
+    counts = [c for _, c in rows]
+    if len(keys) != sum(counts):  # both vocabularies walk the same index; anything else is a bug
+        raise RuntimeError(f"fts5vocab disagrees with itself: {len(keys)} instances vs {sum(counts)}")
+    return terms, counts, keys
 
-    def __init__(self, db: sqlite3.Connection, keys: np.ndarray, spans: dict, row_norm: np.ndarray, n_rows: int):
+
+def averages(db: sqlite3.Connection) -> tuple[int, float]:
+    """(rows, average row length in tokens) from FTS5's averages record, as fts5_aux.c reads them."""
+    (block,) = db.execute("SELECT block FROM fts_data WHERE id = 1").fetchone()
+    n_rows, *column_totals = _varints(block)
+    return n_rows, float(sum(column_totals)) / float(n_rows)
+
+
+# phrase look-ups keep at most this many positions of recently used tokens in memory
+TOKEN_CACHE_POSITIONS = 16_000_000
+
+
+def _intersect_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The values in both sorted, duplicate-free arrays (binary search of the shorter in
+    the longer: a phrase's rarer token bounds the work)."""
+    if len(a) > len(b):
+        a, b = b, a
+    if not len(a) or not len(b):
+        return a[:0]
+    at = np.searchsorted(b, a)
+    at[at == len(b)] = 0
+    return a[b[at] == a]
+
+
+class Postings:
+    """The index's term positions as the build stored them (table `postings`, one blob of
+    keys per term and chunk of units), row sizes and the table averages. A token's
+    positions are read from disk when a phrase first needs them (SQLite memory-maps the
+    file), so opening costs the row sizes only, whatever the corpus size."""
+
+    def __init__(self, db: sqlite3.Connection, row_norm: np.ndarray, n_rows: int):
         self.db = db
-        self.keys = keys  # all instances, grouped by term
-        self.spans = spans  # term -> (start, end) in keys
         self.row_norm = row_norm  # rowid -> k1 * (1 - b + b * |row| / avgdl)
         self.n_rows = n_rows
         self._tokens: dict[str, tuple[str, ...] | None] = {}
         self._phrases: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._token_keys: dict[str, np.ndarray] = {}
+        self._cached_positions = 0
         self._lock = threading.Lock()
         self._scratch = False  # the scratch table that splits phrases like FTS5 exists
 
     @classmethod
-    def load(cls, db: sqlite3.Connection, max_instances: int = DEFAULT_MAX_INSTANCES) -> "Postings | None":
-        """Read the postings of `fts`, or None when they exceed `max_instances`."""
-        db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_rows USING fts5vocab(main, fts, 'row')")
-        db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_instances USING fts5vocab(main, fts, 'instance')")
-        counts = db.execute("SELECT term, cnt FROM temp.sag2wb_rows").fetchall()
-        total = sum(c for _, c in counts)
-        if total > max_instances:
-            return None
-        cols = " ".join(f"WHEN '{c}' THEN {i}" for i, c in enumerate(COLUMNS))
-        (text,) = db.execute(
-            f"SELECT group_concat((doc << {_ROW_SHIFT}) + ((CASE col {cols} END) << {_COL_SHIFT}) + offset) "
-            "FROM temp.sag2wb_instances"
-        ).fetchone()
-        # numpy's text parser: no Python object per position
-        keys = np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, dtype=np.int64)
-        if len(keys) != total:  # both vocabularies walk the same index; anything else is a bug
-            raise RuntimeError(f"fts5vocab disagrees with itself: {len(keys)} instances vs {total}")
-        spans, start = {}, 0
-        for term, c in counts:
-            spans[term] = (start, start + c)
-            start += c
-        # the averages record (FTS5's xRowCount and xColumnTotalSize): rows, then tokens per column
-        (averages,) = db.execute("SELECT block FROM fts_data WHERE id = 1").fetchone()
-        n_rows, *column_totals = _varints(averages)
-        avgdl = float(sum(column_totals)) / float(n_rows)
-        sizes = db.execute("SELECT id, sz FROM fts_docsize").fetchall()
-        top = max((i for i, _ in sizes), default=0)
-        length = np.zeros(top + 1, dtype=np.float64)
-        for rowid, blob in sizes:
-            columns = _varints(blob)
-            if max(columns, default=0) > _OFFSET_MASK:  # an offset would spill into the column bits
-                return None
-            length[rowid] = sum(columns)
+    def open(cls, db: sqlite3.Connection) -> "Postings":
+        """The stored postings of an index (row sizes and averages are read now)."""
+        n_rows, avgdl = averages(db)
+        blobs = db.execute("SELECT first_id, lengths FROM row_lengths ORDER BY first_id").fetchall()
+        top = max((first + len(blob) // 4 for first, blob in blobs), default=1)
+        length = np.zeros(top, dtype=np.float64)
+        for first, blob in blobs:
+            length[first : first + len(blob) // 4] = np.frombuffer(blob, dtype="<i4")
         row_norm = K1 * ((1 - B) + (B * length) / avgdl)
-        return cls(db, keys, spans, row_norm, n_rows)
+        return cls(db, row_norm, n_rows)
 
     # ---- phrases -------------------------------------------------------------------------
     def tokens(self, phrase: str) -> tuple[str, ...] | None:
@@ -144,14 +170,24 @@ class Postings:
         return tuple(phrase.split(" ")) if _PLAIN.fullmatch(phrase) else self._tokens.get(phrase)
 
     def _term_keys(self, token: str) -> np.ndarray:
-        span = self.spans.get(token)
-        return self.keys[span[0] : span[1]] if span else self.keys[:0]
+        keys = self._token_keys.get(token)
+        if keys is None:
+            with self._lock:
+                blobs = self.db.execute("SELECT keys FROM postings WHERE term = ? ORDER BY chunk", (token,)).fetchall()
+            # chunks hold increasing row ranges, so the concatenation stays sorted
+            keys = np.frombuffer(b"".join(b for (b,) in blobs), dtype="<i8")
+            if self._cached_positions + len(keys) > TOKEN_CACHE_POSITIONS:
+                self._token_keys.clear()
+                self._cached_positions = 0
+            self._token_keys[token] = keys
+            self._cached_positions += len(keys)
+        return keys
 
     def _starts(self, toks: tuple[str, ...]) -> np.ndarray:
         """Sorted keys where the phrase begins: token k sits k places after token 0, same column."""
         starts = self._term_keys(toks[0])
         for k, tok in enumerate(toks[1:], start=1):
-            starts = np.intersect1d(starts, self._term_keys(tok) - k, assume_unique=True)
+            starts = _intersect_sorted(starts, self._term_keys(tok) - k)
         return starts
 
     def phrase(self, phrase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -177,6 +213,21 @@ class Postings:
         """Rows with the phrase in any column (None: ask FTS5)."""
         found = self.phrase(phrase)
         return None if found is None else frozenset(found[0].tolist())
+
+    def body_rows(self, phrase: str) -> int | None:
+        """How many rows have the phrase in their body (FTS5's `body : "phrase"` count;
+        None: ask FTS5)."""
+        found = self._phrases.get(phrase)
+        if found is not None:
+            _, where, cols = found
+            body = where[cols == _BODY_COLUMN]  # row indexes, non-decreasing
+        else:  # most counted phrases are never searched: count from the starts alone
+            toks = self.tokens(phrase)
+            if toks is None:
+                return None
+            starts = self._starts(toks)
+            body = starts[((starts >> _COL_SHIFT) & 0xFF) == _BODY_COLUMN] >> _ROW_SHIFT
+        return int(len(body) and 1 + np.count_nonzero(body[1:] != body[:-1]))
 
     # ---- scoring -------------------------------------------------------------------------
     def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray] | None:

@@ -1,0 +1,297 @@
+"""Writing an index from a stream of units, in chunks tokenized by a process pool.
+
+Everything a question needs that depends only on the corpus is computed here, once, and
+stored in the index file beside FTS5's own tables (SPEC §2):
+
+| table | what | read by |
+|---|---|---|
+| `postings` | every FTS5 term position, one int64 blob per token and chunk of units | BM25, phrase matches, phrase df |
+| `row_lengths` | each unit's token count, one int32 blob per chunk | BM25's length normalisation |
+| `terms` | body document count of every token | df of a token |
+| `title_phrases` | titles of two or more tokens | name resolution (title phrase) |
+| `aliases` | accent-folded title -> the title | name repair |
+| `diversity_df` | original documents containing a diversity token | diversity vectors |
+
+A chunk is a run of whole documents (about CHUNK_UNITS units). Each chunk's positions come
+from a scratch FTS5 table with the index's tokenizer in the worker, so they are FTS5's own
+positions; chunks are tokenized in parallel but written in order, so one process and
+several give byte-identical tables.
+
+>>> write_index(iter_corpus("corpus.json"), Path("corpus.sqlite.tmp"), "corpus.json")  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import signal
+import sqlite3
+import time
+from collections import Counter, deque
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from . import text as textlib
+from .corpora import Unit
+from .postings import COLUMNS, read_instances
+
+CHUNK_UNITS = 2048
+SCHEMA = """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+    CREATE TABLE units (id INTEGER PRIMARY KEY, title TEXT NOT NULL, heading TEXT NOT NULL,
+        body TEXT NOT NULL, document TEXT NOT NULL, source TEXT NOT NULL, location TEXT NOT NULL,
+        title_norm TEXT NOT NULL, title_fold TEXT NOT NULL, digest BLOB NOT NULL);
+    -- contentless: the original text lives in `units`; FTS5 keeps only the token index.
+    CREATE VIRTUAL TABLE fts USING fts5(title, heading, body, content='');
+    CREATE TABLE diversity_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE postings (chunk INTEGER NOT NULL, term TEXT NOT NULL, keys BLOB NOT NULL);
+    CREATE TABLE row_lengths (first_id INTEGER PRIMARY KEY, chunk INTEGER NOT NULL, lengths BLOB NOT NULL);
+    CREATE TABLE terms (term TEXT PRIMARY KEY, body_docs INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE title_phrases (phrase TEXT PRIMARY KEY, units INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE aliases (fold TEXT PRIMARY KEY, title TEXT NOT NULL, lookup TEXT NOT NULL) WITHOUT ROWID;
+    CREATE INDEX aliases_lookup ON aliases (lookup);
+"""
+_BODY = COLUMNS.index("body")
+
+
+def document_chunks(units: Iterable[Unit], size: int = CHUNK_UNITS) -> Iterator[list[Unit]]:
+    """Runs of whole documents of about `size` units (a chunk never splits a document, so
+    per-document statistics are complete within one chunk)."""
+    chunk: list[Unit] = []
+    for u in units:
+        if len(chunk) >= size and u.document != chunk[-1].document:
+            yield chunk
+            chunk = []
+        chunk.append(u)
+    if chunk:
+        yield chunk
+
+
+def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str]]) -> dict:
+    """Everything the index stores about units `first_id`, `first_id + 1`, ... given their
+    (title, heading, body, document): runs in a worker process."""
+    return tokenize_rows(list(range(first_id, first_id + len(rows))), rows)
+
+
+def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict:
+    """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together)."""
+    from .index import DIVERSITY_TOKEN, fold_accents, normalize_title  # the index's own rules
+
+    tok = textlib.tokenize
+    fts_rows, phrases, title_keys = [], Counter(), []
+    keys_of_title: dict[str, tuple[str, str]] = {}
+    doc_sets: list[set[str]] = []
+    doc_tokens: set[str] = set()
+    for i, (title, heading, body, document) in enumerate(rows):
+        t = tok(title)
+        fts_rows.append((ids[i], " ".join(t), " ".join(tok(heading)), " ".join(tok(body))))
+        if len(t) >= 2:
+            phrases[" ".join(t)] += 1  # counted: an update removes a phrase with its last unit
+        if title not in keys_of_title:
+            norm = normalize_title(title)
+            # an ASCII title folds to itself (NFKD and NFKC leave it alone, it has no marks)
+            keys_of_title[title] = (norm, norm if norm.isascii() else fold_accents(norm))
+        title_keys.append(keys_of_title[title])
+        doc_tokens.update(DIVERSITY_TOKEN.findall(body.casefold()))
+        if i + 1 == len(rows) or rows[i + 1][3] != document:
+            doc_sets.append(doc_tokens)
+            doc_tokens = set()
+    diversity = Counter(itertools.chain.from_iterable(doc_sets))  # documents per token, counted in C
+    # FTS5's own positions for these rows: a scratch table with the index's tokenizer
+    scratch = sqlite3.connect(":memory:")
+    try:
+        scratch.execute("CREATE VIRTUAL TABLE fts USING fts5(title, heading, body, content='')")
+        scratch.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", fts_rows)
+        terms, counts, keys = read_instances(scratch)
+    finally:
+        scratch.close()
+    bounds = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+    keys = keys.astype("<i8")
+    blobs = [keys[bounds[k] : bounds[k + 1]].tobytes() for k in range(len(terms))]
+    lengths = np.zeros(len(ids), dtype="<i4")  # a row's token count = its positions
+    rows_of, counts_of = np.unique(keys >> 32, return_counts=True)
+    lengths[np.searchsorted(np.array(ids, dtype=np.int64), rows_of)] = counts_of
+    return {
+        "fts_rows": fts_rows, "terms": terms, "blobs": blobs, "lengths": lengths.tobytes(),
+        "phrases": sorted(phrases.items()), "title_keys": title_keys, "diversity": list(diversity.items()),
+    }
+
+
+def _ignore_interrupts() -> None:
+    # Ctrl-C reaches the whole process group; the parent alone stops the build and cleans up
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def default_workers() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+class _Chunks:
+    """Chunks tokenized in order: the first in this process, the rest by a process pool
+    (started only when a second chunk exists) with a bounded number in flight, so memory
+    holds a few chunks whatever the corpus size."""
+
+    def __init__(self, units: Iterable[Unit], workers: int, first_id: int = 1):
+        self.source = document_chunks(units, CHUNK_UNITS)
+        self.workers = workers
+        self.first_id = first_id
+        self.pool: ProcessPoolExecutor | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, list[Unit], dict]]:
+        pending: deque = deque()
+        next_id = self.first_id
+        try:
+            for chunk in self.source:
+                rows = [(u.title, u.heading, u.body, u.document) for u in chunk]
+                if self.workers <= 1 or next_id == self.first_id:
+                    pending.append((next_id, chunk, None, tokenize_chunk(next_id, rows)))
+                else:
+                    if self.pool is None:
+                        # the platform's default start (fork on Linux: workers inherit the loaded tokenizer)
+                        self.pool = ProcessPoolExecutor(self.workers, initializer=_ignore_interrupts)
+                    pending.append((next_id, chunk, self.pool.submit(tokenize_chunk, next_id, rows), None))
+                next_id += len(chunk)
+                while pending and (pending[0][2] is None or len(pending) > 2 * self.workers):
+                    first, units, future, done = pending.popleft()
+                    yield first, units, done if future is None else future.result()
+            while pending:
+                first, units, future, done = pending.popleft()
+                yield first, units, done if future is None else future.result()
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def unit_digest(u: Unit) -> bytes:
+    """sha256 of a unit's fields (stored per unit: an update recomputes the fingerprint
+    from these without reading the text)."""
+    return hashlib.sha256(f"{u.title}\x1f{u.heading}\x1f{u.body}\x1f{u.document}\x1f{u.source}\x1f{u.location}"
+                          .encode("utf-8")).digest()
+
+
+class Fingerprint:
+    """sha256 over the units' digests in order (an index records it; `open_or_build`
+    compares it)."""
+
+    def __init__(self):
+        self.hash = hashlib.sha256()
+
+    def add(self, u: Unit) -> bytes:
+        digest = unit_digest(u)
+        self.hash.update(digest)
+        return digest
+
+    def add_digest(self, digest: bytes) -> None:
+        self.hash.update(digest)
+
+    def hexdigest(self) -> str:
+        return self.hash.hexdigest()
+
+
+def _progress_bar(progress, total):
+    from tqdm.auto import tqdm
+
+    # disable=None: a bar on a terminal or in a notebook, nothing in a log file
+    return tqdm(total=total, unit=" passages", desc="indexing", disable=None if progress is None else not progress,
+                smoothing=0.1, mininterval=0.5)
+
+
+def insert_units(db: sqlite3.Connection, ids, units: list[Unit], title_keys, fingerprint=None) -> None:
+    add = fingerprint.add if fingerprint is not None else unit_digest
+    db.executemany("INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+        (i, u.title, u.heading, u.body, u.document, u.source, u.location, *keys, add(u))
+        for i, u, keys in zip(ids, units, title_keys)])
+
+
+def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[Unit], done: dict, fingerprint) -> None:
+    """One tokenized chunk into the index's tables (statistics that add over chunks are
+    summed at the end)."""
+    insert_units(db, range(first, first + len(units)), units, done["title_keys"], fingerprint)
+    db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", done["fts_rows"])
+    db.executemany("INSERT INTO postings (chunk, term, keys) VALUES (?, ?, ?)",
+                   zip(itertools.repeat(chunk_no), done["terms"], done["blobs"]))
+    db.execute("INSERT INTO row_lengths VALUES (?, ?, ?)", (first, chunk_no, done["lengths"]))
+    db.executemany("INSERT INTO title_phrases VALUES (?, ?) ON CONFLICT (phrase) DO UPDATE SET units = units + excluded.units",
+                   done["phrases"])
+    db.executemany("INSERT INTO temp.diversity_parts VALUES (?, ?)", done["diversity"])
+
+
+def write_statistics(db: sqlite3.Connection) -> None:
+    """Sums over chunks, in SQL: body document counts of tokens (fts5vocab's 'col' counts
+    of the whole FTS5 table) and diversity df (per-chunk document counts added up)."""
+    db.execute("CREATE VIRTUAL TABLE temp.body_vocabulary USING fts5vocab(main, fts, 'col')")
+    db.execute("INSERT INTO terms SELECT term, doc FROM temp.body_vocabulary WHERE col = 'body'")
+    db.execute("DROP TABLE temp.body_vocabulary")
+    db.execute("INSERT INTO diversity_df SELECT term, sum(df) FROM temp.diversity_parts GROUP BY term ORDER BY term")
+    db.execute("DROP TABLE temp.diversity_parts")
+
+
+def write_aliases(db: sqlite3.Connection, folds=None) -> None:
+    """SPEC §2 accent aliases: a folded key that exactly one distinct title folds to, and
+    that differs from it (all of them, or only those of the keys `folds`)."""
+    if folds is None:
+        db.execute("DELETE FROM aliases")
+        rows = db.execute("SELECT title_fold, min(title_norm) FROM (SELECT DISTINCT title_norm, title_fold FROM units) "
+                          "GROUP BY title_fold HAVING count(*) = 1 AND title_fold != min(title_norm)").fetchall()
+    else:
+        rows = []
+        for fold in folds:
+            db.execute("DELETE FROM aliases WHERE fold = ?", (fold,))
+            titles = db.execute("SELECT DISTINCT title_norm FROM units WHERE title_fold = ?", (fold,)).fetchall()
+            if len(titles) == 1 and titles[0][0] != fold:
+                rows.append((fold, titles[0][0]))
+    # the look-up key: case-insensitive matching compares case-folded text
+    db.executemany("INSERT INTO aliases VALUES (?, ?, ?)", [(f, t, f.casefold()) for f, t in rows])
+
+
+def write_index(units: Iterable[Unit], path: Path, source: str, *, workers: int | None = None,
+                progress: bool | None = False, total: int | None = None) -> dict:
+    """Write a complete index of `units` (any iterable, read once) into the new file
+    `path`. Returns the meta table it wrote."""
+    from .index import SCHEMA_VERSION, tokenizer_signature
+
+    workers = default_workers() if workers is None else workers
+    db = sqlite3.connect(path)
+    bar = _progress_bar(progress, total)
+    try:
+        db.executescript("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = 4096;"
+                         "PRAGMA cache_size = -65536;" + SCHEMA)
+        db.execute("CREATE TEMP TABLE diversity_parts (term TEXT NOT NULL, df INTEGER NOT NULL)")
+        fingerprint = Fingerprint()
+        documents = 0
+        n = 0
+        for chunk_no, (first, chunk, done) in enumerate(_Chunks(units, workers)):
+            write_chunk(db, chunk_no, first, chunk, done, fingerprint)
+            documents += sum(1 for i, u in enumerate(chunk) if i == 0 or u.document != chunk[i - 1].document)
+            n += len(chunk)
+            bar.update(len(chunk))
+        if n == 0:
+            return {}
+        bar.set_description("indexing: merging")
+        db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+        db.execute("CREATE INDEX postings_term ON postings (term, chunk)")
+        # an update finds the units of a changed document, and the aliases of changed titles
+        db.execute("CREATE INDEX units_document ON units (document)")
+        db.execute("CREATE INDEX units_title_fold ON units (title_fold)")
+        write_statistics(db)
+        write_aliases(db)
+        meta = {
+            "schema": SCHEMA_VERSION,
+            **tokenizer_signature(),
+            "units": str(n),
+            "documents": str(documents),
+            "chunks": str(chunk_no + 1),
+            "source": source,
+            "fingerprint": fingerprint.hexdigest(),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "complete": "1",  # written last: an index without it never opens
+        }
+        db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+        db.commit()
+        return meta
+    finally:
+        bar.close()
+        db.close()
