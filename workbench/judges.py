@@ -93,7 +93,9 @@ class LexicalJudge:
         return toks
 
     def _mass(self, tokens) -> float:
-        return sum(self.index.idf(t) for t in tokens)
+        # fsum: exactly rounded whatever the set's order, which string hashing changes from
+        # process to process; so every process (a worker, a re-run) gives the same bits
+        return math.fsum(self.index.idf(t) for t in tokens)
 
     def judge(self, question, candidates, context):
         q = frozenset(textlib.tokenize(question))

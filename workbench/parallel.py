@@ -542,13 +542,18 @@ class Stream:
 # ---- progress ----------------------------------------------------------------------------------
 class Progress:
     """One tqdm bar over questions × configurations with judgments/s and, for JEV, requests
-    and cost so far. `usage()` gives the caller's judges' counters (local executors); remote
-    outcomes add theirs with `add_usage`."""
+    and cost so far. `judge`: the caller's judge, whose counters are read (local executors);
+    remote outcomes add theirs with `add_usage`.
 
-    def __init__(self, total: int, desc: str, enabled: bool = True, usage=None):
+    >>> bar = Progress(100, "jev", judge=jev_judge); bar.update(1, judgments=212)   # doctest: +SKIP
+    """
+
+    def __init__(self, total: int, desc: str, enabled: bool = True, judge=None):
+        from .engine import judge_usage
         from .evaluate import progress_bar
 
         self.bar = progress_bar(total, desc, enabled)
+        usage = (lambda: judge_usage(judge)) if judge is not None else None
         self.usage_fn = usage
         self.remote: dict = {}
         self.judgments = 0
@@ -658,3 +663,95 @@ def components(configs, run_order) -> list[list]:
     for c in run_order:
         groups.setdefault(root(c.name), []).append(c)
     return list(groups.values())
+
+
+# ---- QuestionFailed across processes -----------------------------------------------------------
+def _register_failure_pickling() -> None:
+    """evaluate.QuestionFailed takes (question, round, error, config, kind); pickle rebuilds an
+    exception from its message alone, so teach it the fields (exact classes only, by copyreg)."""
+    import copyreg
+
+    from . import evaluate
+
+    def reduce(exc):
+        return type(exc), (exc.question, exc.round, exc.error, exc.config, exc.kind)
+
+    for cls in (evaluate.QuestionFailed, evaluate.JudgeFailed, evaluate.TermWeightingFailed):
+        copyreg.pickle(cls, reduce)
+
+
+# ---- evaluate --------------------------------------------------------------------------------
+class QuestionMap:
+    """`evaluate(..., executor=...)`'s `map_outcomes`: the questions to run -> their
+    `evaluate.Outcome`s in question order, computed by `executor`.
+
+    Also `usage()`: the judge's counters spent during the map, measured once for all threads
+    (per-question differences overlap when questions run at once), and `finished()`: outcomes
+    done but not yet consumed, which an interrupted `evaluate` saves for resume."""
+
+    def __init__(self, executor, index, judge: str, params, memo, judge_for, jev_options: dict, progress=None,
+                 on_arrival=None):
+        self.executor, self.index, self.judge, self.params = executor, index, judge, params
+        self.memo, self.judge_for, self.jev_options = memo, judge_for, dict(jev_options or {})
+        self.progress, self.on_arrival = progress, on_arrival
+        self.stream: Stream | None = None
+        self._questions: dict = {}
+        self._usage_start: dict = {}
+        self._shared = None
+
+    def __call__(self, fn, todo):
+        from .engine import judge_usage
+
+        todo = list(todo)
+        self._questions = {q.id: q for q in todo}
+        if todo and self.judge != "oracle":
+            self._shared = self.judge_for(todo[0])  # built before any thread starts: one client for all
+            self._usage_start = judge_usage(self._shared)
+        if self.executor.local:
+            self.stream = Stream(self.executor, list(self._questions), lambda qid: fn(self._questions[qid]))
+        else:
+            _register_failure_pickling()
+            recipe = recipe_for(self.index, self.jev_options, self.executor.workers)
+            self.stream = Stream(
+                self.executor, list(self._questions), None, task=question_task,
+                remote_args=lambda qid: (self.judge, self.params, self._questions[qid]), recipe=recipe,
+                index=self.index, absorb=memo_absorber(self.memo, lambda: [self._shared], self.progress),
+                on_arrival=self.on_arrival)
+        return self._outcomes()
+
+    def _outcomes(self):
+        try:
+            for qid in self._questions:
+                value = self.stream.get(qid)
+                yield value if self.executor.local else self._outcome(self._questions[qid], value)
+        finally:
+            self.stream.close()
+
+    @staticmethod
+    def _outcome(question, trace):
+        from .evaluate import Outcome as QuestionOutcome, question_record, trace_failure
+
+        failure = trace_failure(trace, question.id)
+        if failure is not None:
+            return QuestionOutcome(question, trace=trace, failure=failure)
+        return QuestionOutcome(question, question_record(trace, question), trace)
+
+    def finished(self) -> list:
+        """Outcomes finished (without failure) but not consumed yet, in question order."""
+        if self.stream is None:
+            return []
+        out = []
+        for qid, value in self.stream.finished():
+            o = value if self.executor.local else self._outcome(self._questions[qid], value)
+            if o.failure is None:
+                out.append(o)
+        return out
+
+    def usage(self) -> dict | None:
+        """Thread runs: the shared judge's counters spent since the map started; None otherwise."""
+        from .engine import judge_usage
+
+        if not self.executor.local or isinstance(self.executor, Sequential) or self._shared is None:
+            return None
+        now = judge_usage(self._shared)
+        return {k: v - self._usage_start.get(k, 0) for k, v in now.items()}
