@@ -8,13 +8,19 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import html
 import json
 import os
+import sqlite3
 import sys
 import time
 from pathlib import Path
 
+from . import safeio
 from .corpora import CorpusError, check_gold, load_corpus, load_questions
+from .evaluate import QuestionFailed, is_our_result, load_resume, naming_path
+from .experiments import ExperimentError
 from .index import Index, IndexProblem, open_or_build
 from .judges import JudgeError
 from .params import Params, ParamsError
@@ -55,6 +61,73 @@ def _jev_options(args) -> dict:
         return {}
     return {"endpoint": args.jev_endpoint, "model": args.jev_model, "payload_style": args.payload_style,
             "cache_dir": args.cache_dir, "cache_only": args.cache_only}
+
+
+def _add_output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--keep-going", action="store_true",
+                   help="go on after a failed question; metrics cover the completed ones only (exit 3)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --out file that is not a sag2wb result")
+
+
+def _check_outputs(args, kind: str, paths, inputs) -> None:
+    """Refuse, before any work, outputs that are inputs of this command or files that are not
+    ours (--force allows the latter), and a folder we cannot write in."""
+    for path, ours in paths:
+        safeio.check_output(path, inputs=inputs, ours=ours, force=args.force)
+    out = Path(paths[0][0])
+    folder = out.parent if str(out.parent) else Path(".")
+    existing = next((d for d in [folder, *folder.parents] if d.exists()), Path("."))
+    if not existing.is_dir():
+        raise safeio.InputError(f"--out {out}: {existing} is a file, not a folder; choose another path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise safeio.InputError(f"--out {out}: cannot write in {existing} (read-only or no permission); "
+                                f"choose a writable folder")
+
+
+def _write(path: Path, text: str) -> None:
+    """Atomic write (temp file, fsync, rename): a kill or a full disk leaves the old file whole."""
+    with naming_path(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        safeio.atomic_write_text(path, text)
+
+
+def _json_default(v):
+    if hasattr(v, "item"):
+        return v.item()
+    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
+
+
+def _fmt(v) -> str:
+    return "–" if v is None else f"{v:.2f}"
+
+
+def _failed(args, exc: QuestionFailed, resume: Path) -> int:
+    """Exit 1 at the first failed question: say which, where, why, and what is kept."""
+    kept = len(load_resume(resume))
+    print(f"sag2wb {args.command}: error: {exc}", file=sys.stderr)
+    print(f"sag2wb {args.command}: no results written; {kept} finished record(s) kept in {resume}: fix the cause "
+          f"and rerun the same command to resume (or pass --keep-going to skip failing questions)", file=sys.stderr)
+    return safeio.EXIT_FAILED
+
+
+def _interrupted(args, resume: Path) -> int:
+    kept = len(load_resume(resume))
+    print(f"sag2wb {args.command}: interrupted; {kept} finished record(s) kept in {resume}: "
+          f"rerun the same command to resume", file=sys.stderr)
+    return safeio.EXIT_INTERRUPTED
+
+
+def _report_failures(failures: list[dict], total: int, scope: str) -> int:
+    """--keep-going's closing lines: how many failed, the first errors; exit 3."""
+    print(f"{len(failures)} of {total} questions failed; {scope}", file=sys.stderr)
+    for f in failures[:3]:
+        where = f"configuration {f['config']!r}, " if f.get("config") else ""
+        at = f" round {f['round']}" if f.get("round") is not None else ""
+        print(f"  {where}question {f['question']!r}{at}: {f['error']}", file=sys.stderr)
+    if len(failures) > 3:
+        print(f"  ... and {len(failures) - 3} more (listed under \"failures\" in the JSON)", file=sys.stderr)
+    return safeio.EXIT_PARTIAL
 
 
 def _size(path: Path) -> str:
@@ -110,6 +183,8 @@ def cmd_search(args) -> int:
     from .engine import Run
     from .judges import make_judge
 
+    if args.top < 1:
+        raise CLIError(f"--top {args.top}: give a number of results of at least 1")
     index = Index(args.db)
     params = _params(args)
     gold = None
@@ -129,24 +204,35 @@ def cmd_search(args) -> int:
 def cmd_eval(args) -> int:
     from .evaluate import evaluate
 
+    out = Path(args.out)
+    _check_outputs(args, "eval", [(out, lambda p: is_our_result(p, "eval"))], [args.questions, args.db])
     index = Index(args.db)
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)
     params = _params(args)
-    out = Path(args.out)
     resume = out.with_name(out.name + ".partial.jsonl")
-    result = evaluate(index, questions, args.judge, params, progress=not args.quiet, resume_path=resume,
-                      trace_dir=args.trace_dir, **_jev_options(args))
+    with naming_path(out.parent):
+        out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        result = evaluate(index, questions, args.judge, params, progress=not args.quiet, resume_path=resume,
+                          trace_dir=args.trace_dir, keep_going=args.keep_going, **_jev_options(args))
+    except QuestionFailed as exc:
+        return _failed(args, exc, resume)
+    except KeyboardInterrupt:
+        return _interrupted(args, resume)
     data = result.to_dict()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False), encoding="utf-8")
-    resume.unlink(missing_ok=True)
+    _write(out, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
+    if not result.failures:
+        resume.unlink(missing_ok=True)  # failed questions are retried by the next run, the rest resumed
     m, s = data["metrics"], data["stats"]
     usage = (f"  requests {s.get('requests', 0)}  tokens in/out {s.get('input_tokens', 0)}/{s.get('output_tokens', 0)}"
              f"  cost {s.get('cost', 0)}") if "requests" in s else ""
-    print(f"{args.judge}: R@5 {m['R@5']:.2f}  R@10 {m['R@10']:.2f}  AE@10 {m['AE@10']:.2f}  "
-          f"questions {m['questions']}  judgments {m['judgments']}{usage}  -> {out}")
-    return 0
+    scope = f"  ({m['scope']})" if "scope" in m else ""
+    print(f"{args.judge}: R@5 {_fmt(m['R@5'])}  R@10 {_fmt(m['R@10'])}  AE@10 {_fmt(m['AE@10'])}  "
+          f"questions {m['questions']}  judgments {m['judgments']}{usage}{scope}  -> {out}")
+    if result.failures:
+        return _report_failures(result.failures, len(questions), m["scope"])
+    return safeio.EXIT_OK
 
 
 def cmd_demo(args) -> int:
@@ -198,10 +284,93 @@ def cmd_cache(args) -> int:
     return cache_main(args)
 
 
-def cmd_ablate(args) -> int:
-    from .experiments import ablate_main
+ABLATION_TABLE_MARKER = "<!-- written by sag2wb ablate -->"  # lets a rerun recognise (and replace) its own .md/.html
 
-    return ablate_main(args)
+
+def _our_table(path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 4096))
+            return ABLATION_TABLE_MARKER.encode() in f.read()
+    except OSError:
+        return False
+
+
+def cmd_ablate(args) -> int:
+    """`sag2wb ablate --db DB --questions Q --judge J --out OUT.json`: the paper's comparisons.
+
+    Writes OUT.json (rows, intervals, notes, per-question metrics), OUT.md and OUT.html (a
+    B.1-like table), each atomically; per-question results go to OUT.json.partial.jsonl as
+    they come, so an interrupted or failed run resumes (the file is removed once every
+    question completed and OUT.json is written).
+    """
+    from .experiments import (
+        REFERENCE_ROW, ROW_DEFINITIONS, Experiment, ablation_markdown, ablation_report, paper_ablation,
+    )
+
+    if args.judge == "bm25":
+        raise CLIError("the ablation compares judged policies: give --judge lexical, oracle, jev or FILE.py:NAME")
+    if args.rounds not in (None, 2):
+        raise CLIError("ablate reads H=0, 1 and 2 off the same H=2 trajectories; --rounds is not used")
+    out = Path(args.out)
+    md_path, html_path = out.with_suffix(".md"), out.with_suffix(".html")
+    _check_outputs(args, "ablate", [(out, lambda p: is_our_result(p, "ablate")), (md_path, _our_table),
+                                    (html_path, _our_table)], [args.questions, args.db])
+    index = Index(args.db)
+    questions = load_questions(args.questions)
+    check_gold(questions, set(index.documents.values()), args.questions)
+    no_gold = [q.id for q in questions if not q.gold]
+    if no_gold:
+        raise CLIError(f"{args.questions}: {len(no_gold)} question(s) have no gold labels (supporting_titles), "
+                       f"which the ablation's metrics need: {', '.join(no_gold[:5])}{' ...' if len(no_gold) > 5 else ''}")
+    params = _params(args).replace(H=2)
+    resume = out.with_name(out.name + ".partial.jsonl")
+    with naming_path(out.parent):
+        out.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    experiment = Experiment(index, questions, paper_ablation(params, args.judge), resume_path=resume,
+                            progress=not args.quiet, judge_options=_jev_options(args), keep_going=args.keep_going)
+    try:
+        results = experiment.run()
+    except QuestionFailed as exc:
+        return _failed(args, exc, resume)
+    except KeyboardInterrupt:
+        return _interrupted(args, resume)
+    seconds = time.perf_counter() - t0
+    if not results.question_ids:
+        _report_failures(results.failures, len(questions), "no question completed: nothing written")
+        return safeio.EXIT_FAILED
+    report = ablation_report(results, args.judge)
+    report.update({"db": str(args.db), "questions_file": str(args.questions), "index": index.meta.get("fingerprint"),
+                   "params": params.to_dict(), "seconds": round(seconds, 2), "stats": results.stats,
+                   "per_question": [{k: (None if _missing(v) else v) for k, v in r.items()}
+                                    for r in results.frame(extras=True).to_dict(orient="records")]})
+    title = f"SAG2 ablation: {Path(args.questions).name}, judge {args.judge}"
+    html_text = (f"<!doctype html><meta charset='utf-8'><title>SAG2 ablation</title>"
+                 f"<h1>{html.escape(title)}</h1>"
+                 + (f"<p><b>Note:</b> {html.escape(report['note'])}.</p>" if report.get("note") else "")
+                 + (f"<p><b>Figures over {html.escape(report['scope'])}.</b></p>" if report.get("scope") else "")
+                 + results.to_html(REFERENCE_ROW, "R@10", ROW_DEFINITIONS) + "\n" + ABLATION_TABLE_MARKER + "\n")
+    _write(out, json.dumps(report, ensure_ascii=False, indent=1, default=_json_default, allow_nan=False))
+    _write(md_path, ablation_markdown(results, report, title) + "\n" + ABLATION_TABLE_MARKER + "\n")
+    _write(html_path, html_text)
+    if not results.failures:
+        resume.unlink(missing_ok=True)
+    if not args.quiet:
+        print(results.to_markdown(REFERENCE_ROW, "R@10"))
+        mb = report.get("matched_budget")
+        if mb and mb["questions_with_too_few_matches"]:
+            print(f"matched-budget: {mb['questions_with_too_few_matches']} question(s) with too few BM25 matches "
+                  f"({mb['missing_judgments']} judgments short)")
+    print(f"ablation ({args.judge}, {len(results.question_ids)} of {len(questions)} questions) in {seconds:.1f} s -> "
+          f"{out}, {md_path.name}, {html_path.name}")
+    if results.failures:
+        return _report_failures(results.failures, len(questions), results.scope)
+    return safeio.EXIT_OK
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and v != v)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -232,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--trace-dir", default=None, help="write each question's full trace as JSON here")
     p.add_argument("--quiet", action="store_true")
+    _add_output_options(p)
     _add_run_options(p)
     p.set_defaults(func=cmd_eval)
 
@@ -256,21 +426,67 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--questions", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--quiet", action="store_true")
+    _add_output_options(p)
     _add_run_options(p)
     p.set_defaults(func=cmd_ablate)
     return parser
 
 
+OS_HINTS = {
+    errno.EACCES: "check its permissions or choose another location",
+    errno.EPERM: "check its permissions or choose another location",
+    errno.EROFS: "the file system is read-only: choose a writable location",
+    errno.ENOENT: "check the path (its folder must exist)",
+    errno.EISDIR: "it is a folder: give a file path",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: check the path",
+    errno.ENOSPC: "the disk is full: free some space and rerun (finished questions are kept for resume)",
+    errno.EDQUOT: "the disk quota is exhausted: free some space and rerun",
+    errno.EFBIG: "the file grew past this system's file-size limit: raise the limit or choose another location",
+    errno.ENAMETOOLONG: "the name is too long: choose a shorter path",
+}
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line: the path, what went wrong, what to do."""
+    path = exc.filename if exc.filename is not None else "(a file)"
+    what = exc.strerror or type(exc).__name__
+    hint = OS_HINTS.get(exc.errno, "check the path and rerun")
+    return f"{path}: {what}; {hint}"
+
+
+def sqlite_error_message(args, exc: sqlite3.Error) -> str:
+    db = getattr(args, "db", None)
+    where = f"the database {db}" if db else "a database"
+    if "locked" in str(exc):
+        return f"{where} is locked by another process ({exc}); wait for it to finish and rerun"
+    return (f"{where} cannot be read ({exc}): it is damaged or not a workbench index; "
+            f"rebuild it with `sag2wb index CORPUS --db NEW.sqlite`")
+
+
 def main(argv=None) -> int:
+    """Run one command; every failure ends in one line on stderr and an exit code
+    (safeio: 1 a question failed, 2 bad input or environment, 3 --keep-going with failures,
+    130 interrupted), never a traceback."""
     args = build_parser().parse_args(argv)
+    prefix = f"sag2wb {args.command}: error:"
     try:
         return args.func(args)
-    except (CorpusError, IndexProblem, ParamsError, JudgeError, TermWeightingError, CLIError) as exc:
-        print(f"sag2wb {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    except QuestionFailed as exc:  # a caller that did not handle it itself (search, demo)
+        print(f"{prefix} {exc}", file=sys.stderr)
+        return safeio.EXIT_FAILED
+    except (CorpusError, IndexProblem, ParamsError, JudgeError, TermWeightingError, CLIError, ExperimentError,
+            safeio.InputError) as exc:
+        print(f"{prefix} {exc}", file=sys.stderr)
+        return safeio.EXIT_USAGE
     except KeyboardInterrupt:
         print(f"sag2wb {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return safeio.EXIT_INTERRUPTED
+    except sqlite3.Error as exc:
+        print(f"{prefix} {sqlite_error_message(args, exc)}", file=sys.stderr)
+        return safeio.EXIT_USAGE
+    except OSError as exc:
+        print(f"{prefix} {os_error_message(exc)}", file=sys.stderr)
+        return safeio.EXIT_USAGE
 
 
 if __name__ == "__main__":

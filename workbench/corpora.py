@@ -186,6 +186,10 @@ def load_questions(path: str | Path) -> list[Question]:
         for name in ("_id", "question"):
             if name not in item:
                 raise CorpusError(f"{where}: missing \"{name}\"")
+        if not isinstance(item["question"], str):
+            raise CorpusError(f"{where}: \"question\" must be a string, not {_json_kind(item['question'])}")
+        if isinstance(item["_id"], bool) or not isinstance(item["_id"], (str, int)):
+            raise CorpusError(f"{where}: \"_id\" must be a string or an integer, not {_json_kind(item['_id'])}")
         gold = item.get("supporting_titles", [])
         if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):
             raise CorpusError(f"{where}: \"supporting_titles\" must be a list of strings")
@@ -211,6 +215,15 @@ def load_questions(path: str | Path) -> list[Question]:
     if not questions:
         raise CorpusError(f"{path}: no questions")
     return questions
+
+
+def _json_kind(value) -> str:
+    """How a JSON value reads in an error message: null, a list, an object, a number, true/false."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    return {list: "a list", dict: "an object", int: "a number", float: "a number"}.get(type(value), repr(value))
 
 
 def check_gold(questions: list[Question], documents: set[str], path: str | Path = "questions") -> None:

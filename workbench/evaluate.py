@@ -245,8 +245,9 @@ class EvalResult:
             total = self.total if self.total is not None else len(self.records) + len(self.failures)
             out["failed"] = len(self.failures)
             out["excluded_no_gold"] = len(self.excluded)
-            out["scope"] = (f"completed questions with gold only: {scored} of {total}"
-                            f" ({len(self.failures)} failed, {len(self.excluded)} without gold)")
+            left = [f"{n} {what}" for n, what in ((len(self.failures), "failed"),
+                                                  (len(self.excluded), "without gold")) if n]
+            out["scope"] = f"completed questions with gold only: {scored} of {total} ({', '.join(left)})"
         return out
 
     def frame(self):

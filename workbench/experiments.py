@@ -34,17 +34,22 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import safeio
+
 from .corpora import Question
 from .engine import (
     Run, add_fusion, dedupe, initial_candidates, question_expression, rank, retrieve_expansion, score_round,
     select_seeds, select_terms, term_rows, truncated_trace,
 )
-from .evaluate import METRICS, judge_factory, paired_bootstrap, progress_bar, question_metrics
+from .evaluate import (
+    METRICS, RESULT_MARKER, RESULT_VERSION, JudgeFailed, QuestionFailed, judge_factory, load_resume, paired_bootstrap, progress_bar,
+    naming_path, question_metrics, record_fingerprint, require_gold, trace_failure,
+)
 from .judges import JudgeError, JudgmentMemo
 from .params import Params
 from .terms import TermWeightingError, get_term_weighting, variant_fingerprint
 from .trace import (
-    STOP_EMPTY_QUESTION, STOP_JUDGE_ERROR, STOP_MAX_ROUNDS, STOP_NO_CANDIDATES, STOP_NO_NEW_CANDIDATES,
+    STOP_EMPTY_QUESTION, STOP_MAX_ROUNDS, STOP_NO_CANDIDATES, STOP_NO_NEW_CANDIDATES,
     STOP_NO_SEEDS, STOP_NO_TERMS, STOP_TERM_WEIGHTING_ERROR, PoolEntry, RoundState, Seed, Trace,
 )
 
@@ -199,7 +204,10 @@ def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo 
         return "protected" if u in protected else "seed" if u in expanded else "new"
 
     pool = tuple(PoolEntry(u, origin(u)) for u in pool_order)
-    scores, judgments = score_round(index, judge, memo, text, pool, (), {})  # JudgeError propagates
+    try:
+        scores, judgments = score_round(index, judge, memo, text, pool, (), {})
+    except JudgeError as exc:  # a failure, never a ranking: the caller decides (stop or keep going)
+        raise JudgeFailed(getattr(question, "id", text), pool_round, str(exc)) from exc
     fusion: dict[int, float] = {}
     for s in states:
         add_fusion(fusion, s.candidates, params)
@@ -240,15 +248,21 @@ class Experiment:
     """Configurations × questions over one index, sharing one judgment memo.
 
     `resume_path`: a JSONL file receiving one line per (configuration, question) as it
-    finishes; lines whose configuration key matches are reused, so an interrupted
-    experiment resumes. `judge_options` go to the JEV judge (endpoint, cache_dir, ...).
+    finishes; a line is reused when its fingerprint (question text and gold, configuration,
+    judge key, index) is unchanged, so an interrupted experiment resumes. Failed questions
+    are never written there. `judge_options` go to the JEV judge (endpoint, cache_dir, ...).
+
+    A failed question (judge or term-weighting error) stops the run with `QuestionFailed`
+    naming configuration, question and round; with `keep_going=True` the run goes on and
+    every configuration's results cover only the questions that completed in all of them
+    (so comparisons stay paired), with `results.failures` listing the rest.
 
     >>> results = Experiment(index, questions, paper_ablation(judge="oracle")).run()   # doctest: +SKIP
     """
 
     def __init__(self, index, questions: list[Question], configs: list[Config], *, memo: JudgmentMemo | None = None,
                  resume_path: str | Path | None = None, progress: bool = True, judge_options: dict | None = None,
-                 keep_traces: bool = False):
+                 keep_traces: bool = False, keep_going: bool = False):
         if not configs:
             raise ExperimentError("an experiment needs at least one configuration")
         names = [c.name for c in configs]
@@ -261,6 +275,8 @@ class Experiment:
             raise ExperimentError(f"question ids must be unique; repeated: {dupes[:10]}")
         if not questions:
             raise ExperimentError("an experiment needs at least one question")
+        if any(c.judge == "oracle" for c in configs):
+            require_gold(questions, "oracle")
         by_name = {c.name: c for c in configs}
         for c in configs:
             if not c.source:
@@ -285,6 +301,7 @@ class Experiment:
         self.progress = progress
         self.judge_options = dict(judge_options or {})
         self.keep_traces = keep_traces
+        self.keep_going = keep_going
         self.traces: dict[str, dict[str, Trace]] = {}
         self._judges: dict[str, object] = {}
         self._keys: dict[str, str] = {}
@@ -304,34 +321,29 @@ class Experiment:
             self._keys[config.name] = json.dumps(key, sort_keys=True)
         return self._keys[config.name]
 
-    def judge_for(self, spec: str, question: Question):
-        if spec == "bm25":
-            return None
+    def _factory(self, spec: str):
         if spec not in self._judges:
             self._judges[spec] = judge_factory(spec, self.index, **(self.judge_options if spec == "jev" else {}))
-        return self._judges[spec](question)
+        return self._judges[spec]
+
+    def judge_for(self, spec: str, question: Question):
+        return None if spec == "bm25" else self._factory(spec)(question)
+
+    def fingerprint(self, config: Config, question: Question) -> str:
+        """The resume key of one (configuration, question) record (evaluate.record_fingerprint)."""
+        jkey = "bm25" if config.judge == "bm25" else self._factory(config.judge).key
+        return record_fingerprint(question, config.params, jkey, self.index.meta.get("fingerprint"),
+                                  extra=self.config_key(config))
 
     # ---- resume -----------------------------------------------------------------------------
-    def _load_done(self) -> dict[tuple[str, str], dict]:
-        done: dict[tuple[str, str], dict] = {}
-        if self.resume_path is None or not self.resume_path.exists():
-            return done
-        for line in self.resume_path.read_text(encoding="utf-8").splitlines():
-            try:
-                rec = json.loads(line)
-                done[(rec["config_key"], rec["question"])] = rec["record"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue  # a line cut by an interruption
-        return done
-
-    def _save(self, key: str, config: Config, record: dict) -> None:
+    def _save(self, fingerprint: str, config: Config, record: dict) -> None:
         if self.resume_path is None:
             return
         self.resume_path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"config_key": key, "config": config.name, "question": record["question"], "record": record},
-                          ensure_ascii=False, allow_nan=True)
-        with self.resume_path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
+        line = json.dumps({"fingerprint": fingerprint, "config": config.name, "question": record["question"],
+                           "record": record}, ensure_ascii=False, allow_nan=True)
+        with naming_path(self.resume_path):
+            safeio.append_line(self.resume_path, line)
 
     # ---- one question -----------------------------------------------------------------------
     def trace(self, config: Config, question: Question, records: dict | None = None) -> Trace:
@@ -358,8 +370,13 @@ class Experiment:
                 trace = Run(self.index, question, config.params.replace(B=budget, H=0), judge, memo=self.memo).run()
             trace = replace(trace, stats={**trace.stats, "budget": budget})
         else:
-            trace = final_only_trace(self.index, question, config.params, judge, self.memo)
-        _raise_run_error(config, question, trace)
+            try:
+                trace = final_only_trace(self.index, question, config.params, judge, self.memo)
+            except QuestionFailed as exc:
+                raise type(exc)(question.id, exc.round, exc.error, config.name, exc.kind) from None
+        failure = trace_failure(trace, question.id, config.name)
+        if failure is not None:
+            raise failure
         return trace
 
     def record(self, config: Config, question: Question, trace: Trace) -> dict:
@@ -377,44 +394,47 @@ class Experiment:
 
     # ---- all --------------------------------------------------------------------------------
     def run(self) -> "Results":
-        done = self._load_done()
+        done = load_resume(self.resume_path) if self.resume_path is not None else {}
         records: dict[str, dict[str, dict]] = {}
+        failures: dict[str, dict] = {}  # question id -> its first failure (keep_going)
         reused = computed = 0
         t0 = time.perf_counter()
         for config in _run_order(self.configs):
-            key = self.config_key(config)
             rows = records.setdefault(config.name, {})
             bar = progress_bar(len(self.questions), config.name, self.progress)
             try:
                 for q in self.questions:
-                    rec = done.get((key, q.id))
-                    if rec is not None:
-                        reused += 1
-                    else:
-                        rec = self.record(config, q, self.trace(config, q, records))
-                        self._save(key, config, rec)
-                        computed += 1
-                    rows[q.id] = rec
                     bar.update(1)
+                    if q.id in failures:
+                        continue  # left out of every configuration anyway
+                    fp = self.fingerprint(config, q)
+                    if fp in done:
+                        rows[q.id] = done[fp]["record"]
+                        reused += 1
+                        continue
+                    try:
+                        rec = self.record(config, q, self.trace(config, q, records))
+                    except QuestionFailed as exc:
+                        if not self.keep_going:
+                            raise
+                        failures[q.id] = exc.to_dict()
+                        continue
+                    self._save(fp, config, rec)
+                    computed += 1
+                    rows[q.id] = rec
             finally:
                 bar.close()
-        ordered = [records[c.name][q.id] for c in self.configs for q in self.questions]
+        completed = [q.id for q in self.questions if q.id not in failures]
+        ordered = [records[c.name][i] for c in self.configs for i in completed]
         stats = {"seconds": round(time.perf_counter() - t0, 3), "records_computed": computed,
                  "records_reused": reused, "memo_hits": self.memo.hits, "memo_misses": self.memo.misses}
-        return Results(ordered, [q.id for q in self.questions], self.configs, stats)
+        return Results(ordered, completed, self.configs, stats, failures=list(failures.values()),
+                       total=len(self.questions))
 
 
 def run_experiment(index, questions, configs, **options) -> "Results":
     """`Experiment(index, questions, configs, **options).run()`."""
     return Experiment(index, questions, configs, **options).run()
-
-
-def _raise_run_error(config: Config, question: Question, trace: Trace) -> None:
-    for r in trace.rounds:
-        if r.stop == STOP_TERM_WEIGHTING_ERROR:
-            raise TermWeightingError(f"configuration {config.name!r}, question {question.id!r}: {r.error}")
-        if r.stop == STOP_JUDGE_ERROR:
-            raise JudgeError(f"configuration {config.name!r}, question {question.id!r}: {r.error}")
 
 
 # ---- results ---------------------------------------------------------------------------------
@@ -462,10 +482,12 @@ def _is_nan(v) -> bool:
 class Results:
     """Per-question records of several configurations; tables, intervals and plots."""
 
-    def __init__(self, records: list[dict], question_ids: list[str] | None = None, configs=None, stats=None):
+    def __init__(self, records: list[dict], question_ids: list[str] | None = None, configs=None, stats=None,
+                 failures=None, total: int | None = None):
         self.records = list(records)
         self.configs = list(configs or [])
         self.stats = dict(stats or {})
+        self.failures = list(failures or [])  # {config, question, round, error, kind}: left out of every row
         names = []
         for r in self.records:
             if r["config"] not in names:
@@ -473,6 +495,15 @@ class Results:
         self.names = names
         self.question_ids = list(question_ids) if question_ids is not None else list(
             dict.fromkeys(r["question"] for r in self.records))
+        self.total = total if total is not None else len(self.question_ids) + len(self.failures)
+
+    @property
+    def scope(self) -> str | None:
+        """None when every question completed; else a sentence saying what the figures cover."""
+        if not self.failures:
+            return None
+        return (f"completed questions only: {len(self.question_ids)} of {self.total} "
+                f"({len(self.failures)} failed and are left out of every configuration)")
 
     def __repr__(self) -> str:
         return f"Results({len(self.names)} configurations × {len(self.question_ids)} questions: {', '.join(self.names)})"
@@ -484,7 +515,7 @@ class Results:
             raise ExperimentError(f"cannot combine results: configuration names {clash} appear in both")
         ids = list(dict.fromkeys(self.question_ids + other.question_ids))
         return Results(self.records + other.records, ids, self.configs + other.configs,
-                       {"combined": [self.stats, other.stats]})
+                       {"combined": [self.stats, other.stats]}, failures=self.failures + other.failures)
 
     # ---- frames -----------------------------------------------------------------------------
     def frame(self, extras: bool = False):
@@ -493,7 +524,8 @@ class Results:
         import pandas as pd
 
         cols = FRAME_COLUMNS + (EXTRA_COLUMNS if extras else [])
-        return pd.DataFrame([{c: r.get(c) for c in cols} for r in self.records], columns=cols)
+        df = pd.DataFrame([{c: r.get(c) for c in cols} for r in self.records], columns=cols)
+        return df.astype({m: float for m in METRICS})  # no gold: None -> NaN, left out of means
 
     def values(self, config: str, metric: str = "R@10") -> dict:
         """{question id: value} of one configuration, in question order."""
@@ -661,8 +693,12 @@ def ablation_report(results: Results, judge: str) -> dict:
                       "judgments": int(row["judgments"]), "questions": int(row["questions"]),
                       f"diff_R@10_vs_{REFERENCE_ROW}": float(row[f"diff_R@10_vs_{REFERENCE_ROW}"]),
                       f"ci_R@10_vs_{REFERENCE_ROW}": [float(lo), float(hi)]}
-    report = {"judge": judge, "questions": len(results.question_ids), "rows": rows,
+    report = {RESULT_MARKER: {"kind": "ablate", "version": RESULT_VERSION},
+              "judge": judge, "questions": len(results.question_ids), "rows": rows,
               "definitions": {k: v for k, v in ROW_DEFINITIONS.items() if k in rows}}
+    if results.failures:
+        report["scope"] = results.scope
+        report["failures"] = results.failures
     if judge == "oracle":
         report["note"] = "oracle judge (gold labels): these rows are the candidate policy's ceiling, not a model result"
     if "matched-budget" in results.names:
@@ -698,6 +734,8 @@ def ablation_markdown(results: Results, report: dict, title: str = "SAG2 ablatio
           "(2,000 question resamples, seed 20261015).", ""]
     if report.get("note"):
         md += [f"**Note:** {report['note']}.", ""]
+    if report.get("scope"):
+        md += [f"**Figures over {report['scope']}.**", ""]
     md.append(results.to_markdown(REFERENCE_ROW, "R@10", ROW_DEFINITIONS))
     mb = report.get("matched_budget")
     if mb:
@@ -723,66 +761,3 @@ def ablation_markdown(results: Results, report: dict, title: str = "SAG2 ablatio
             md.append("| " + " | ".join([t, *(_fmt(row.get(c)) for c in cols), str(row.get("questions", ""))]) + " |")
         md.append("")
     return "\n".join(md)
-
-
-def ablate_main(args) -> int:
-    """`sag2wb ablate --db DB --questions Q --judge J --out OUT.json`: the paper's comparisons.
-
-    Writes OUT.json (rows, intervals, notes, per-question metrics), OUT.md and OUT.html (a
-    B.1-like table); per-question results go to OUT.json.partial.jsonl as they come, so an
-    interrupted run resumes (the file is removed once OUT.json is written).
-    """
-    from .cli import CLIError, _jev_options, _params
-    from .corpora import check_gold, load_questions
-    from .index import Index
-
-    if args.judge == "bm25":
-        raise CLIError("the ablation compares judged policies: give --judge lexical, oracle, jev or FILE.py:NAME")
-    if args.rounds not in (None, 2):
-        raise CLIError("ablate reads H=0, 1 and 2 off the same H=2 trajectories; --rounds is not used")
-    index = Index(args.db)
-    questions = load_questions(args.questions)
-    check_gold(questions, set(index.documents.values()), args.questions)
-    no_gold = [q.id for q in questions if not q.gold]
-    if no_gold:
-        raise CLIError(f"{args.questions}: {len(no_gold)} question(s) have no gold labels (supporting_titles), "
-                       f"which the ablation's metrics need: {', '.join(no_gold[:5])}{' ...' if len(no_gold) > 5 else ''}")
-    params = _params(args).replace(H=2)
-    out = Path(args.out)
-    resume = out.with_name(out.name + ".partial.jsonl")
-    t0 = time.perf_counter()
-    experiment = Experiment(index, questions, paper_ablation(params, args.judge), resume_path=resume,
-                            progress=not args.quiet, judge_options=_jev_options(args))
-    results = experiment.run()
-    seconds = time.perf_counter() - t0
-    report = ablation_report(results, args.judge)
-    report.update({"db": str(args.db), "questions_file": str(args.questions), "index": index.meta.get("fingerprint"),
-                   "params": params.to_dict(), "seconds": round(seconds, 2), "stats": results.stats,
-                   "per_question": [{k: (None if _is_nan(v) else v) for k, v in r.items()}
-                                    for r in results.frame(extras=True).to_dict(orient="records")]})
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, ensure_ascii=False, indent=1, default=_json_default, allow_nan=False),
-                   encoding="utf-8")
-    markdown = ablation_markdown(results, report, f"SAG2 ablation: {Path(args.questions).name}, judge {args.judge}")
-    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
-    html_text = (f"<!doctype html><meta charset='utf-8'><title>SAG2 ablation</title>"
-                 f"<h1>SAG2 ablation: {html.escape(Path(args.questions).name)}, judge {html.escape(args.judge)}</h1>"
-                 + (f"<p><b>Note:</b> {html.escape(report['note'])}.</p>" if report.get("note") else "")
-                 + results.to_html(REFERENCE_ROW, "R@10", ROW_DEFINITIONS))
-    out.with_suffix(".html").write_text(html_text, encoding="utf-8")
-    resume.unlink(missing_ok=True)
-    if not args.quiet:
-        print(results.to_markdown(REFERENCE_ROW, "R@10"))
-        mb = report.get("matched_budget")
-        if mb and mb["questions_with_too_few_matches"]:
-            print(f"matched-budget: {mb['questions_with_too_few_matches']} question(s) with too few BM25 matches "
-                  f"({mb['missing_judgments']} judgments short)")
-    print(f"ablation ({args.judge}, {len(questions)} questions) in {seconds:.1f} s -> {out}, "
-          f"{out.with_suffix('.md').name}, {out.with_suffix('.html').name}")
-    return 0
-
-
-def _json_default(v):
-    if hasattr(v, "item"):
-        return v.item()
-    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
