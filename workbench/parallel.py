@@ -755,3 +755,72 @@ class QuestionMap:
             return None
         now = judge_usage(self._shared)
         return {k: v - self._usage_start.get(k, 0) for k, v in now.items()}
+
+
+# ---- experiments -------------------------------------------------------------------------------
+class ComponentFetch:
+    """`Experiment.run`'s source of traces when an executor runs questions at once: one task
+    per (group of configurations linked by sources, question), submitted in the order the
+    run consumes them; `fetch(config, question, records)` stands for `experiment.trace(...)`
+    and raises the same exception at the same (configuration, question).
+
+    >>> fetch = ComponentFetch(experiment, Threads(8), run_order, todo, known)   # doctest: +SKIP
+    """
+
+    def __init__(self, experiment, executor, run_order, todo: set, known: dict, progress: Progress | None = None,
+                 on_arrival=None):
+        self.experiment = experiment
+        self.executor = executor
+        groups = components(experiment.configs, run_order)
+        self.group_of = {c.name: i for i, g in enumerate(groups) for c in g}
+        by_name = {c.name: c for c in experiment.configs}
+        self.questions = {q.id: q for q in experiment.questions}
+        self.tasks: dict = {}  # (group, question id) -> (names to compute, {name: known judgments})
+        for i, g in enumerate(groups):
+            for q in experiment.questions:
+                names = [c.name for c in g if (c.name, q.id) in todo]
+                if names:
+                    self.tasks[(i, q.id)] = (names, {c.name: known[(c.name, q.id)] for c in g
+                                                     if (c.name, q.id) in known})
+        self.results: dict = {}  # (config name, question id) -> (trace, error), not taken yet
+        specs = sorted({c.judge for c in experiment.configs if c.judge != "bm25"})
+        judges = [experiment._factory(s) for s in specs]  # built before any thread: one JEV client for all
+        self._jev = [f(None) for s, f in zip(specs, judges) if s == "jev"]
+        if executor.local:
+            def local(key):
+                names, known_here = self.tasks[key]
+                return component_traces(experiment, [by_name[n] for n in names], self.questions[key[1]], known_here)
+            self.stream = Stream(executor, list(self.tasks), local)
+        else:
+            _register_failure_pickling()
+            recipe = recipe_for(experiment.index, experiment.judge_options, executor.workers)
+            configs = tuple(experiment.configs)
+            self.stream = Stream(
+                executor, list(self.tasks), None, task=component_task, recipe=recipe, index=experiment.index,
+                remote_args=lambda key: (configs, self.tasks[key][0], self.questions[key[1]], self.tasks[key][1],
+                                         tuple(sorted(experiment.judge_options.items()))),
+                absorb=memo_absorber(experiment.memo, lambda: self._jev, progress), on_arrival=on_arrival)
+
+    def jev_judge(self):
+        return self._jev[0] if self._jev else None
+
+    def __call__(self, config, question, records=None):
+        k = (config.name, question.id)
+        if k not in self.results:
+            for name, trace, error in self.stream.get((self.group_of[config.name], question.id)):
+                self.results[(name, question.id)] = (trace, error)
+        trace, error = self.results.pop(k)
+        if error is not None:
+            raise error
+        return trace
+
+    def finished(self) -> list:
+        """[(config name, question, trace)] computed without error but not taken yet."""
+        for key, value in self.stream.finished():
+            for name, trace, error in value:
+                self.results.setdefault((name, key[1]), (trace, error))
+        return [(name, self.questions[qid], trace) for (name, qid), (trace, error) in self.results.items()
+                if error is None]
+
+    def close(self):
+        self.stream.close()
