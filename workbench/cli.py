@@ -63,6 +63,22 @@ def _jev_options(args) -> dict:
             "cache_dir": args.cache_dir, "cache_only": args.cache_only}
 
 
+def _add_parallel_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("many questions at once (results identical to a sequential run; docs/experiments.md)")
+    g.add_argument("--concurrency", type=int, default=None, metavar="N",
+                   help="questions at once on threads, for judges that wait (default 8 for jev, else 1)")
+    g.add_argument("--processes", type=int, default=None, metavar="N",
+                   help="a pool of N processes, for judges that compute (lexical, FILE.py:NAME)")
+    g.add_argument("--dask", default=None, metavar="SCHEDULER_ADDRESS",
+                   help="run on a Dask cluster, e.g. tcp://10.0.0.5:8786 (pip install 'sag2-workbench[dask]')")
+
+
+def _executor(args):
+    from .parallel import make_executor
+
+    return make_executor(args.concurrency, args.processes, args.dask, judge=args.judge)
+
+
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-going", action="store_true",
                    help="go on after a failed question; metrics cover the completed ones only (exit 3)")
@@ -213,13 +229,17 @@ def cmd_eval(args) -> int:
     resume = out.with_name(out.name + ".partial.jsonl")
     with naming_path(out.parent):
         out.parent.mkdir(parents=True, exist_ok=True)
+    executor = _executor(args)
     try:
         result = evaluate(index, questions, args.judge, params, progress=not args.quiet, resume_path=resume,
-                          trace_dir=args.trace_dir, keep_going=args.keep_going, **_jev_options(args))
+                          trace_dir=args.trace_dir, keep_going=args.keep_going, executor=executor,
+                          **_jev_options(args))
     except QuestionFailed as exc:
         return _failed(args, exc, resume)
     except KeyboardInterrupt:
         return _interrupted(args, resume)
+    finally:
+        executor.close()
     data = result.to_dict()
     _write(out, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
     if not result.failures:
@@ -330,12 +350,15 @@ def cmd_ablate(args) -> int:
     t0 = time.perf_counter()
     experiment = Experiment(index, questions, paper_ablation(params, args.judge), resume_path=resume,
                             progress=not args.quiet, judge_options=_jev_options(args), keep_going=args.keep_going)
+    executor = _executor(args)
     try:
-        results = experiment.run()
+        results = experiment.run(executor=executor)
     except QuestionFailed as exc:
         return _failed(args, exc, resume)
     except KeyboardInterrupt:
         return _interrupted(args, resume)
+    finally:
+        executor.close()
     seconds = time.perf_counter() - t0
     if not results.question_ids:
         _report_failures(results.failures, len(questions), "no question completed: nothing written")
@@ -403,6 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     _add_output_options(p)
     _add_run_options(p)
+    _add_parallel_options(p)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("judge-server", help="serve a workbench judge over the Noul-compatible HTTP interface")
@@ -428,6 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     _add_output_options(p)
     _add_run_options(p)
+    _add_parallel_options(p)
     p.set_defaults(func=cmd_ablate)
     return parser
 

@@ -41,13 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .judges import JudgmentMemo
+from .safeio import InputError
 
 JEV_DEFAULT_CONCURRENCY = 8  # concurrent questions for a judge that waits on a service
 JEV_REQUEST_LIMIT = 20  # jev.CONCURRENCY: requests in flight per client (the paper's cap)
 
 
-class ParallelError(ValueError):
-    """Options that cannot run together, or a cluster that cannot be reached; the message says which."""
+class ParallelError(InputError):
+    """Options that cannot run together, a cluster that cannot be reached, or a pool that broke
+    (a worker process killed outside Dask); the message says which. The CLI exits 2."""
 
 
 class RemoteTaskError(RuntimeError):
@@ -497,8 +499,10 @@ class Stream:
         key = self._pending.pop(fut)
         try:
             outcome = fut.result()
-        except Exception as exc:  # the pool itself failed (a killed process, a lost cluster)
-            outcome = Outcome(key, error=_sendable(exc))
+        except Exception as exc:  # the pool itself failed (a killed pool process, a lost cluster)
+            outcome = Outcome(key, error=ParallelError(
+                f"{self.executor.name} failed running a task ({type(exc).__name__}: {exc}); finished questions "
+                "are kept for resume: rerun the same command"))
         if self.absorb is not None:
             self.absorb(outcome)
         if self.on_arrival is not None:
