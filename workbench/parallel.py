@@ -33,6 +33,7 @@ import json
 import os
 import pickle
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -140,16 +141,20 @@ def _ignore_sigint():
 
 
 class Processes:
-    """A pool of `n` worker processes (spawned, so nothing of the caller's threads or open
-    connections is inherited); each opens the index read-only and builds its own judge."""
+    """A pool of `n` worker processes; each opens the index read-only and builds its own judge.
+
+    `start_method`: "fork" on Linux by default — a worker starts with the modules and jieba's
+    dictionary the caller already loaded (spawning costs seconds per worker) and uses none of
+    the caller's open connections or threads; "spawn" elsewhere (macOS, Windows)."""
 
     local = False
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, start_method: str | None = None):
         if not isinstance(n, int) or n < 1:
             raise ParallelError(f"processes {n!r}: expected a whole number >= 1")
         self.workers = n
         self.name = f"processes({n})"
+        self.start_method = start_method or ("fork" if sys.platform.startswith("linux") else "spawn")
         self._pool = None
 
     def __repr__(self) -> str:
@@ -159,7 +164,7 @@ class Processes:
         if self._pool is None:
             import multiprocessing
 
-            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(self.start_method),
                                                 initializer=_ignore_sigint)
         return self._pool
 
@@ -284,6 +289,7 @@ class Recipe:
     index_fingerprint: str | None
     judge_options: tuple = ()  # sorted (name, value) pairs for the jev judge
     jev_request_limit: int = JEV_REQUEST_LIMIT
+    run: str = ""  # one evaluation or experiment: its judges are built fresh, the index is reused
 
     @property
     def key(self) -> str:
@@ -301,7 +307,8 @@ def recipe_for(index, judge_options: dict | None, workers: int) -> Recipe:
         cache_dir = opts.get("cache_dir") or os.environ.get("SAG2WB_JEV_CACHE") or DEFAULT_CACHE_DIR
         opts["cache_dir"] = str(Path(cache_dir).resolve())
     limit = max(1, JEV_REQUEST_LIMIT // max(1, workers))
-    return Recipe(str(Path(index.path).resolve()), index.meta.get("fingerprint"), tuple(sorted(opts.items())), limit)
+    return Recipe(str(Path(index.path).resolve()), index.meta.get("fingerprint"), tuple(sorted(opts.items())), limit,
+                  os.urandom(8).hex())
 
 
 class _RecordingCache:
@@ -336,28 +343,39 @@ class _RecordingCache:
             self.reader.close()
 
 
+_INDEXES: dict = {}  # (path, fingerprint, shipped) -> Index, opened once per worker process
+
+
+def _open_index(recipe: Recipe, index_bytes: bytes | None):
+    from .index import Index
+
+    where = (recipe.index_path, recipe.index_fingerprint, index_bytes is not None)
+    if where in _INDEXES:
+        return _INDEXES[where]
+    path = Path(recipe.index_path)
+    if index_bytes is not None:
+        path = _local_copy(index_bytes, recipe.index_fingerprint)
+    elif not path.exists():
+        raise InputError(f"{path}: the index is not on this worker ({os.uname().nodename}); put it on a shared "
+                         "filesystem at the same path or let the client ship it (Dask(..., ship_index=True))")
+    index = Index(path)  # read-only (mode=ro)
+    if recipe.index_fingerprint and index.meta.get("fingerprint") != recipe.index_fingerprint:
+        raise InputError(f"{path} on worker {os.uname().nodename} is another index than the client's "
+                         f"(fingerprint {index.meta.get('fingerprint')} vs {recipe.index_fingerprint})")
+    _INDEXES[where] = index
+    return index
+
+
 class WorkerEnv:
-    """One per worker process and recipe: the opened index and the judges built so far."""
+    """One per worker process and run: the index (opened once per process) and the judges
+    built for this run (fresh each run, like the caller's)."""
 
     def __init__(self, recipe: Recipe, index_bytes: bytes | None):
-        from .index import Index
-        from .safeio import InputError
-
-        path = Path(recipe.index_path)
-        if index_bytes is not None:
-            path = _local_copy(index_bytes, recipe.index_fingerprint)
-        elif not path.exists():
-            raise InputError(f"{path}: the index is not on this worker ({os.uname().nodename}); put it on a shared "
-                             "filesystem at the same path or let the client ship it (Dask(..., ship_index=True))")
-        self.index = Index(path)
-        if recipe.index_fingerprint and self.index.meta.get("fingerprint") != recipe.index_fingerprint:
-            raise InputError(f"{path} on worker {os.uname().nodename} is another index than the client's "
-                             f"(fingerprint {self.index.meta.get('fingerprint')} vs {recipe.index_fingerprint})")
+        self.index = _open_index(recipe, index_bytes)
         self.recipe = recipe
         self.judges: dict = {}
         self.caches: list[_RecordingCache] = []
         self.lock = threading.Lock()
-        self.experiments: dict = {}
 
     def judge_for(self, spec: str, question):
         """The worker's judge for a question (one per spec and process; oracle per question)."""
@@ -385,6 +403,12 @@ class WorkerEnv:
             opts["cache_dir"] = tempfile.mkdtemp(prefix="sag2wb-jev-worker-")
         return opts
 
+    def close(self) -> None:
+        for spec, factory in self.judges.items():
+            close = getattr(factory(None), "close", None) if spec != "oracle" else None
+            if close is not None:
+                close()
+
     def usage(self) -> dict:
         from .engine import judge_usage
 
@@ -397,15 +421,19 @@ class WorkerEnv:
         return total
 
 
-_ENVS: dict[str, WorkerEnv] = {}
+_ENVS: dict = {}  # (recipe key, run) -> WorkerEnv; the last few runs only
 _ENVS_LOCK = threading.Lock()
+_RUNS_KEPT = 4
 
 
 def worker_env(recipe: Recipe, index_bytes: bytes | None = None) -> WorkerEnv:
     with _ENVS_LOCK:
-        env = _ENVS.get(recipe.key)
+        key = (recipe.key, recipe.run)
+        env = _ENVS.get(key)
         if env is None:
-            env = _ENVS[recipe.key] = WorkerEnv(recipe, index_bytes)
+            env = _ENVS[key] = WorkerEnv(recipe, index_bytes)
+            while len(_ENVS) > _RUNS_KEPT:  # a long-lived Dask worker: close the judges of old runs
+                _ENVS.pop(next(iter(_ENVS))).close()
         return env
 
 
