@@ -294,3 +294,18 @@ def test_cli_refuses_two_ways_at_once(tmp_path, index):
     rc = main(["eval", "--db", str(index.path), "--questions", str(DOCS_QUESTIONS), "--out", str(tmp_path / "o.json"),
                "--processes", "2", "--concurrency", "2"])
     assert rc == 2
+
+
+def test_cli_ablate_with_processes_writes_the_sequential_files(tmp_path, index):
+    from workbench.cli import main
+
+    def ablate(name, *extra):
+        out = tmp_path / f"{name}.json"
+        assert main(["ablate", "--db", str(index.path), "--questions", str(DOCS_QUESTIONS), "--out", str(out),
+                     "--judge", "lexical", "--quiet", *extra]) == 0
+        data = json.loads(out.read_text())
+        for volatile in ("stats", "seconds"):
+            data.pop(volatile)
+        return data, out.with_suffix(".md").read_bytes(), out.with_suffix(".html").read_bytes()
+
+    assert ablate("pool", "--processes", "2") == ablate("seq")
