@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import safeio
 from .corpora import CorpusError, check_gold, load_corpus, load_questions
-from .evaluate import QuestionFailed, is_our_result, load_resume, naming_path
+from .evaluate import QuestionFailed, is_our_result, load_resume, naming_path, require_gold
 from .experiments import ExperimentError
 from .index import Index, IndexProblem, open_or_build
 from .judges import JudgeError
@@ -86,7 +86,7 @@ def _add_output_options(p: argparse.ArgumentParser) -> None:
                    help="replace an existing --out file that is not a sag2wb result")
 
 
-def _check_outputs(args, kind: str, paths, inputs) -> None:
+def _check_outputs(args, paths, inputs) -> None:
     """Refuse, before any work, outputs that are inputs of this command or files that are not
     ours (--force allows the latter), and a folder we cannot write in."""
     for path, ours in paths:
@@ -221,14 +221,16 @@ def cmd_eval(args) -> int:
     from .evaluate import evaluate
 
     out = Path(args.out)
-    _check_outputs(args, "eval", [(out, lambda p: is_our_result(p, "eval"))], [args.questions, args.db])
+    _check_outputs(args, [(out, lambda p: is_our_result(p, "eval"))], [args.questions, args.db])
     index = Index(args.db)
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)
+    require_gold(questions, args.judge, args.questions)
     params = _params(args)
     resume = out.with_name(out.name + ".partial.jsonl")
     with naming_path(out.parent):
         out.parent.mkdir(parents=True, exist_ok=True)
+        safeio.clean_stale_temps(out.parent, out.name)  # left by a writer killed mid-write
     executor = _executor(args)
     try:
         result = evaluate(index, questions, args.judge, params, progress=not args.quiet, resume_path=resume,
@@ -334,8 +336,10 @@ def cmd_ablate(args) -> int:
         raise CLIError("ablate reads H=0, 1 and 2 off the same H=2 trajectories; --rounds is not used")
     out = Path(args.out)
     md_path, html_path = out.with_suffix(".md"), out.with_suffix(".html")
-    _check_outputs(args, "ablate", [(out, lambda p: is_our_result(p, "ablate")), (md_path, _our_table),
-                                    (html_path, _our_table)], [args.questions, args.db])
+    if out.suffix in (".md", ".html"):
+        raise CLIError(f"--out {out}: give the .json name; the .md and .html tables are written beside it")
+    _check_outputs(args, [(out, lambda p: is_our_result(p, "ablate")), (md_path, _our_table), (html_path, _our_table)],
+                   [args.questions, args.db])
     index = Index(args.db)
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)
@@ -347,6 +351,8 @@ def cmd_ablate(args) -> int:
     resume = out.with_name(out.name + ".partial.jsonl")
     with naming_path(out.parent):
         out.parent.mkdir(parents=True, exist_ok=True)
+        for name in (out.name, md_path.name, html_path.name):
+            safeio.clean_stale_temps(out.parent, name)  # left by a writer killed mid-write
     t0 = time.perf_counter()
     experiment = Experiment(index, questions, paper_ablation(params, args.judge), resume_path=resume,
                             progress=not args.quiet, judge_options=_jev_options(args), keep_going=args.keep_going)
@@ -468,15 +474,17 @@ OS_HINTS = {
     errno.EDQUOT: "the disk quota is exhausted: free some space and rerun",
     errno.EFBIG: "the file grew past this system's file-size limit: raise the limit or choose another location",
     errno.ENAMETOOLONG: "the name is too long: choose a shorter path",
+    errno.EEXIST: "a file of that name is in the way of a folder: choose another path",
+    errno.EADDRINUSE: "another program listens on that port: choose another --port",
+    errno.EADDRNOTAVAIL: "that address is not on this machine: check --host",
 }
 
 
 def os_error_message(exc: OSError) -> str:
     """One line: the path, what went wrong, what to do."""
-    path = exc.filename if exc.filename is not None else "(a file)"
-    what = exc.strerror or type(exc).__name__
+    what = exc.strerror or str(exc) or type(exc).__name__
     hint = OS_HINTS.get(exc.errno, "check the path and rerun")
-    return f"{path}: {what}; {hint}"
+    return f"{exc.filename}: {what}; {hint}" if exc.filename is not None else f"{what}; {hint}"
 
 
 def sqlite_error_message(args, exc: sqlite3.Error) -> str:

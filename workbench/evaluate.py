@@ -55,6 +55,9 @@ class QuestionFailed(RuntimeError):
         at = f" at round {round}" if round is not None else ""
         super().__init__(f"{where}question {question!r} failed{at}: {error}")
 
+    def __reduce__(self):  # picklable, for executors that run questions in other processes
+        return type(self), (self.question, self.round, self.error, self.config, self.kind)
+
     def to_dict(self) -> dict:
         d = {"question": self.question, "round": self.round, "error": self.error, "kind": self.kind}
         return {"config": self.config, **d} if self.config else d

@@ -35,15 +35,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import safeio
-
 from .corpora import Question
 from .engine import (
     Run, add_fusion, dedupe, initial_candidates, question_expression, rank, retrieve_expansion, score_round,
     select_seeds, select_terms, term_rows, truncated_trace,
 )
 from .evaluate import (
-    METRICS, RESULT_MARKER, RESULT_VERSION, JudgeFailed, QuestionFailed, judge_factory, load_resume, paired_bootstrap, progress_bar,
-    naming_path, question_metrics, record_fingerprint, require_gold, trace_failure,
+    METRICS, RESULT_MARKER, RESULT_VERSION, JudgeFailed, QuestionFailed, judge_factory, load_resume, naming_path,
+    paired_bootstrap, progress_bar, question_metrics, record_fingerprint, require_gold, trace_failure,
 )
 from .judges import JudgeError, JudgmentMemo
 from .parallel import ComponentFetch, Progress, Sequential, make_executor

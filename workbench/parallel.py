@@ -697,21 +697,6 @@ def components(configs, run_order) -> list[list]:
     return list(groups.values())
 
 
-# ---- QuestionFailed across processes -----------------------------------------------------------
-def _register_failure_pickling() -> None:
-    """evaluate.QuestionFailed takes (question, round, error, config, kind); pickle rebuilds an
-    exception from its message alone, so teach it the fields (exact classes only, by copyreg)."""
-    import copyreg
-
-    from . import evaluate
-
-    def reduce(exc):
-        return type(exc), (exc.question, exc.round, exc.error, exc.config, exc.kind)
-
-    for cls in (evaluate.QuestionFailed, evaluate.JudgeFailed, evaluate.TermWeightingFailed):
-        copyreg.pickle(cls, reduce)
-
-
 # ---- evaluate --------------------------------------------------------------------------------
 class QuestionMap:
     """`evaluate(..., executor=...)`'s `map_outcomes`: the questions to run -> their
@@ -742,7 +727,6 @@ class QuestionMap:
         if self.executor.local:
             self.stream = Stream(self.executor, list(self._questions), lambda qid: fn(self._questions[qid]))
         else:
-            _register_failure_pickling()
             recipe = recipe_for(self.index, self.jev_options, self.executor.workers)
             self.stream = Stream(
                 self.executor, list(self._questions), None, task=question_task,
@@ -824,7 +808,6 @@ class ComponentFetch:
                 return component_traces(experiment, [by_name[n] for n in names], self.questions[key[1]], known_here)
             self.stream = Stream(executor, list(self.tasks), local)
         else:
-            _register_failure_pickling()
             recipe = recipe_for(experiment.index, experiment.judge_options, executor.workers)
             configs = tuple(experiment.configs)
             self.stream = Stream(
