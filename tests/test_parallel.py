@@ -186,6 +186,21 @@ def test_process_workers_send_jev_judgments_to_the_callers_cache(tmp_path, index
     assert replay == first
 
 
+def test_experiment_on_processes_sends_jev_judgments_to_the_callers_cache(tmp_path, index, questions, server, pool):
+    from workbench.experiments import Config
+    from workbench.params import Params
+
+    configs = [Config("H=2", Params(), "jev"), Config("H=0", Params(H=0), "jev", "truncated", source="H=2")]
+    cache = tmp_path / "cache"
+    first = Experiment(index, questions, configs, progress=False,
+                       judge_options=jev_options(server, cache)).run(executor=pool)
+    server.judge.reset()
+    replay = Experiment(index, questions, configs, progress=False,
+                        judge_options=jev_options(server, cache, cache_only=True)).run()
+    assert server.judge.calls == 0
+    assert replay.records == first.records
+
+
 FAILING_JUDGE = '''
 def judge(question, candidates, context):
     if "ledger" in question and context:

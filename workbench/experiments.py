@@ -408,14 +408,14 @@ class Experiment:
         jev = any(c.judge == "jev" for c in self.configs)
         own = executor is None  # made here: closed here (a passed Client stays open either way)
         executor = executor or make_executor(concurrency, processes, client, judge="jev" if jev else "")
+        bar = Progress(len(self.questions) * len(order), "experiment", self.progress,
+                       self._factory("jev")(None) if jev else None)
         fetch, fetcher = self.trace, None
         if not isinstance(executor, Sequential):
             keys = {(c.name, q.id): self.fingerprint(c, q) for c in order for q in self.questions}
             fetch = fetcher = ComponentFetch(
                 self, executor, order, {k for k, fp in keys.items() if fp not in done},
-                {k: done[fp]["record"]["judgments"] for k, fp in keys.items() if fp in done})
-        bar = Progress(len(self.questions) * len(order), "experiment", self.progress,
-                       fetcher.jev_judge() if fetcher else (self._factory("jev")(None) if jev else None))
+                {k: done[fp]["record"]["judgments"] for k, fp in keys.items() if fp in done}, bar)
         try:
             for config in order:
                 rows = records.setdefault(config.name, {})

@@ -816,9 +816,6 @@ class ComponentFetch:
                                          tuple(sorted(experiment.judge_options.items()))),
                 absorb=memo_absorber(experiment.memo, lambda: self._jev, progress), on_arrival=on_arrival)
 
-    def jev_judge(self):
-        return self._jev[0] if self._jev else None
-
     def __call__(self, config, question, records=None):
         k = (config.name, question.id)
         if k not in self.results:
