@@ -160,8 +160,13 @@ def test_threads_count_jev_usage_once(tmp_path, index, questions, server):
 
 
 # ---- processes: a judge that computes ----------------------------------------------------------------
-def test_process_pool_equals_sequential(tmp_path, index, questions, pool):
-    assert run_eval(tmp_path, "pool", index, questions, executor=pool) == run_eval(tmp_path, "seq", index, questions)
+def test_process_pool_equals_sequential_and_fills_the_callers_memo(tmp_path, index, questions, pool):
+    from workbench.judges import JudgmentMemo
+
+    memos = JudgmentMemo(), JudgmentMemo()
+    seq = run_eval(tmp_path, "seq", index, questions, memo=memos[0])
+    assert run_eval(tmp_path, "pool", index, questions, executor=pool, memo=memos[1]) == seq
+    assert memos[1].scores == memos[0].scores and len(memos[0].scores) > 100  # every judgment came back
 
 
 def test_experiment_on_threads_and_processes_writes_the_sequential_resume_file(tmp_path, index, questions, pool):

@@ -75,7 +75,8 @@ class Outcome:
     key: object
     value: object = None
     error: BaseException | None = None
-    judgments: dict = field(default_factory=dict)  # JudgmentMemo entries made by the task (remote only)
+    judgments: dict = field(default_factory=dict)  # JudgmentMemo entries made by the task, keys without the
+    # unit's text (remote only; the caller adds it back from its index: most of the bytes otherwise)
     cache: dict = field(default_factory=dict)  # JEV disk-cache entries {cache key: {"p", "model"}} (remote only)
     usage: dict = field(default_factory=dict)  # the worker judge's counters spent on the task (remote only)
 
@@ -465,7 +466,10 @@ def run_remote(recipe: Recipe, index_bytes, task, key, args) -> Outcome:
         for c in env.caches:
             cache.update(c.drain())
         usage = {k: v - before.get(k, 0) for k, v in env.usage().items()}
-    return Outcome(key, value, error, dict(memo.scores), cache, usage)
+    # a memo key is (judge key, question, context key, unit id, unit text); the text is the
+    # unit's body in the index (engine.judge_items), which the caller has too
+    judgments = {k[:4]: v for k, v in memo.scores.items()}
+    return Outcome(key, value, error, judgments, cache, usage)
 
 
 # ---- the stream of results -------------------------------------------------------------------
@@ -619,12 +623,14 @@ class Progress:
         self.bar.close()
 
 
-def memo_absorber(memo: JudgmentMemo, judges, progress: Progress | None = None):
-    """An `absorb` for Stream: remote judgments into `memo`, JEV entries into the disk cache
-    of the caller's JEV judge (from `judges()`, the judge objects in use), usage into the bar."""
+def memo_absorber(memo: JudgmentMemo, index, judges, progress: Progress | None = None):
+    """An `absorb` for Stream: remote judgments into `memo` (unit texts from `index`), JEV
+    entries into the disk cache of the caller's JEV judge (from `judges()`, the judge objects
+    in use), usage into the bar."""
 
     def absorb(outcome: Outcome) -> None:
-        memo.scores.update(outcome.judgments)
+        for (judge_key, question, context_key, unit_id), score in outcome.judgments.items():
+            memo.scores[(judge_key, question, context_key, unit_id, index.unit(unit_id).body)] = score
         if outcome.cache:
             for judge in judges():
                 cache = getattr(judge, "cache", None)
@@ -731,7 +737,8 @@ class QuestionMap:
             self.stream = Stream(
                 self.executor, list(self._questions), None, task=question_task,
                 remote_args=lambda qid: (self.judge, self.params, self._questions[qid]), recipe=recipe,
-                index=self.index, absorb=memo_absorber(self.memo, lambda: [self._shared], self.progress),
+                index=self.index,
+                absorb=memo_absorber(self.memo, self.index, lambda: [self._shared], self.progress),
                 on_arrival=self.on_arrival)
         return self._outcomes()
 
@@ -814,7 +821,8 @@ class ComponentFetch:
                 executor, list(self.tasks), None, task=component_task, recipe=recipe, index=experiment.index,
                 remote_args=lambda key: (configs, self.tasks[key][0], self.questions[key[1]], self.tasks[key][1],
                                          tuple(sorted(experiment.judge_options.items()))),
-                absorb=memo_absorber(experiment.memo, lambda: self._jev, progress), on_arrival=on_arrival)
+                absorb=memo_absorber(experiment.memo, experiment.index, lambda: self._jev, progress),
+                on_arrival=on_arrival)
 
     def __call__(self, config, question, records=None):
         k = (config.name, question.id)
