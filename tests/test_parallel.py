@@ -278,34 +278,51 @@ def test_dask_worker_killed_mid_run_loses_nothing(tmp_path, index, questions, se
 
 
 # ---- the CLI: options, and Ctrl-C keeps everything finished --------------------------------------------
-def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tmp_path, index, questions):
-    slow = JudgeServer(CountingHashJudge(seconds=0.0), delay=0.08).start()
-    try:
-        def cmd(out, *extra):
-            return [sys.executable, "-m", "workbench.cli", "eval", "--db", str(index.path), "--questions",
-                    str(DOCS_QUESTIONS), "--out", str(out), "--judge", "jev", "--jev-endpoint", slow.url, "--quiet",
-                    *extra]
+class GatedHashJudge(CountingHashJudge):
+    """Answers the questions in `free` at once and holds every other one until `gate` is set:
+    an interrupted run is sure to have finished some questions and not all."""
 
-        seq = evaluate(index, questions, "jev", progress=False, **jev_options(slow, tmp_path / "c1")).to_dict()
+    def __init__(self, free):
+        super().__init__(seconds=0.0)
+        self.free, self.gate = set(free), threading.Event()
+        self.gate.set()
+
+    def judge(self, question, candidates, context):
+        if question not in self.free:
+            self.gate.wait(120)
+        return super().judge(question, candidates, context)
+
+
+def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tmp_path, index, questions):
+    judge = GatedHashJudge({questions[0].question.strip()})
+    server = JudgeServer(judge).start()
+    try:
+        seq = evaluate(index, questions, "jev", progress=False, **jev_options(server, tmp_path / "c1")).to_dict()
         out = tmp_path / "par.json"
         partial = out.with_name(out.name + ".partial.jsonl")
-        args = cmd(out, "--cache-dir", str(tmp_path / "c2"), "--concurrency", "4")
+        args = [sys.executable, "-m", "workbench.cli", "eval", "--db", str(index.path), "--questions",
+                str(DOCS_QUESTIONS), "--out", str(out), "--judge", "jev", "--jev-endpoint", server.url, "--quiet",
+                "--cache-dir", str(tmp_path / "c2"), "--concurrency", "4"]
+        judge.gate.clear()  # only the first question can finish until the interrupt
         proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while not (partial.exists() and partial.read_bytes().count(b"\n") >= 1) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
+        try:
+            deadline = time.monotonic() + 120
+            while not (partial.exists() and partial.read_bytes().count(b"\n") >= 1) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGINT)
+        finally:
+            judge.gate.set()  # the questions in flight may end; the process exits
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err
         assert "Traceback" not in err
         kept = [json.loads(line)["_id"] for line in partial.read_text(encoding="utf-8").splitlines()]
-        assert 1 <= len(kept) < len(questions) and len(set(kept)) == len(kept)
+        assert kept == [questions[0].id]
         rerun = subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=300)
         assert rerun.returncode == 0, rerun.stderr
         assert _no_stats(json.dumps(seq)) == _no_stats(out.read_text())
-        assert json.loads(out.read_text())["stats"]["resumed_questions"] == len(kept)
+        assert json.loads(out.read_text())["stats"]["resumed_questions"] == 1
     finally:
-        slow.stop()
+        server.stop()
 
 
 def test_cli_refuses_two_ways_at_once(tmp_path, index):

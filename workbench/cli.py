@@ -73,10 +73,20 @@ def _add_parallel_options(p: argparse.ArgumentParser) -> None:
                    help="run on a Dask cluster, e.g. tcp://10.0.0.5:8786 (pip install 'sag2-workbench[dask]')")
 
 
-def _executor(args):
+def _run_work(args, resume, work):
+    """`work(executor)` on the executor the options ask for: (its result, None), or (None, the
+    exit code) when a question failed or Ctrl-C stopped it (finished questions stay in `resume`)."""
     from .parallel import make_executor
 
-    return make_executor(args.concurrency, args.processes, args.dask, judge=args.judge)
+    executor = make_executor(args.concurrency, args.processes, args.dask, judge=args.judge)
+    try:
+        return work(executor), None
+    except QuestionFailed as exc:
+        return None, _failed(args, exc, resume)
+    except KeyboardInterrupt:
+        return None, _interrupted(args, resume)
+    finally:
+        executor.close()
 
 
 def _add_output_options(p: argparse.ArgumentParser) -> None:
@@ -231,17 +241,11 @@ def cmd_eval(args) -> int:
     with naming_path(out.parent):
         out.parent.mkdir(parents=True, exist_ok=True)
         safeio.clean_stale_temps(out.parent, out.name)  # left by a writer killed mid-write
-    executor = _executor(args)
-    try:
-        result = evaluate(index, questions, args.judge, params, progress=not args.quiet, resume_path=resume,
-                          trace_dir=args.trace_dir, keep_going=args.keep_going, executor=executor,
-                          **_jev_options(args))
-    except QuestionFailed as exc:
-        return _failed(args, exc, resume)
-    except KeyboardInterrupt:
-        return _interrupted(args, resume)
-    finally:
-        executor.close()
+    result, code = _run_work(args, resume, lambda executor: evaluate(
+        index, questions, args.judge, params, progress=not args.quiet, resume_path=resume, trace_dir=args.trace_dir,
+        keep_going=args.keep_going, executor=executor, **_jev_options(args)))
+    if code is not None:
+        return code
     data = result.to_dict()
     _write(out, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
     if not result.failures:
@@ -356,15 +360,9 @@ def cmd_ablate(args) -> int:
     t0 = time.perf_counter()
     experiment = Experiment(index, questions, paper_ablation(params, args.judge), resume_path=resume,
                             progress=not args.quiet, judge_options=_jev_options(args), keep_going=args.keep_going)
-    executor = _executor(args)
-    try:
-        results = experiment.run(executor=executor)
-    except QuestionFailed as exc:
-        return _failed(args, exc, resume)
-    except KeyboardInterrupt:
-        return _interrupted(args, resume)
-    finally:
-        executor.close()
+    results, code = _run_work(args, resume, lambda executor: experiment.run(executor=executor))
+    if code is not None:
+        return code
     seconds = time.perf_counter() - t0
     if not results.question_ids:
         _report_failures(results.failures, len(questions), "no question completed: nothing written")
