@@ -79,6 +79,32 @@ def _jev_options(args) -> dict:
             "cache_dir": args.cache_dir, "cache_only": args.cache_only}
 
 
+def _add_parallel_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("many questions at once (results identical to a sequential run; docs/experiments.md)")
+    g.add_argument("--concurrency", type=int, default=None, metavar="N",
+                   help="questions at once on threads, for judges that wait (default 8 for jev, else 1)")
+    g.add_argument("--processes", type=int, default=None, metavar="N",
+                   help="a pool of N processes, for judges that compute (lexical, FILE.py:NAME)")
+    g.add_argument("--dask", default=None, metavar="SCHEDULER_ADDRESS",
+                   help="run on a Dask cluster, e.g. tcp://10.0.0.5:8786 (pip install 'sag2-workbench[dask]')")
+
+
+def _run_work(args, resume, work):
+    """`work(executor)` on the executor the options ask for: (its result, None), or (None, the
+    exit code) when a question failed or Ctrl-C stopped it (finished questions stay in `resume`)."""
+    from .parallel import make_executor
+
+    executor = make_executor(args.concurrency, args.processes, args.dask, judge=args.judge)
+    try:
+        return work(executor), None
+    except QuestionFailed as exc:
+        return None, _failed(args, exc, resume)
+    except KeyboardInterrupt:
+        return None, _interrupted(args, resume)
+    finally:
+        executor.close()
+
+
 def _add_output_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-going", action="store_true",
                    help="go on after a failed question; metrics cover the completed ones only (exit 3)")
@@ -267,13 +293,11 @@ def cmd_eval(args) -> int:
     with naming_path(out.parent):
         out.parent.mkdir(parents=True, exist_ok=True)
         safeio.clean_stale_temps(out.parent, out.name)  # left by a writer killed mid-write
-    try:
-        result = evaluate(index, questions, args.judge, params, progress=not args.quiet, resume_path=resume,
-                          trace_dir=args.trace_dir, keep_going=args.keep_going, **_jev_options(args))
-    except QuestionFailed as exc:
-        return _failed(args, exc, resume)
-    except KeyboardInterrupt:
-        return _interrupted(args, resume)
+    result, code = _run_work(args, resume, lambda executor: evaluate(
+        index, questions, args.judge, params, progress=not args.quiet, resume_path=resume, trace_dir=args.trace_dir,
+        keep_going=args.keep_going, executor=executor, **_jev_options(args)))
+    if code is not None:
+        return code
     extras = _eval_extras(args, result, questions)
     data = result.to_dict()
     _write(out, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
@@ -420,12 +444,9 @@ def cmd_ablate(args) -> int:
     t0 = time.perf_counter()
     experiment = Experiment(index, questions, paper_ablation(params, args.judge), resume_path=resume,
                             progress=not args.quiet, judge_options=_jev_options(args), keep_going=args.keep_going)
-    try:
-        results = experiment.run()
-    except QuestionFailed as exc:
-        return _failed(args, exc, resume)
-    except KeyboardInterrupt:
-        return _interrupted(args, resume)
+    results, code = _run_work(args, resume, lambda executor: experiment.run(executor=executor))
+    if code is not None:
+        return code
     seconds = time.perf_counter() - t0
     if not results.question_ids:
         _report_failures(results.failures, len(questions), "no question completed: nothing written")
@@ -501,6 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(p)
     _add_ecosystem_options(p)
     _add_run_options(p)
+    _add_parallel_options(p)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("convert", help="write a corpus / questions / eval result as BEIR, TREC or workbench files")
@@ -549,6 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     _add_output_options(p)
     _add_run_options(p)
+    _add_parallel_options(p)
     p.set_defaults(func=cmd_ablate)
     return parser
 

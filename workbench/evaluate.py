@@ -26,6 +26,7 @@ from . import safeio
 from .corpora import Question
 from .engine import Run
 from .judges import JudgeError, JudgmentMemo, make_judge
+from .parallel import Progress, QuestionMap, Sequential
 from .params import Params
 from .terms import TermWeightingError, variant_fingerprint
 from .trace import STOP_JUDGE_ERROR, STOP_TERM_WEIGHTING_ERROR, Trace
@@ -287,7 +288,7 @@ class EvalResult:
 def evaluate(index, questions: list[Question], judge: str = "lexical", params: Params | None = None, *,
              progress: bool = True, resume_path: str | Path | None = None, trace_dir: str | Path | None = None,
              keep_traces: bool = False, memo: JudgmentMemo | None = None, judge_for=None, keep_going: bool = False,
-             map_outcomes=None, **jev_options) -> EvalResult:
+             map_outcomes=None, executor=None, **jev_options) -> EvalResult:
     """Run SAG2 (or the BM25 baseline) over `questions`.
 
     `resume_path`: a JSONL file that receives one record per finished question; a record is
@@ -296,6 +297,8 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
     in `result.failures` and left out of the metrics. `map_outcomes(fn, questions)`: how the
     questions to run are mapped to `Outcome`s (default: the built-in lazy `map`; an executor's
     ordered map runs them in parallel); outcomes are consumed in question order.
+    `executor`: a `workbench.parallel` executor (`make_executor(concurrency=16)`, processes,
+    Dask) that runs questions at once with results identical to a sequential run.
 
     >>> evaluate(index, questions, "lexical", keep_going=True).failures   # doctest: +SKIP
     [{'question': 'q7', 'round': 1, 'error': "judge 'j.py:judge' raised ValueError: boom", 'kind': 'judge error'}]
@@ -319,8 +322,17 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
     records, traces, failures = [], {}, []
     usage: dict = {}  # the judge's own counters summed over questions run now (requests, tokens, cost)
     todo = [q for q in questions if q.id not in done]
+    bar = Progress(len(questions), f"{judge}", progress, judge_for(todo[0]) if todo and judge != "oracle" else None)
+    if executor is not None and map_outcomes is None and not isinstance(executor, Sequential):
+        map_outcomes = QuestionMap(executor, index, judge, params, memo, judge_for, jev_options, bar)
     outcomes = iter((map_outcomes or map)(lambda q: run_question(index, q, params, judge_for(q), memo), todo))
-    bar = progress_bar(len(questions), f"{judge}", progress)
+
+    def save(q, out):
+        if resume_path is not None:
+            with naming_path(resume_path):
+                safeio.append_line(resume_path, json.dumps(
+                    {"fingerprint": fingerprints[q.id], "_id": q.id, "record": out.record}, ensure_ascii=False))
+
     try:
         for q in questions:
             if q.id in done:
@@ -343,16 +355,18 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
             if trace_dir is not None:
                 with naming_path(trace_dir):
                     safeio.atomic_write_text(Path(trace_dir) / trace_file_name(q.id), out.trace.to_json())
-            if resume_path is not None:
-                with naming_path(resume_path):
-                    safeio.append_line(resume_path, json.dumps(
-                        {"fingerprint": fingerprints[q.id], "_id": q.id, "record": out.record}, ensure_ascii=False))
-            bar.update(1)
+            save(q, out)
+            bar.update(1, out.record["judgments"])
+    except KeyboardInterrupt:  # questions finished out of order by an executor are kept for resume too
+        for out in getattr(map_outcomes, "finished", list)():
+            save(out.question, out)
+        raise
     finally:
         bar.close()
         close = getattr(outcomes, "close", None)  # a generator-based executor map: stop it early
         if close is not None:
             close()
+    usage = getattr(map_outcomes, "usage", lambda: None)() or usage  # threads: counted once, not per question
     stats = {"judgments": sum(r["judgments"] for r in records), "memo_hits": memo.hits, "memo_misses": memo.misses,
              "resumed_questions": len(done), **usage}
     return EvalResult(config, records, traces, stats, failures, len(questions))

@@ -42,9 +42,10 @@ from .engine import (
 )
 from .evaluate import (
     METRICS, RESULT_MARKER, RESULT_VERSION, JudgeFailed, QuestionFailed, judge_factory, load_resume, naming_path,
-    paired_bootstrap, progress_bar, question_metrics, record_fingerprint, require_gold, trace_failure,
+    paired_bootstrap, question_metrics, record_fingerprint, require_gold, trace_failure,
 )
 from .judges import JudgeError, JudgmentMemo
+from .parallel import ComponentFetch, Progress, Sequential, make_executor
 from .params import Params
 from .terms import TermWeightingError, get_term_weighting, variant_fingerprint
 from .trace import (
@@ -392,16 +393,32 @@ class Experiment:
         return rec
 
     # ---- all --------------------------------------------------------------------------------
-    def run(self) -> "Results":
+    def run(self, *, concurrency: int | None = None, processes: int | None = None, client=None,
+            executor=None) -> "Results":
+        """All configurations × questions. `concurrency=N` runs N questions at once on threads
+        (default 8 when a configuration uses JEV, else 1), `processes=N` on a process pool,
+        `client=` (a dask.distributed Client or scheduler address) on a Dask cluster; results,
+        resume lines and traces are the same as a sequential run's (workbench.parallel)."""
         done = load_resume(self.resume_path) if self.resume_path is not None else {}
         records: dict[str, dict[str, dict]] = {}
         failures: dict[str, dict] = {}  # question id -> its first failure (keep_going)
         reused = computed = 0
         t0 = time.perf_counter()
-        for config in _run_order(self.configs):
-            rows = records.setdefault(config.name, {})
-            bar = progress_bar(len(self.questions), config.name, self.progress)
-            try:
+        order = _run_order(self.configs)
+        jev = any(c.judge == "jev" for c in self.configs)
+        own = executor is None  # made here: closed here (a passed Client stays open either way)
+        executor = executor or make_executor(concurrency, processes, client, judge="jev" if jev else "")
+        bar = Progress(len(self.questions) * len(order), "experiment", self.progress,
+                       self._factory("jev")(None) if jev else None)
+        fetch, fetcher = self.trace, None
+        if not isinstance(executor, Sequential):
+            keys = {(c.name, q.id): self.fingerprint(c, q) for c in order for q in self.questions}
+            fetch = fetcher = ComponentFetch(
+                self, executor, order, {k for k, fp in keys.items() if fp not in done},
+                {k: done[fp]["record"]["judgments"] for k, fp in keys.items() if fp in done}, bar)
+        try:
+            for config in order:
+                rows = records.setdefault(config.name, {})
                 for q in self.questions:
                     bar.update(1)
                     if q.id in failures:
@@ -412,17 +429,27 @@ class Experiment:
                         reused += 1
                         continue
                     try:
-                        rec = self.record(config, q, self.trace(config, q, records))
+                        rec = self.record(config, q, fetch(config, q, records))
                     except QuestionFailed as exc:
                         if not self.keep_going:
                             raise
                         failures[q.id] = exc.to_dict()
                         continue
                     self._save(fp, config, rec)
+                    bar.update(0, rec["judgments"])
                     computed += 1
                     rows[q.id] = rec
-            finally:
-                bar.close()
+        except KeyboardInterrupt:  # rows finished out of order by an executor are kept for resume too
+            by_name = {c.name: c for c in self.configs}
+            for name, q, trace in (fetcher.finished() if fetcher else []):
+                self._save(self.fingerprint(by_name[name], q), by_name[name], self.record(by_name[name], q, trace))
+            raise
+        finally:
+            bar.close()
+            if fetcher is not None:
+                fetcher.close()
+            if own:
+                executor.close()
         completed = [q.id for q in self.questions if q.id not in failures]
         ordered = [records[c.name][i] for c in self.configs for i in completed]
         stats = {"seconds": round(time.perf_counter() - t0, 3), "records_computed": computed,

@@ -504,9 +504,10 @@ class Index:
             missing = list(tokens)
         for i in range(0, len(missing), 500):
             chunk = missing[i : i + 500]
-            known.update(dict.fromkeys(chunk, 0))
-            known.update(self.db.execute(
+            found = dict.fromkeys(chunk, 0)
+            found.update(self.db.execute(
                 f"SELECT term, df FROM diversity_df WHERE term IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+            known.update(found)  # in one step: a question on another thread never reads a placeholder 0
         return {t: known[t] for t in tokens}
 
     def diversity_vectors(self, unit_ids) -> list[dict[str, float]]:

@@ -131,7 +131,9 @@ def estimate_tokens(text: str) -> int:
     >>> estimate_tokens("abcdefgh"), estimate_tokens("北京大学")
     (2, 4)
     """
-    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    # the ASCII characters, counted in C (encoding drops the others): a request body is ~50k
+    # characters and a character loop in Python was most of a judge server's time per request
+    ascii_chars = len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
     return math.ceil(ascii_chars / 4) + (len(text) - ascii_chars)
 
 

@@ -1,0 +1,348 @@
+"""Many questions at once (workbench.parallel): threads against a real judge server on
+127.0.0.1, a spawned process pool, and a 2-worker Dask LocalCluster (one worker killed
+mid-run). Every parallel run is compared byte for byte with a sequential one: records,
+resume files, trace files (`stats` excluded), failures."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.corpora import load_questions
+from workbench.evaluate import QuestionFailed, evaluate
+from workbench.experiments import Experiment, paper_ablation
+from workbench.index import Index
+from workbench.judge_server import JudgeServer
+from workbench.parallel import (
+    Dask, ParallelError, Processes, QuestionMap, Sequential, Threads, components, default_concurrency, make_executor,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = REPO / "sample_corpora" / "internal_docs"
+DOCS_QUESTIONS = REPO / "sample_corpora" / "internal_docs.questions.jsonl"
+
+
+def _hash_judge():
+    spec = importlib.util.spec_from_file_location("comparison_judges", REPO / "benchmarks" / "comparison_judges.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.hash_judge
+
+
+class CountingHashJudge:
+    """The deterministic hash judge, counting how many calls the server runs at once."""
+
+    name = key = "hash-counting"
+
+    def __init__(self, seconds: float = 0.02):
+        self.fn, self.seconds = _hash_judge(), seconds
+        self.lock = threading.Lock()
+        self.now = self.max = self.calls = 0
+
+    def reset(self):
+        with self.lock:
+            self.now = self.max = self.calls = 0
+
+    def judge(self, question, candidates, context):
+        with self.lock:
+            self.now += 1
+            self.calls += 1
+            self.max = max(self.max, self.now)
+        try:
+            time.sleep(self.seconds)  # a service that takes a while: requests overlap if the client lets them
+            return self.fn(question, candidates, context)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    from workbench.index import open_or_build
+
+    ix, _ = open_or_build(DOCS, tmp_path_factory.mktemp("ix") / "docs.sqlite")
+    return ix
+
+
+@pytest.fixture(scope="module")
+def questions():
+    return load_questions(DOCS_QUESTIONS)
+
+
+@pytest.fixture(scope="module")
+def server():
+    judge = CountingHashJudge()
+    srv = JudgeServer(judge).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def pool():
+    ex = Processes(2)
+    yield ex
+    ex.close()
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+def _no_stats(text: str) -> dict:
+    data = json.loads(text)
+    data.pop("stats", None)
+    return data
+
+
+def run_eval(tmp: Path, name: str, index, questions, judge="lexical", **kw):
+    """evaluate() with a resume file and trace files; returns what must be identical."""
+    resume, traces = tmp / f"{name}.partial.jsonl", tmp / f"{name}-traces"
+    result = evaluate(index, questions, judge, progress=False, resume_path=resume, trace_dir=traces, **kw)
+    files = {p.name: _no_stats(p.read_text(encoding="utf-8")) for p in sorted(traces.iterdir())}
+    return _no_stats(json.dumps(result.to_dict())), resume.read_bytes(), files
+
+
+def jev_options(server, cache_dir, **extra):
+    return {"endpoint": server.url, "cache_dir": str(cache_dir), "timeout": 20, **extra}
+
+
+# ---- choosing an executor ----------------------------------------------------------------------
+def test_make_executor_defaults_and_conflicts():
+    assert default_concurrency("jev") == 8 and default_concurrency("lexical") == 1
+    assert isinstance(make_executor(judge="jev"), Threads) and make_executor(judge="jev").workers == 8
+    assert isinstance(make_executor(judge="lexical"), Sequential)
+    assert isinstance(make_executor(1, judge="jev"), Sequential)
+    assert isinstance(make_executor(processes=1), Sequential)
+    assert isinstance(make_executor(processes=3), Processes)
+    with pytest.raises(ParallelError, match="choose one of --concurrency and --processes"):
+        make_executor(4, 2)
+    with pytest.raises(ParallelError, match="concurrency 0"):
+        make_executor(0)
+
+
+def test_components_keep_a_row_with_its_source():
+    configs = paper_ablation(judge="oracle")
+    from workbench.experiments import _run_order
+
+    groups = [[c.name for c in g] for g in components(configs, _run_order(configs))]
+    assert groups == [["bm25"], ["H=2", "H=0", "H=1", "matched-budget"], ["no-context"], ["final-only"]]
+
+
+# ---- threads: a judge that waits ----------------------------------------------------------------
+def test_threads_against_a_judge_server_equal_sequential_and_keep_the_request_limit(tmp_path, index, questions,
+                                                                                  server):
+    seq = run_eval(tmp_path, "seq", index, questions, "jev", **jev_options(server, tmp_path / "c1", concurrency=3))
+    server.judge.reset()
+    par = run_eval(tmp_path, "par", index, questions, "jev", executor=Threads(8),
+                   **jev_options(server, tmp_path / "c2", concurrency=3))
+    assert par == seq
+    # one client serves the 8 threads: its limit of 3 requests in flight holds, and is used
+    assert 2 <= server.judge.max <= 3
+
+
+def test_threads_count_jev_usage_once(tmp_path, index, questions, server):
+    server.judge.reset()
+    result = evaluate(index, questions, "jev", progress=False, executor=Threads(4),
+                      **jev_options(server, tmp_path / "c"))
+    assert result.stats["requests"] == server.judge.calls > 0
+
+
+# ---- processes: a judge that computes ----------------------------------------------------------------
+def test_process_pool_equals_sequential_and_fills_the_callers_memo(tmp_path, index, questions, pool):
+    from workbench.judges import JudgmentMemo
+
+    memos = JudgmentMemo(), JudgmentMemo()
+    seq = run_eval(tmp_path, "seq", index, questions, memo=memos[0])
+    assert run_eval(tmp_path, "pool", index, questions, executor=pool, memo=memos[1]) == seq
+    assert memos[1].scores == memos[0].scores and len(memos[0].scores) > 100  # every judgment came back
+
+
+def test_experiment_on_threads_and_processes_writes_the_sequential_resume_file(tmp_path, index, questions, pool):
+    def run(name, **kw):
+        resume = tmp_path / f"{name}.jsonl"
+        results = Experiment(index, questions, paper_ablation(judge="lexical"), resume_path=resume,
+                             progress=False).run(**kw)
+        return results.records, resume.read_bytes()
+
+    seq = run("seq")
+    assert run("threads", concurrency=3) == seq
+    assert run("pool", executor=pool) == seq
+
+
+def test_process_workers_send_jev_judgments_to_the_callers_cache(tmp_path, index, questions, server, pool):
+    cache = tmp_path / "cache"
+    first = run_eval(tmp_path, "pool", index, questions, "jev", executor=pool, **jev_options(server, cache))
+    server.judge.reset()
+    # replay: every judgment must now be in the caller's cache under the sequential run's keys
+    replay = run_eval(tmp_path, "replay", index, questions, "jev", **jev_options(server, cache, cache_only=True))
+    assert server.judge.calls == 0
+    assert replay == first
+
+
+def test_experiment_on_processes_sends_jev_judgments_to_the_callers_cache(tmp_path, index, questions, server, pool):
+    from workbench.experiments import Config
+    from workbench.params import Params
+
+    configs = [Config("H=2", Params(), "jev"), Config("H=0", Params(H=0), "jev", "truncated", source="H=2")]
+    cache = tmp_path / "cache"
+    first = Experiment(index, questions, configs, progress=False,
+                       judge_options=jev_options(server, cache)).run(executor=pool)
+    server.judge.reset()
+    replay = Experiment(index, questions, configs, progress=False,
+                        judge_options=jev_options(server, cache, cache_only=True)).run()
+    assert server.judge.calls == 0
+    assert replay.records == first.records
+
+
+FAILING_JUDGE = '''
+def judge(question, candidates, context):
+    if "ledger" in question and context:
+        raise ValueError("boom on the ledger question")
+    return [(len(c["title"]) % 7) / 7 for c in candidates]
+'''
+
+
+@pytest.mark.parametrize("parallel", ["threads", "processes"])
+def test_failures_stop_and_keep_going_exactly_as_sequential(tmp_path, index, questions, pool, parallel):
+    path = tmp_path / "failing.py"
+    path.write_text(FAILING_JUDGE, encoding="utf-8")
+    spec = f"{path}:judge"
+    executor = Threads(4) if parallel == "threads" else pool
+
+    def stop(name, ex):
+        resume = tmp_path / f"{name}.jsonl"
+        with pytest.raises(QuestionFailed) as info:
+            evaluate(index, questions, spec, progress=False, resume_path=resume, executor=ex)
+        return info.value.to_dict(), resume.read_bytes()
+
+    seq = stop("seq", None)
+    assert seq[0]["question"] == "docs-05" and seq[0]["round"] == 1 and "boom" in seq[0]["error"]
+    assert seq[1].count(b"\n") == 4  # the four questions before it, nothing after
+    assert stop("par", executor) == seq
+    kept = [evaluate(index, questions, spec, progress=False, keep_going=True, executor=ex) for ex in (None, executor)]
+    assert kept[0].failures == kept[1].failures and [f["question"] for f in kept[0].failures] == ["docs-05"]
+    assert kept[0].records == kept[1].records and len(kept[0].records) == 8
+
+
+# ---- Dask ---------------------------------------------------------------------------------------------
+def test_dask_local_cluster_equals_sequential(tmp_path, index, questions, dask_client):
+    seq = run_eval(tmp_path, "seq", index, questions)
+    assert run_eval(tmp_path, "dask", index, questions, executor=Dask(dask_client)) == seq
+    # the index shipped once per worker instead of read at its path
+    assert run_eval(tmp_path, "shipped", index, questions, executor=Dask(dask_client, ship_index=True)) == seq
+    configs = paper_ablation(judge="lexical")
+    assert (Experiment(index, questions, configs, progress=False).run(client=dask_client).records
+            == Experiment(index, questions, configs, progress=False).run().records)
+
+
+def test_dask_worker_killed_mid_run_loses_nothing(tmp_path, index, questions, server, dask_client):
+    seq = run_eval(tmp_path, "seq", index, questions, "jev", **jev_options(server, tmp_path / "c1"))
+    killed = []
+
+    def kill_a_busy_worker(outcome):
+        if killed:
+            return
+        busy = [w for w, keys in dask_client.processing().items() if keys]
+        if busy:
+            pid = dask_client.run(os.getpid, workers=[busy[0]])[busy[0]]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    executor = Dask(dask_client)
+    opts = jev_options(server, tmp_path / "c2")
+    resume, traces = tmp_path / "dask.partial.jsonl", tmp_path / "dask-traces"
+
+    from workbench.evaluate import judge_factory
+    from workbench.judges import JudgmentMemo
+    from workbench.params import Params
+
+    memo, judge_for = JudgmentMemo(), judge_factory("jev", index, **opts)
+    mapper = QuestionMap(executor, index, "jev", Params(), memo, judge_for, opts, on_arrival=kill_a_busy_worker)
+    result = evaluate(index, questions, "jev", progress=False, resume_path=resume, trace_dir=traces, memo=memo,
+                      judge_for=judge_for, map_outcomes=mapper, **opts)
+    assert killed, "no worker was busy when the first result arrived"
+    files = {p.name: _no_stats(p.read_text(encoding="utf-8")) for p in sorted(traces.iterdir())}
+    assert (_no_stats(json.dumps(result.to_dict())), resume.read_bytes(), files) == seq
+
+
+# ---- the CLI: options, and Ctrl-C keeps everything finished --------------------------------------------
+class GatedHashJudge(CountingHashJudge):
+    """Answers the questions in `free` at once and holds every other one until `gate` is set:
+    an interrupted run is sure to have finished some questions and not all."""
+
+    def __init__(self, free):
+        super().__init__(seconds=0.0)
+        self.free, self.gate = set(free), threading.Event()
+        self.gate.set()
+
+    def judge(self, question, candidates, context):
+        if question not in self.free:
+            self.gate.wait(120)
+        return super().judge(question, candidates, context)
+
+
+def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tmp_path, index, questions):
+    judge = GatedHashJudge({questions[0].question.strip()})
+    server = JudgeServer(judge).start()
+    try:
+        seq = evaluate(index, questions, "jev", progress=False, **jev_options(server, tmp_path / "c1")).to_dict()
+        out = tmp_path / "par.json"
+        partial = out.with_name(out.name + ".partial.jsonl")
+        args = [sys.executable, "-m", "workbench.cli", "eval", "--db", str(index.path), "--questions",
+                str(DOCS_QUESTIONS), "--out", str(out), "--judge", "jev", "--jev-endpoint", server.url, "--quiet",
+                "--cache-dir", str(tmp_path / "c2"), "--concurrency", "4"]
+        judge.gate.clear()  # only the first question can finish until the interrupt
+        proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 120
+            while not (partial.exists() and partial.read_bytes().count(b"\n") >= 1) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGINT)
+        finally:
+            judge.gate.set()  # the questions in flight may end; the process exits
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err
+        kept = [json.loads(line)["_id"] for line in partial.read_text(encoding="utf-8").splitlines()]
+        assert kept == [questions[0].id]
+        rerun = subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert rerun.returncode == 0, rerun.stderr
+        assert _no_stats(json.dumps(seq)) == _no_stats(out.read_text())
+        assert json.loads(out.read_text())["stats"]["resumed_questions"] == 1
+    finally:
+        server.stop()
+
+
+def test_cli_refuses_two_ways_at_once(tmp_path, index):
+    from workbench.cli import main
+
+    rc = main(["eval", "--db", str(index.path), "--questions", str(DOCS_QUESTIONS), "--out", str(tmp_path / "o.json"),
+               "--processes", "2", "--concurrency", "2"])
+    assert rc == 2
+
+
+def test_cli_ablate_with_processes_writes_the_sequential_files(tmp_path, index):
+    from workbench.cli import main
+
+    def ablate(name, *extra):
+        out = tmp_path / f"{name}.json"
+        assert main(["ablate", "--db", str(index.path), "--questions", str(DOCS_QUESTIONS), "--out", str(out),
+                     "--judge", "lexical", "--quiet", *extra]) == 0
+        data = json.loads(out.read_text())
+        for volatile in ("stats", "seconds"):
+            data.pop(volatile)
+        return data, out.with_suffix(".md").read_bytes(), out.with_suffix(".html").read_bytes()
+
+    assert ablate("pool", "--processes", "2") == ablate("seq")
