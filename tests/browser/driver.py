@@ -221,6 +221,17 @@ class Session:
             self.context.close()
 
 
+# webpack module federation's console warnings when an extension needs newer shared
+# packages than the page provides ("Unsatisfied version 4.2.5 from _JUPYTERLAB.CORE_OUTPUT of
+# shared singleton module @jupyterlab/services (required ^4.6.2)", "No satisfying version ...")
+VERSION_MISMATCH = ("Unsatisfied version", "No satisfying version")
+
+
+def version_mismatch_warnings(session: Session) -> list[str]:
+    """The page's front-end version-mismatch warnings so far."""
+    return [w for w in session.warnings if w.startswith(VERSION_MISMATCH)]
+
+
 def load_voila(session: Session, url: str):
     from playwright.sync_api import expect
 
