@@ -363,6 +363,14 @@ def test_export_writes_trace_and_frames_without_replacing_files(dash, tmp_path):
         with pytest.raises(RuntimeError, match="pyarrow"):
             export_frames(dash.model, tmp_path, "parquet")
         assert dash.export.parquet_button.disabled
+        return
+    import pandas as pd
+
+    assert not dash.export.parquet_button.disabled
+    for path in export_frames(dash.model, tmp_path, "parquet"):
+        name = path.name.split(".")[-2]
+        back, frame = pd.read_parquet(path), dash.model.frames[name]
+        assert list(back.columns) == list(frame.columns) and len(back) == len(frame), name
 
 
 def test_status_line_shows_judge_cost(dash):
