@@ -2,6 +2,9 @@
 
     .venv/bin/python benchmarks/bench_judges.py                 # 2Wiki dev + HotpotQA sample + bundled corpora + speed
     .venv/bin/python benchmarks/bench_judges.py --skip-speed --only 2wiki
+    .venv/bin/python benchmarks/bench_judges.py --only speed --precision both   # float and int8 embeddings
+    .venv/bin/python benchmarks/bench_judges.py --only embedding                # passages/s per batch size, threads
+    SAG2WB_EMBED_PRECISION=int8 .venv/bin/python benchmarks/bench_judges.py --only 2wiki   # accuracy with int8
 
 Prints, per corpus: R@5, R@10, AE@10 and judgments per judge with the paired 95% interval
 of the R@10 difference against `lexical`, then R@10 per question type with per-type paired
@@ -81,7 +84,7 @@ def per_question(index, questions, judge) -> list[float]:
     return out
 
 
-def speed(index, questions, n_cold: int, repeats: int) -> None:
+def speed(index, questions, n_cold: int, repeats: int, precision: str = "float") -> None:
     """Seconds per question: cold (model loaded, empty embedding cache), then with every
     embedding on disk (new embedder: its memory is empty), then fully in memory."""
     from workbench.embeddings import Embedder, embed_index, load_model
@@ -89,8 +92,8 @@ def speed(index, questions, n_cold: int, repeats: int) -> None:
     from workbench.semantic import SemanticJudge
 
     t0 = time.perf_counter()
-    model = load_model()
-    print(f"\n## speed (2 threads; the machine is shared, so medians of {repeats} runs)\n")
+    model = load_model(precision=precision)
+    print(f"\n## speed, precision {precision} (2 threads; the machine is shared, so medians of {repeats} runs)\n")
     print(f"model load {time.perf_counter() - t0:.2f} s ({model.id})")
     qs = questions[:n_cold]
     cold, disk, memory, embedded = [], [], [], []
@@ -122,6 +125,60 @@ def speed(index, questions, n_cold: int, repeats: int) -> None:
           f"(runs: {', '.join(f'{x:.1f}' for x in rates)})")
 
 
+# multiply-adds per word piece of all-MiniLM-L6-v2's weight matrices (6 layers: Q, K, V, output
+# 384x384 each, feed-forward 384x1536 and 1536x384); attention scores add 2 * 384 * length more
+MACS_PER_TOKEN = 6 * (4 * 384 * 384 + 2 * 384 * 1536)
+
+
+def sgemm_gflops() -> float:
+    """What numpy's float32 matrix product reaches right now (best of 5), for the arithmetic."""
+    import numpy as np
+
+    a = np.random.rand(1024, 384).astype(np.float32)
+    b = np.random.rand(384, 1536).astype(np.float32)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    return 2 * a.shape[0] * a.shape[1] * b.shape[1] / best / 1e9
+
+
+def embedding_rate(corpus_file: Path, n: int, repeats: int, configs) -> None:
+    """Passages/s of Embedder.embed (memory only) per (precision, batch size, threads),
+    interleaved so every configuration sees the same load; a different slice of n passages
+    per repeat. Prints the word pieces per passage and the GFLOPS that rate implies."""
+    import json
+
+    from workbench.embeddings import Embedder, load_model, passage_text
+
+    docs = json.loads(corpus_file.read_text(encoding="utf-8"))
+    models = {c: load_model(precision=c[0], threads=c[2]) for c in configs}  # int8: built once here
+    rates = {c: [] for c in configs}
+    gflops = [sgemm_gflops()]
+    pieces = []
+    for rep in range(repeats):
+        texts = [passage_text(d.get("title", ""), d["text"]) for d in docs[rep * n : (rep + 1) * n]]
+        pieces.extend(len(x) for x in next(iter(models.values())).tokenize(texts))
+        for c in configs:
+            emb = Embedder(False, model=models[c], batch_size=c[1])
+            t = time.perf_counter()
+            emb.embed(texts)
+            rates[c].append(len(texts) / (time.perf_counter() - t))
+        gflops.append(sgemm_gflops())
+    tokens = sum(pieces) / len(pieces)
+    gflop = 2 * MACS_PER_TOKEN * tokens / 1e9
+    print(f"\n## embedding rate: {n} passages x {repeats} slices of {corpus_file.parent.name}, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
+    print(f"{tokens:.1f} word pieces per passage (cut at {next(iter(models.values())).max_tokens}) -> "
+          f"{gflop:.2f} GFLOP per passage; numpy float32 matmul now: median {statistics.median(gflops):.0f} GFLOPS "
+          f"(runs {', '.join(f'{g:.0f}' for g in gflops)})")
+    print(f"{'precision':9s} {'batch':>5s} {'threads':>7s} {'passages/s':>10s} {'GFLOPS implied':>14s}  runs")
+    for c in configs:
+        r = statistics.median(rates[c])
+        print(f"{c[0]:9s} {c[1]:5d} {c[2]:7d} {r:10.1f} {r * gflop:14.1f}  {', '.join(f'{x:.1f}' for x in rates[c])}")
+
+
 class _SubIndex:
     """The first n units after `offset` of an index, for timing embed_index on a slice."""
 
@@ -134,11 +191,14 @@ class _SubIndex:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     data_arg(ap)
-    ap.add_argument("--only", choices=["2wiki", "speed", "hotpotqa", "bundled"], default=None)
+    ap.add_argument("--only", choices=["2wiki", "speed", "hotpotqa", "bundled", "embedding"], default=None)
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-ablation", action="store_true")
     ap.add_argument("--cold-questions", type=int, default=10)
+    ap.add_argument("--embed-passages", type=int, default=128, help="passages per slice for --only embedding")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--precision", choices=["float", "int8", "both"], default="float",
+                    help="embedding model precision for the speed section (workbench.embeddings.PRECISIONS)")
     ap.add_argument("--cache-dir", default=None, help="embedding cache for the accuracy runs (default: a temp dir)")
     ap.add_argument("--work", default=None, help="folder for the indexes (default: a temp dir)")
     args = ap.parse_args()
@@ -149,6 +209,10 @@ def main() -> None:
           f"on {os.cpu_count()} cores")
     judges = [(j, j) for j in JUDGES]
     data = Path(args.data)
+    if args.only == "embedding":  # not in the default run: a tuning table, not a goal
+        configs = [(p, b, t) for p in ("float", "int8") for b in (4, 8, 16, 32) for t in (2,)] + [("float", 8, 1), ("int8", 8, 1)]
+        embedding_rate(need(data / "2wiki" / "corpus.json"), args.embed_passages, args.repeats, configs)
+        return
     if args.only in (None, "2wiki", "speed"):
         index, _ = open_or_build(need(data / "2wiki" / "corpus.json"), work / "2wiki.sqlite")
         questions = load_questions(need(data / "2wiki" / "questions-dev.jsonl"))
@@ -159,7 +223,8 @@ def main() -> None:
                            [("lexical", "lexical")] + ABLATION, by_type=False)
     if args.only in (None, "2wiki", "speed"):
         if not args.skip_speed:
-            speed(index, questions, args.cold_questions, args.repeats)
+            for precision in (["float", "int8"] if args.precision == "both" else [args.precision]):
+                speed(index, questions, args.cold_questions, args.repeats, precision)
     if args.only in (None, "hotpotqa"):
         index, _ = open_or_build(need(data / "hotpotqa-sample" / "corpus.json"), work / "hotpotqa.sqlite")
         compare_judges("HotpotQA sample", index, load_questions(data / "hotpotqa-sample" / "questions.jsonl"), judges)
