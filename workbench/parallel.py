@@ -178,7 +178,14 @@ class Processes:
         return done
 
     def ship_index(self, index):
-        return None  # same machine: the path is enough
+        """None: same machine, the path is enough. With "fork", the caller's index is first
+        warmed and left for workers forked from now on to adopt (`_open_index`): they start
+        with its units, vocabulary, postings and per-term caches instead of reading them
+        again each (the pool measured 0.5-0.8x one process on 2Wiki without this)."""
+        if self.start_method == "fork" and index is not None:
+            index.warm()
+            _INHERITABLE[(str(Path(index.path).resolve()), index.meta.get("fingerprint"))] = (os.getpid(), index)
+        return None
 
     def close(self):
         if self._pool is not None:
@@ -345,6 +352,23 @@ class _RecordingCache:
 
 
 _INDEXES: dict = {}  # (path, fingerprint, shipped) -> Index, opened once per worker process
+_INHERITABLE: dict = {}  # (path, fingerprint) -> (pid, the caller's warm Index), for forked workers
+_FOREIGN_CONNECTIONS: list = []  # the caller's connections as forked: kept, never used nor closed here
+
+
+def _adopt(index):
+    """The caller's Index as this forked worker inherited it (caches and all, copy-on-write),
+    on a connection of its own: an SQLite connection must not be used across a fork."""
+    from .index import Index
+
+    fresh = Index(index.path)
+    _FOREIGN_CONNECTIONS.append(index.db)
+    index.db, index.aliases, index.title_phrases = fresh.db, fresh.aliases, fresh.title_phrases
+    index._postings_lock = threading.Lock()  # a lock held by a caller's thread at the fork stays held
+    postings = index.__dict__.get("postings")  # a cached_property: set only if it was read
+    if postings is not None:
+        postings.db, postings._lock, postings._scratch = fresh.db, threading.Lock(), False  # temp tables are per connection
+    return index
 
 
 def _open_index(recipe: Recipe, index_bytes: bytes | None):
@@ -352,6 +376,10 @@ def _open_index(recipe: Recipe, index_bytes: bytes | None):
 
     where = (recipe.index_path, recipe.index_fingerprint, index_bytes is not None)
     if where in _INDEXES:
+        return _INDEXES[where]
+    inherited = _INHERITABLE.get(where[:2]) if index_bytes is None else None
+    if inherited is not None and inherited[0] != os.getpid():  # a forked worker
+        _INDEXES[where] = _adopt(inherited[1])
         return _INDEXES[where]
     path = Path(recipe.index_path)
     if index_bytes is not None:
