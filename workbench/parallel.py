@@ -38,7 +38,7 @@ import tempfile
 import threading
 import time
 from concurrent import futures as cf
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .judges import JudgmentMemo
@@ -187,9 +187,11 @@ class Processes:
             _INHERITABLE[(str(Path(index.path).resolve()), index.meta.get("fingerprint"))] = (os.getpid(), index)
         return None
 
-    def close(self):
+    def close(self, wait: bool = False):
+        """Stop the pool; `wait=True` also waits for the workers to exit (their CPU time is
+        then counted in resource.RUSAGE_CHILDREN, which benchmarks report)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=wait, cancel_futures=True)
             self._pool = None
 
 
@@ -497,7 +499,32 @@ def run_remote(recipe: Recipe, index_bytes, task, key, args) -> Outcome:
     # a memo key is (judge key, question, context key, unit id, unit text); the text is the
     # unit's body in the index (engine.judge_items), which the caller has too
     judgments = {k[:4]: v for k, v in memo.scores.items()}
-    return Outcome(key, value, error, judgments, cache, usage)
+    return Outcome(key, _without_units(value), error, judgments, cache, usage)
+
+
+def _without_units(value):
+    """Traces (alone or in component_traces' list) with their `units` dict cut to a tuple of
+    ids: the titles and sources are the caller's index's (engine.unit_infos), a third of the
+    bytes pickled back per question (~28 of ~90 KB on 2Wiki)."""
+    from .trace import Trace
+
+    if isinstance(value, Trace):
+        return replace(value, units=tuple(value.units))
+    if type(value) in (list, tuple):  # component_traces: [(config name, trace, error)]
+        return type(value)(_without_units(v) for v in value)
+    return value
+
+
+def _with_units(value, index):
+    """The inverse of `_without_units`, in the caller: the same UnitInfo, in the same order."""
+    from .engine import unit_infos
+    from .trace import Trace
+
+    if isinstance(value, Trace) and isinstance(value.units, tuple):
+        return replace(value, units=unit_infos(index, value.units))
+    if type(value) in (list, tuple):
+        return type(value)(_with_units(v, index) for v in value)
+    return value
 
 
 # ---- the stream of results -------------------------------------------------------------------
@@ -519,6 +546,7 @@ class Stream:
         self.local = local
         self.absorb = absorb
         self.on_arrival = on_arrival
+        self.index = index
         self.outcomes: dict = {}  # arrived, not yet taken
         self.taken: set = set()
         self._futures: dict = {}
@@ -563,6 +591,8 @@ class Stream:
             outcome = Outcome(key, error=ParallelError(
                 f"{self.executor.name} failed running a task ({type(exc).__name__}: {exc}); finished questions "
                 "are kept for resume: rerun the same command"))
+        if self.index is not None:
+            outcome.value = _with_units(outcome.value, self.index)
         if self.absorb is not None:
             self.absorb(outcome)
         if self.on_arrival is not None:
