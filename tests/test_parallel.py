@@ -169,6 +169,33 @@ def test_process_pool_equals_sequential_and_fills_the_callers_memo(tmp_path, ind
     assert memos[1].scores == memos[0].scores and len(memos[0].scores) > 100  # every judgment came back
 
 
+def _adopted_index_facts(recipe):
+    from workbench.parallel import worker_env
+
+    index = worker_env(recipe).index
+    return (os.getpid(), id(index), id(index.db), len(index._units), "postings" in index.__dict__,
+            index.unit(1).title, len(index.search('"api"', 3)))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork start method")
+def test_forked_workers_adopt_the_callers_warm_index_on_their_own_connection(index):
+    from workbench.parallel import recipe_for
+
+    ex = Processes(1)
+    try:
+        ex.ship_index(index)  # what a Stream does before its first task: warm, then fork
+        recipe = recipe_for(index, {}, 1)
+        pid, index_id, db_id, units, postings, title, hits = ex.submit(_adopted_index_facts, recipe).result()
+    finally:
+        ex.close()
+    assert pid != os.getpid()
+    assert index_id == id(index)  # the caller's object, inherited by the fork with its caches
+    assert units == index.N and postings  # read in the caller, not again in the worker
+    assert db_id != id(index.db)  # but queries go through a connection of the worker's own
+    assert title == index.unit(1).title and hits == len(index.search('"api"', 3)) > 0
+    assert index.unit(2).title  # the caller's connection still works after the worker used its own
+
+
 def test_experiment_on_threads_and_processes_writes_the_sequential_resume_file(tmp_path, index, questions, pool):
     def run(name, **kw):
         resume = tmp_path / f"{name}.jsonl"
