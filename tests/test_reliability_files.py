@@ -39,7 +39,11 @@ TARGET, POINT = os.environ["SAG2WB_TEST_TARGET"], os.environ["SAG2WB_TEST_POINT"
 def _hook(frame, event, arg):
     if event == "c_call" and getattr(arg, "__name__", "") == POINT:
         who = frame.f_locals.get("path", frame.f_locals.get("self"))
-        if who is not None and str(who).endswith(TARGET):
+        try:
+            name = os.fspath(who) if who is not None else ""
+        except TypeError:  # not a path (e.g. a half-built object whose str() would fail)
+            return
+        if isinstance(name, str) and name.endswith(TARGET):
             sys.setprofile(None)
             os.write(2, b"PAUSED\n")
             time.sleep(600)
