@@ -225,6 +225,21 @@ def document_units(text: str, rel_path: str) -> list[Unit]:
     ]
 
 
+def json_objects(path, lines, error=CorpusError):
+    """(line number, object) for every non-blank line of a JSON Lines text; a line that is
+    not a JSON object is an `error` naming the file and line (questions, BEIR, JSONL corpora)."""
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(f"{path}, line {n}: not valid JSON ({exc.msg})") from None
+        if not isinstance(item, dict):
+            raise error(f"{path}, line {n}: expected a JSON object, got {type(item).__name__}")
+        yield n, item
+
+
 def load_questions(path: str | Path, split: str | None = None) -> list[Question]:
     """`*.jsonl`: one {"_id", "question", "supporting_titles", "type"?, "hops"?, "answer"?} per line;
     also a BEIR folder (`split`: its qrels/SPLIT.tsv), a TREC folder or `irds:NAME` (workbench/formats.py)."""
@@ -241,16 +256,8 @@ def load_questions(path: str | Path, split: str | None = None) -> list[Question]
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for n, item in json_objects(path, lines):
         where = f"{path}, line {n}"
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise CorpusError(f"{where}: expected a JSON object")
         for name in ("_id", "question"):
             if name not in item:
                 raise CorpusError(f"{where}: missing \"{name}\"")

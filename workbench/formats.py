@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
-from .corpora import CorpusError, Question, Unit
+from .corpora import CorpusError, Question, Unit, json_objects
 from .safeio import InputError, atomic_writer
 
 BEIR_CORPUS = "corpus.jsonl"
@@ -70,16 +70,7 @@ def _read_lines(path: Path, what: str) -> list[str]:
 
 def _json_lines(path: Path, what: str):
     """(line number, object) for every non-blank line of a JSON Lines file."""
-    for n, line in enumerate(_read_lines(path, what), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"{path}, line {n}: not valid JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise FormatError(f"{path}, line {n}: expected a JSON object, got {type(item).__name__}")
-        yield n, item
+    return json_objects(path, _read_lines(path, what), FormatError)
 
 
 def _string_field(item: dict, name: str, where: str, required: bool = True) -> str | None:
