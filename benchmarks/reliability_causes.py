@@ -107,7 +107,7 @@ def case_edited_question(w: World) -> str:
     edited[0]["question"] = "Which river town is Mara Quell from?"
     w.write_questions(edited)
     w.mode("ok")
-    p = w.eval(out)
+    w.eval(out)
     resumed = json.loads(out.read_text())["stats"].get("resumed_questions")
     w.write_questions(QUESTIONS)
     return f"Ctrl-C exit {first}; rerun after editing q1: {resumed} of 3 saved records reused"

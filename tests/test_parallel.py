@@ -19,7 +19,6 @@ import pytest
 from workbench.corpora import load_questions
 from workbench.evaluate import QuestionFailed, evaluate
 from workbench.experiments import Experiment, paper_ablation
-from workbench.index import Index
 from workbench.judge_server import JudgeServer
 from workbench.parallel import (
     Dask, ParallelError, Processes, QuestionMap, Sequential, Threads, components, default_concurrency, make_executor,
