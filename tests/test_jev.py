@@ -160,6 +160,39 @@ def test_cache_key_covers_what_changes_the_answer_and_not_the_api_key(monkeypatc
     assert jev.judgment_key(*args[:5], {**CANDIDATES[0], "unit_id": 999}) == base
 
 
+def test_cache_keys_are_byte_for_byte_the_canonical_document_hash():
+    """judgment_keys encodes the shared context once; every key must still be the sha256 of
+    the one canonical JSON document (sorted keys), so caches written before stay valid."""
+    import hashlib
+    import json
+
+    def canonical_key(family, model, style, question, context, candidate):
+        doc = {"endpoint_family": family, "model": model, "instruction_version": jev.INSTRUCTION_VERSION,
+               "payload_style": style, "question": question, "context": jev.context_items(context),
+               "candidate": {"title": candidate["title"], "text": candidate["text"]}}
+        text = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+        return jev.CACHE_KEY_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    contexts = [[], [{"title": "北京 \"q\"", "text": "line\nbreak é", "previous_score": 0.123456789}],
+                [{"title": "C", "text": "t"}, {"title": "D", "text": "u\u2028v", "previous_score": None}]]
+    cands = [{"title": "Ünïcode", "text": "text with \"quotes\" and \\ slashes"}, {"title": "", "text": ""},
+             {"title": "T", "text": "Emoji \U0001F600 and 中文"}]
+    for style in jev.PAYLOAD_STYLES:
+        for ctx in contexts:
+            got = jev.judgment_keys("fam", "m/x", style, "Q \"?\" 问", ctx, cands)
+            assert got == [canonical_key("fam", "m/x", style, "Q \"?\" 问", ctx, c) for c in cands]
+
+
+def test_encoded_request_is_the_body_and_its_estimate():
+    ctx = [{"unit_id": 1, "title": "北京", "text": "context é", "previous_score": 0.5}]
+    for style in jev.PAYLOAD_STYLES:
+        for idx, body in jev.plan_requests("m\"1", "Q 问?", CANDIDATES, ctx, style, max_questions=2):
+            assert body == jev.build_request("m\"1", "Q 问?", [CANDIDATES[i] for i in idx], ctx, style)
+            content, estimate = jev.encode_request(body)
+            assert content == jev._dumps(body).encode("utf-8")
+            assert estimate == jev.estimate_request_tokens(body)
+
+
 # ---- endpoint and key ----------------------------------------------------------------------
 def test_presets_and_urls():
     assert jev.resolve_endpoint("typesafe", None)[:3] == ("https://api.typesafe.ai/v1/systemone", "jev-latest", "typesafe")

@@ -146,6 +146,16 @@ def estimate_request_tokens(body: dict) -> int:
     return estimate_tokens(_dumps({"state": body["state"], "questions": body["questions"]}))
 
 
+def encode_request(body: dict) -> tuple[bytes, int]:
+    """(the body as sent, its estimated input tokens) from one JSON encoding: the estimate
+    reads the body without its "model" member, which is the sent text minus its first
+    member (bodies are ~50k characters; encoding each twice was a tenth of a client's CPU)."""
+    inner = _dumps({"state": body["state"], "questions": body["questions"]})
+    if list(body) != ["model", "state", "questions"]:
+        return _dumps(body).encode("utf-8"), estimate_tokens(inner)
+    return ('{"model":' + _dumps(body["model"]) + "," + inner[1:]).encode("utf-8"), estimate_tokens(inner)
+
+
 # ---- payloads ------------------------------------------------------------------------------
 def _previous(score) -> float | None:
     return None if score is None else round(float(score), PREVIOUS_SCORE_DIGITS)
@@ -194,10 +204,13 @@ def _question_entry(candidate: dict, number: int, style: str) -> tuple[dict, dic
 
 def build_request(model: str, question: str, candidates: list[dict], context: list[dict], style: str) -> dict:
     """One request body judging `candidates` (question keys c1, c2, ... in order)."""
-    state = base_state(question, context, style)
+    return _assemble(model, base_state(question, context, style),
+                     [_question_entry(c, i, style) for i, c in enumerate(candidates, start=1)])
+
+
+def _assemble(model: str, state: dict, entries: list[tuple[dict, dict | None]]) -> dict:
     questions = {}
-    for i, c in enumerate(candidates, start=1):
-        entry, passage = _question_entry(c, i, style)
+    for i, (entry, passage) in enumerate(entries, start=1):
         questions[f"c{i}"] = entry
         if passage is not None:
             state["candidates"].append(passage)
@@ -213,7 +226,8 @@ def plan_requests(model: str, question: str, candidates: list[dict], context: li
     base = estimate_tokens(_dumps(base_state(question, context, style)))
     plans, current, used = [], [], base
     for i, c in enumerate(candidates):
-        entry, passage = _question_entry(c, len(current) + 1, style)
+        made = _question_entry(c, len(current) + 1, style)
+        entry, passage = made
         # key, separators and the passage's place in the state: a few tokens of slack per candidate
         cost = estimate_tokens(_dumps(entry)) + (estimate_tokens(_dumps(passage)) if passage else 0) + 4
         if base + cost > max_tokens:
@@ -224,11 +238,14 @@ def plan_requests(model: str, question: str, candidates: list[dict], context: li
         if current and (used + cost > max_tokens or len(current) >= max_questions):
             plans.append(current)
             current, used = [], base
-        current.append(i)
+            made = _question_entry(c, 1, style)  # numbered within its request
+        current.append((i, made))
         used += cost
     if current:
         plans.append(current)
-    return [(idx, build_request(model, question, [candidates[i] for i in idx], context, style)) for idx in plans]
+    # the entries made while packing are the ones sent (each request numbers its candidates from 1)
+    return [([i for i, _ in plan], _assemble(model, base_state(question, context, style), [m for _, m in plan]))
+            for plan in plans]
 
 
 def read_payload(body) -> tuple[str, list[dict], list[dict], list[str]]:
@@ -478,6 +495,68 @@ class _LoopThread:
             self.loop.close()
 
 
+class _HTTPThreads:
+    """HTTP on `n` daemon threads sharing one `httpx.Client` (n keep-alive connections); the
+    event loop awaits each request as a future. httpx's async client cost ~3 ms of CPU per
+    50 kB request here (its connection pool and anyio, upstream httpx#3215), about a quarter
+    of a JEV client's CPU with 16 questions at once; the sync client in threads cost a
+    quarter of that and releases the GIL while it waits. The threads are the hard cap on
+    requests in flight: at most `n`, whatever is cancelled or retried.
+
+    Cancelling a request that has not started drops it; one already sent finishes (or times
+    out) on its thread and its answer is thrown away. Daemon threads never hold up exit."""
+
+    def __init__(self, n: int, timeout: float):
+        import queue
+
+        import httpx
+
+        self.http = httpx.Client(timeout=httpx.Timeout(timeout),
+                                 limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
+        self.jobs = queue.SimpleQueue()
+        self.threads = [threading.Thread(target=self._work, name=f"jev-http-{i}", daemon=True) for i in range(n)]
+        for t in self.threads:
+            t.start()
+
+    async def post(self, url: str, content: bytes, headers: dict, timeout: float):
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self.jobs.put((fut, loop, url, content, headers, timeout))
+        return await fut
+
+    def _work(self):
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            fut, loop, url, content, headers, timeout = job
+            if fut.cancelled():
+                continue
+            try:
+                resp = self.http.post(url, content=content, headers=headers, timeout=timeout)
+                outcome = (resp, None)
+            except BaseException as exc:  # handed to the awaiting coroutine, which classifies it
+                outcome = (None, exc)
+            try:
+                loop.call_soon_threadsafe(_settle, fut, outcome)
+            except RuntimeError:  # the loop was closed meanwhile: nobody is waiting
+                pass
+
+    def close(self):
+        for _ in self.threads:
+            self.jobs.put(None)
+        self.http.close()
+
+
+def _settle(fut: asyncio.Future, outcome) -> None:
+    if not fut.done():
+        resp, exc = outcome
+        if exc is None:
+            fut.set_result(resp)
+        else:
+            fut.set_exception(exc)
+
+
 class JEVClient:
     """Posts request bodies to a Noul-compatible endpoint with retries; counts what it does.
 
@@ -526,22 +605,20 @@ class JEVClient:
             return f"no key was sent; set one of {', '.join(self.key_variables)}"
         return f"the key from ${self._key.source} was refused; check it (variables read: {', '.join(self.key_variables)})"
 
-    async def _client(self):
+    async def _client(self) -> _HTTPThreads:
         if self._http is None:
-            import httpx
-
-            self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout),
-                limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency))
+            self._http = _HTTPThreads(self.concurrency, self.timeout)
             self._semaphore = asyncio.Semaphore(self.concurrency)
         return self._http
 
-    async def post(self, body: dict, keys: list[str]) -> tuple[list[float], dict, str | None]:
-        """Send one request, retrying transient failures; returns the validated answer."""
+    async def post(self, body: dict, keys: list[str], content: bytes | None = None) -> tuple[list[float], dict, str | None]:
+        """Send one request, retrying transient failures; returns the validated answer.
+        `content`: the body already encoded (`encode_request`)."""
         import httpx
 
         http = await self._client()
-        content = _dumps(body).encode("utf-8")
+        if content is None:
+            content = _dumps(body).encode("utf-8")
         where = f"JEV {self.url}"
         last = "no attempt"
         for attempt in range(1, self.attempts + 1):
@@ -585,7 +662,7 @@ class JEVClient:
 
     async def aclose(self):
         if self._http is not None:
-            await self._http.aclose()
+            self._http.close()
             self._http = None
 
 
@@ -593,13 +670,26 @@ class JEVClient:
 def judgment_key(family: str, model: str, style: str, question: str, context: list[dict], candidate: dict) -> str:
     """The cache key of one judgment: sha256 of the canonical JSON of everything that changes
     the answer (never the API key)."""
-    doc = {
-        "endpoint_family": family, "model": model, "instruction_version": INSTRUCTION_VERSION,
-        "payload_style": style, "question": question, "context": context_items(context),
-        "candidate": {"title": candidate["title"], "text": candidate["text"]},
-    }
-    canonical = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return CACHE_KEY_PREFIX + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return judgment_keys(family, model, style, question, context, [candidate])[0]
+
+
+def judgment_keys(family: str, model: str, style: str, question: str, context: list[dict],
+                  candidates: list[dict]) -> list[str]:
+    """`judgment_key` of each candidate, the shared part encoded once: a round's keys used to
+    re-encode the whole context per candidate, most of a JEV client's CPU per question.
+    The canonical document (sorted keys) starts with "candidate", so each key is
+    '{"candidate":' + candidate + ',' + the rest: byte for byte the same text as before."""
+    rest = json.dumps({"context": context_items(context), "endpoint_family": family, "model": model,
+                       "instruction_version": INSTRUCTION_VERSION, "payload_style": style, "question": question},
+                      ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    tail = ("," + rest[1:]).encode("utf-8")
+    out = []
+    for c in candidates:
+        head = json.dumps({"text": c["text"], "title": c["title"]}, ensure_ascii=False, separators=(",", ":"))
+        digest = hashlib.sha256(b'{"candidate":' + head.encode("utf-8"))
+        digest.update(tail)
+        out.append(CACHE_KEY_PREFIX + digest.hexdigest())
+    return out
 
 
 CACHE_FILE = "cache.db"  # diskcache's SQLite file inside the cache directory
@@ -672,7 +762,9 @@ def open_cache(cache_dir: str | Path, *, must_exist: bool = False):
     except OSError as exc:
         raise JEVCacheError(f"--cache-dir {path}: cannot create it ({exc.strerror}); choose another directory") from None
     try:
-        return diskcache.Cache(str(path))
+        # Paid judgments are never evicted (diskcache's default drops the oldest past 1 GB), and
+        # with no eviction a write skips the size and expiry queries it made per judgment
+        return diskcache.Cache(str(path), eviction_policy="none", cull_limit=0)
     except (sqlite3.Error, OSError) as exc:
         raise _cache_problem(path, f"in {path} cannot be opened ({_sqlite_detail(exc)})") from None
 
@@ -955,7 +1047,7 @@ class JEVJudge:
         return self._loop
 
     async def _judge(self, question, candidates, context) -> list[float]:
-        keys = [judgment_key(self.family, self.model, self.payload_style, question, context, c) for c in candidates]
+        keys = judgment_keys(self.family, self.model, self.payload_style, question, context, candidates)
         results: dict[str, float] = {}
         if self.cache is not None:
             with cache_errors(self.cache_dir):
@@ -1017,10 +1109,10 @@ class JEVJudge:
         return out
 
     async def _one_request(self, keys: list[str], body: dict) -> dict[str, float]:
-        estimate = estimate_request_tokens(body)
+        content, estimate = encode_request(body)
         qkeys = list(body["questions"])
         self._add(requests=1, estimated_input_tokens=estimate)
-        probabilities, usage, model = await self.client.post(body, qkeys)
+        probabilities, usage, model = await self.client.post(body, qkeys, content)
         # validated: only now does anything reach the cache
         self._add(judgments_sent=len(keys), input_tokens=usage.get("input_tokens", 0),
                   output_tokens=usage.get("output_tokens", 0), cost=usage.get("cost", 0))
