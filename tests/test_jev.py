@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import time
 
 import pytest
@@ -416,6 +417,34 @@ def test_cancelling_cancels_in_flight_requests(make, server, tmp_path):
     while judge.client.in_flight and time.monotonic() < deadline:
         time.sleep(0.01)
     assert judge.client.in_flight == 0 and cached_count(tmp_path / "cache") == 0
+
+
+def test_a_request_cancelled_before_it_is_sent_never_reaches_the_server(make, server, tmp_path):
+    """HTTP runs on `concurrency` daemon threads: a request cancelled while still queued
+    behind a busy thread is dropped, never sent; one already sent finishes on its thread,
+    its answer thrown away (nothing cached)."""
+    judge = make(timeout=30, concurrency=1)
+    server.add_fault("slow", delay=1.5)
+    before = server.requests
+
+    async def scenario():
+        first = asyncio.ensure_future(judge.ajudge(QUESTION, CANDIDATES[:1], []))
+        await asyncio.to_thread(server.request_received.wait, 5)
+        first.cancel()  # in flight: its thread stays busy until the slow answer comes
+        second = asyncio.ensure_future(judge.ajudge(QUESTION, CANDIDATES[1:2], []))
+        await asyncio.sleep(0.3)  # queued behind the busy thread
+        second.cancel()
+        for task in (first, second):
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(scenario())
+    time.sleep(2.0)  # the slow answer has come and gone
+    assert server.requests - before == 1 and cached_count(tmp_path / "cache") == 0
+    assert judge.judge(QUESTION, CANDIDATES[2:3], []) == pytest.approx(scores_of(QUESTION, CANDIDATES[2:3], []))
+    assert server.requests - before == 2
+    threads = [t for t in threading.enumerate() if t.name.startswith("jev-http-")]
+    assert threads and all(t.daemon for t in threads)  # never hold up the interpreter's exit
 
 
 def test_close_stops_the_loop_thread(make):

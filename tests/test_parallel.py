@@ -168,6 +168,64 @@ def test_process_pool_equals_sequential_and_fills_the_callers_memo(tmp_path, ind
     assert memos[1].scores == memos[0].scores and len(memos[0].scores) > 100  # every judgment came back
 
 
+def test_records_only_pool_run_equals_sequential_and_sends_no_traces(tmp_path, index, questions, pool):
+    """`sag2wb eval --processes N` without --traces: workers send each question's record
+    (made by the same function), not its trace, and no judgments for a memo nobody reads."""
+    import pickle
+
+    from workbench.params import Params
+    from workbench.parallel import load_outcome, question_record_task, question_task, recipe_for, run_remote
+
+    def run(name, **kw):
+        resume = tmp_path / f"{name}.jsonl"
+        result = evaluate(index, questions, "lexical", progress=False, resume_path=resume, **kw)
+        assert result.traces == {}
+        return _no_stats(json.dumps(result.to_dict())), resume.read_bytes()
+
+    assert run("pool", executor=pool) == run("seq")
+    q = questions[0]
+    slim = pool.submit(run_remote, recipe_for(index, {}, 2, judgments=False), None, question_record_task, q.id,
+                       ("lexical", Params(), q)).result()
+    full = pool.submit(run_remote, recipe_for(index, {}, 2), None, question_task, q.id, ("lexical", Params(), q)).result()
+    record, failure, stats = load_outcome(slim).value
+    assert failure is None and stats["judgments"] == record["judgments"] > 0
+    assert load_outcome(slim).judgments == {} and len(load_outcome(full).judgments) == record["judgments"]
+    assert len(slim) * 5 < len(full)  # the trace was most of the bytes
+    assert pickle.loads(full).value.final_ranking  # the full outcome still carries the trace
+
+
+def test_outcomes_unpickle_with_the_collector_paused_and_restored(index, questions, pool):
+    import gc
+
+    from workbench.params import Params
+    from workbench.parallel import load_outcome, question_task, recipe_for, run_remote
+
+    q = questions[0]
+    data = pool.submit(run_remote, recipe_for(index, {}, 2), None, question_task, q.id, ("lexical", Params(), q)).result()
+    assert gc.isenabled()
+    assert load_outcome(data).value.question_id == q.id and gc.isenabled()
+    gc.disable()
+    try:
+        load_outcome(data)
+        assert not gc.isenabled()  # a caller's own choice is left as it was
+    finally:
+        gc.enable()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork start method")
+def test_pool_forks_its_workers_with_the_callers_objects_frozen_then_unfreezes(index):
+    import gc
+
+    ex = Processes(2)
+    try:
+        pool = ex.pool()
+        assert len(pool._processes) == 2  # every worker forked at once, inside the freeze
+        assert gc.get_freeze_count() == 0  # the caller collects its own objects again
+        assert ex.submit(gc.get_freeze_count).result() > 1000  # the workers keep theirs out of the collector
+    finally:
+        ex.close()
+
+
 def _adopted_index_facts(recipe):
     from workbench.parallel import worker_env
 

@@ -212,6 +212,11 @@ class Outcome:
     record: dict | None = None
     trace: Trace | None = None
     failure: QuestionFailed | None = None
+    stats: dict | None = None  # the trace's stats when the trace itself was not kept (a worker's records-only run)
+
+    @property
+    def run_stats(self) -> dict:
+        return self.trace.stats if self.trace is not None else (self.stats or {})
 
 
 def run_question(index, question: Question, params: Params, judge, memo: JudgmentMemo) -> Outcome:
@@ -307,6 +312,7 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
     if judge == "oracle" and judge_for is None:
         require_gold(questions, judge)
     judge_for = judge_for or judge_factory(judge, index, **jev_options)
+    own_memo = memo is None
     memo = memo or JudgmentMemo()
     identity = index.meta.get("fingerprint")
     jkey = getattr(judge_for, "key", judge)
@@ -324,7 +330,8 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
     todo = [q for q in questions if q.id not in done]
     bar = Progress(len(questions), f"{judge}", progress, judge_for(todo[0]) if todo and judge != "oracle" else None)
     if executor is not None and map_outcomes is None and not isinstance(executor, Sequential):
-        map_outcomes = QuestionMap(executor, index, judge, params, memo, judge_for, jev_options, bar)
+        map_outcomes = QuestionMap(executor, index, judge, params, memo, judge_for, jev_options, bar,
+                                   keep_judgments=not own_memo, keep_traces=keep_traces or trace_dir is not None)
     outcomes = iter((map_outcomes or map)(lambda q: run_question(index, q, params, judge_for(q), memo), todo))
 
     def save(q, out):
@@ -340,7 +347,7 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
                 bar.update(1)
                 continue
             out = next(outcomes)
-            for k, v in out.trace.stats.items():
+            for k, v in out.run_stats.items():
                 if k not in ("judgments", "memo_hits", "memo_misses"):
                     usage[k] = usage.get(k, 0) + v
             if out.failure is not None:

@@ -265,7 +265,7 @@ class Index:
 
         >>> Index("2wiki.sqlite").warm()   # doctest: +SKIP
         """
-        if self.N <= UNIT_CACHE_LIMIT:
+        if self.N <= UNIT_CACHE_LIMIT and len(self._units) < self.N:  # not again on a warm index
             self._read_all_units()
             self._small_vocabulary, self._small_aliases  # noqa: B018 (cached properties)
         self._alias_lengths, self.postings  # noqa: B018

@@ -28,6 +28,7 @@ How identity with the sequential run is kept (docs/experiments.md, "Many questio
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -165,8 +166,18 @@ class Processes:
         if self._pool is None:
             import multiprocessing
 
-            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(self.start_method),
-                                                initializer=_ignore_sigint)
+            pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(self.start_method),
+                                          initializer=_ignore_sigint)
+            if self.start_method == "fork":
+                # Fork every worker now with the caller's objects frozen out of the collector: a
+                # worker's collections then never walk (and copy-on-write) the index, caches and
+                # modules it inherited; the caller unfreezes its own at once (Python's gc.freeze docs)
+                gc.freeze()
+                try:
+                    cf.wait([pool.submit(os.getpid) for _ in range(self.workers)])
+                finally:
+                    gc.unfreeze()
+            self._pool = pool
         return self._pool
 
     def submit(self, fn, *args, priority=0, key=None):
@@ -300,6 +311,9 @@ class Recipe:
     judge_options: tuple = ()  # sorted (name, value) pairs for the jev judge
     jev_request_limit: int = JEV_REQUEST_LIMIT
     run: str = ""  # one evaluation or experiment: its judges are built fresh, the index is reused
+    # send the judgments made back for the caller's memo: off when that memo dies with the
+    # evaluation (nothing reads it; JEV cache entries are sent regardless)
+    judgments: bool = True
 
     @property
     def key(self) -> str:
@@ -307,7 +321,7 @@ class Recipe:
                                           self.jev_request_limit], default=str).encode()).hexdigest()
 
 
-def recipe_for(index, judge_options: dict | None, workers: int) -> Recipe:
+def recipe_for(index, judge_options: dict | None, workers: int, *, judgments: bool = True) -> Recipe:
     """A Recipe; a JEV client in each of `workers` slots gets an equal share of the 20 requests.
     The JEV cache folder is made absolute (workers read it when they see it)."""
     opts = dict(judge_options or {})
@@ -318,7 +332,7 @@ def recipe_for(index, judge_options: dict | None, workers: int) -> Recipe:
         opts["cache_dir"] = str(Path(cache_dir).resolve())
     limit = max(1, JEV_REQUEST_LIMIT // max(1, workers))
     return Recipe(str(Path(index.path).resolve()), index.meta.get("fingerprint"), tuple(sorted(opts.items())), limit,
-                  os.urandom(8).hex())
+                  os.urandom(8).hex(), judgments)
 
 
 class _RecordingCache:
@@ -479,9 +493,10 @@ def _local_copy(data: bytes, fingerprint: str | None) -> Path:
     return path
 
 
-def run_remote(recipe: Recipe, index_bytes, task, key, args) -> Outcome:
+def run_remote(recipe: Recipe, index_bytes, task, key, args) -> bytes:
     """Run `task(env, memo, *args)` in a worker; the outcome carries the value or the
-    exception, plus the judgments made (memo entries, JEV cache entries) and usage spent."""
+    exception, plus the judgments made (memo entries, JEV cache entries) and usage spent.
+    It travels pickled by us (`load_outcome` in the caller), not by the pool."""
     env = None
     memo = JudgmentMemo()
     before: dict = {}
@@ -498,8 +513,22 @@ def run_remote(recipe: Recipe, index_bytes, task, key, args) -> Outcome:
         usage = {k: v - before.get(k, 0) for k, v in env.usage().items()}
     # a memo key is (judge key, question, context key, unit id, unit text); the text is the
     # unit's body in the index (engine.judge_items), which the caller has too
-    judgments = {k[:4]: v for k, v in memo.scores.items()}
-    return Outcome(key, _without_units(value), error, judgments, cache, usage)
+    judgments = {k[:4]: v for k, v in memo.scores.items()} if recipe.judgments else {}
+    return pickle.dumps(Outcome(key, _without_units(value), error, judgments, cache, usage),
+                        protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def load_outcome(data: bytes) -> Outcome:
+    """Unpickle an outcome with the cyclic garbage collector paused: a trace is ~10,000 small
+    objects, and the collections their allocation set off (scanning everything the caller
+    holds) were ~3/4 of the time of unpickling 100 outcomes, the caller's largest cost."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return pickle.loads(data)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _without_units(value):
@@ -577,16 +606,21 @@ class Stream:
             fut = self._futures[key]
             return fut.result()
         while key not in self.outcomes:
-            if not self._pending:
+            fut = self._futures.get(key)
+            if fut not in self._pending:
                 raise ParallelError(f"no task for {key!r}")
-            for fut in self.executor.wait_any(self._pending):
-                self._arrive(fut)
+            # wait for the one future the caller needs, then take in whatever else has finished:
+            # waiting on every pending future (cf.wait) hooked a waiter into each of them per
+            # result, O(questions^2) lock operations in the caller
+            self.executor.wait_any([fut])
+            for f in [f for f in self._pending if f.done()]:
+                self._arrive(f)
         return self.outcomes.pop(key).get()
 
     def _arrive(self, fut) -> None:
         key = self._pending.pop(fut)
         try:
-            outcome = fut.result()
+            outcome = load_outcome(fut.result())
         except Exception as exc:  # the pool itself failed (a killed pool process, a lost cluster)
             outcome = Outcome(key, error=ParallelError(
                 f"{self.executor.name} failed running a task ({type(exc).__name__}: {exc}); finished questions "
@@ -712,6 +746,15 @@ def question_task(env, memo, judge: str, params, question):
     return Run(env.index, question, params, env.judge_for(judge, question), memo=memo).run()
 
 
+def question_record_task(env, memo, judge: str, params, question):
+    """`question_task` for an evaluation that keeps no traces: (record, failure, stats),
+    made by `evaluate.run_question` as the sequential loop makes them."""
+    from .evaluate import run_question
+
+    out = run_question(env.index, question, params, env.judge_for(judge, question), memo)
+    return out.record, out.failure, out.trace.stats
+
+
 def component_traces(experiment, configs, question, known: dict) -> list:
     """The traces of `configs` (a set closed under sources, in run order) on one question:
     [(config name, trace or None, exception or None)]. `known`: {config name: judgments} of
@@ -771,9 +814,13 @@ class QuestionMap:
     done but not yet consumed, which an interrupted `evaluate` saves for resume."""
 
     def __init__(self, executor, index, judge: str, params, memo, judge_for, jev_options: dict, progress=None,
-                 on_arrival=None):
+                 on_arrival=None, keep_judgments: bool = True, keep_traces: bool = True):
         self.executor, self.index, self.judge, self.params = executor, index, judge, params
         self.memo, self.judge_for, self.jev_options = memo, judge_for, dict(jev_options or {})
+        self.keep_judgments = keep_judgments  # False: the memo is the evaluation's own, read by nothing after it
+        # False: workers send each question's record, not its trace (~60 kB pickled on 2Wiki,
+        # most of the caller's work per question); the record is made by the same function
+        self.keep_traces = keep_traces
         self.progress, self.on_arrival = progress, on_arrival
         self.stream: Stream | None = None
         self._questions: dict = {}
@@ -791,9 +838,10 @@ class QuestionMap:
         if self.executor.local:
             self.stream = Stream(self.executor, list(self._questions), lambda qid: fn(self._questions[qid]))
         else:
-            recipe = recipe_for(self.index, self.jev_options, self.executor.workers)
+            recipe = recipe_for(self.index, self.jev_options, self.executor.workers, judgments=self.keep_judgments)
             self.stream = Stream(
-                self.executor, list(self._questions), None, task=question_task,
+                self.executor, list(self._questions), None,
+                task=question_task if self.keep_traces else question_record_task,
                 remote_args=lambda qid: (self.judge, self.params, self._questions[qid]), recipe=recipe,
                 index=self.index,
                 absorb=memo_absorber(self.memo, self.index, lambda: [self._shared], self.progress),
@@ -812,6 +860,9 @@ class QuestionMap:
     def _outcome(question, trace):
         from .evaluate import Outcome as QuestionOutcome, question_record, trace_failure
 
+        if type(trace) is tuple:  # question_record_task's (record, failure, stats)
+            record, failure, stats = trace
+            return QuestionOutcome(question, record, None, failure, stats)
         failure = trace_failure(trace, question.id)
         if failure is not None:
             return QuestionOutcome(question, trace=trace, failure=failure)
