@@ -377,7 +377,9 @@ class GatedHashJudge(CountingHashJudge):
         return super().judge(question, candidates, context)
 
 
-def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tmp_path, index, questions):
+@pytest.mark.parametrize("way", [["--concurrency", "4"], ["--processes", "2"]], ids=["threads", "processes"])
+def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tmp_path, index, questions, way):
+    # processes without --trace-dir: workers send records, not traces (the path `sag2wb eval` takes)
     judge = GatedHashJudge({questions[0].question.strip()})
     server = JudgeServer(judge).start()
     try:
@@ -386,7 +388,7 @@ def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tm
         partial = out.with_name(out.name + ".partial.jsonl")
         args = [sys.executable, "-m", "workbench.cli", "eval", "--db", str(index.path), "--questions",
                 str(DOCS_QUESTIONS), "--out", str(out), "--judge", "jev", "--jev-endpoint", server.url, "--quiet",
-                "--cache-dir", str(tmp_path / "c2"), "--concurrency", "4"]
+                "--cache-dir", str(tmp_path / "c2"), *way]
         judge.gate.clear()  # only the first question can finish until the interrupt
         proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
