@@ -226,6 +226,24 @@ def test_pool_forks_its_workers_with_the_callers_objects_frozen_then_unfreezes(i
         ex.close()
 
 
+def test_semantic_judge_in_forked_workers_equals_sequential(tmp_path, index, questions, monkeypatch):
+    """The caller embeds on threads of its own before the fork (a forked worker has none of
+    them: it loads its own model); every vector depends on its text alone, so workers that
+    embed different passages together still give the sequential run's bytes."""
+    from workbench.embeddings import load_model
+
+    load_model().encode(["warm the caller's model and its threads before the fork"])
+    monkeypatch.setenv("SAG2WB_EMBED_CACHE", str(tmp_path / "seq-vectors"))
+    seq = run_eval(tmp_path, "seq", index, questions, "semantic")
+    monkeypatch.setenv("SAG2WB_EMBED_CACHE", str(tmp_path / "pool-vectors"))  # the workers embed afresh
+    pool = Processes(2)
+    try:
+        assert run_eval(tmp_path, "pool", index, questions, "semantic", executor=pool) == seq
+    finally:
+        pool.close()
+    assert any((tmp_path / "pool-vectors").iterdir())
+
+
 def _adopted_index_facts(recipe):
     from workbench.parallel import worker_env
 
