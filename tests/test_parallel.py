@@ -224,6 +224,14 @@ def test_pool_forks_its_workers_with_the_callers_objects_frozen_then_unfreezes(i
         assert ex.submit(gc.get_freeze_count).result() > 1000  # the workers keep theirs out of the collector
     finally:
         ex.close()
+    gc.freeze()  # a caller that froze objects itself: left frozen
+    frozen, ex = gc.get_freeze_count(), Processes(1)
+    try:
+        ex.pool()
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+        ex.close()
 
 
 def test_semantic_judge_in_forked_workers_equals_sequential(tmp_path, index, questions, monkeypatch):

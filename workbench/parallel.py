@@ -171,12 +171,16 @@ class Processes:
             if self.start_method == "fork":
                 # Fork every worker now with the caller's objects frozen out of the collector: a
                 # worker's collections then never walk (and copy-on-write) the index, caches and
-                # modules it inherited; the caller unfreezes its own at once (Python's gc.freeze docs)
-                gc.freeze()
+                # modules it inherited; the caller unfreezes its own at once (Python's gc.freeze
+                # docs). A caller that froze objects itself is left as it was.
+                ours = gc.get_freeze_count() == 0
+                if ours:
+                    gc.freeze()
                 try:
                     cf.wait([pool.submit(os.getpid) for _ in range(self.workers)])
                 finally:
-                    gc.unfreeze()
+                    if ours:
+                        gc.unfreeze()
             self._pool = pool
         return self._pool
 
