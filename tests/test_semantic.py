@@ -210,3 +210,23 @@ def test_bad_precision_and_missing_onnx_are_named(tmp_path, monkeypatch):
     with pytest.raises(EmbeddingModelError, match="pip install onnx"):
         MiniLM(models_dir=tmp_path / "models")
     assert not (tmp_path / "models").exists()
+
+
+def test_concurrent_callers_share_one_model_and_get_the_same_bits(model):
+    """judge-server runs the judge on several threads at once: one model, one pool of
+    embedding threads, and every caller gets the vectors a lone caller gets."""
+    import threading
+
+    texts = [f"passage {i}: the river town of Tessaly has {i} bridges" for i in range(24)]
+    alone = model.encode(texts)
+    got = [None] * 6
+
+    def call(i):
+        got[i] = model.encode(texts)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(g is not None and np.array_equal(g, alone) for g in got)

@@ -211,7 +211,7 @@ class MiniLM:
         self.id = f"all-MiniLM-L6-v2:onnx:{digest[:16]}:mean:{max_tokens}" + (
             "" if precision == "float" else f":int8dyn1-{file_sha256(run_file)[:12]}")
         self.tokens_truncated = 0  # texts cut at max_tokens so far
-        self._pool, self._pool_pid = None, None
+        self._pool, self._pool_pid, self._pool_lock = None, None, threading.Lock()
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Word-piece ids per text ([CLS] ... [SEP], cut at max_tokens), unpadded."""
@@ -230,12 +230,13 @@ class MiniLM:
             for row, ids in enumerate(id_lists):
                 out[row] = self._one(ids)
             return out
-        if self._pool is None or self._pool_pid != os.getpid():  # a forked child has none of the threads
-            from concurrent.futures import ThreadPoolExecutor
+        with self._pool_lock:  # judge-server calls from several threads at once
+            if self._pool is None or self._pool_pid != os.getpid():  # a forked child has none of the threads
+                from concurrent.futures import ThreadPoolExecutor
 
-            # onnxruntime releases the GIL while it runs: these threads use both cores
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="minilm")
-            self._pool_pid = os.getpid()
+                # onnxruntime releases the GIL while it runs: these threads use both cores
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="minilm")
+                self._pool_pid = os.getpid()
         for row, vec in enumerate(self._pool.map(self._one, id_lists)):
             out[row] = vec
         return out
