@@ -191,7 +191,8 @@ def test_encoded_request_is_the_body_and_its_estimate():
             assert body == jev.build_request("m\"1", "Q 问?", [CANDIDATES[i] for i in idx], ctx, style)
             content, estimate = jev.encode_request(body)
             assert content == jev._dumps(body).encode("utf-8")
-            assert estimate == jev.estimate_request_tokens(body)
+            # what the service reads: the body without its "model" member
+            assert estimate == jev.estimate_tokens(jev._dumps({"state": body["state"], "questions": body["questions"]}))
 
 
 # ---- endpoint and key ----------------------------------------------------------------------

@@ -187,7 +187,9 @@ def test_records_only_pool_run_equals_sequential_and_sends_no_traces(tmp_path, i
     slim = pool.submit(run_remote, recipe_for(index, {}, 2, judgments=False), None, question_record_task, q.id,
                        ("lexical", Params(), q)).result()
     full = pool.submit(run_remote, recipe_for(index, {}, 2), None, question_task, q.id, ("lexical", Params(), q)).result()
-    record, failure, stats = load_outcome(slim).value
+    sent = load_outcome(slim).value  # the evaluate.Outcome, without its trace
+    record, failure, stats = sent.record, sent.failure, sent.stats
+    assert sent.trace is None and sent.question.id == q.id
     assert failure is None and stats["judgments"] == record["judgments"] > 0
     assert load_outcome(slim).judgments == {} and len(load_outcome(full).judgments) == record["judgments"]
     assert len(slim) * 5 < len(full)  # the trace was most of the bytes

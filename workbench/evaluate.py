@@ -212,21 +212,21 @@ class Outcome:
     record: dict | None = None
     trace: Trace | None = None
     failure: QuestionFailed | None = None
-    stats: dict | None = None  # the trace's stats when the trace itself was not kept (a worker's records-only run)
-
-    @property
-    def run_stats(self) -> dict:
-        return self.trace.stats if self.trace is not None else (self.stats or {})
+    stats: dict = field(default_factory=dict)  # the trace's stats (kept when a worker drops the trace)
 
 
 def run_question(index, question: Question, params: Params, judge, memo: JudgmentMemo) -> Outcome:
     """Run one question; a judge or term-weighting error becomes `Outcome.failure` (never a record).
     This is the unit an executor may run in parallel; `evaluate` consumes outcomes in question order."""
-    trace = Run(index, question, params, judge, memo=memo).run()
+    return trace_outcome(question, Run(index, question, params, judge, memo=memo).run())
+
+
+def trace_outcome(question: Question, trace: Trace) -> Outcome:
+    """The Outcome of a finished run: its record, or its failure (where the run was made does not matter)."""
     failure = trace_failure(trace, question.id)
     if failure is not None:
-        return Outcome(question, trace=trace, failure=failure)
-    return Outcome(question, question_record(trace, question), trace)
+        return Outcome(question, trace=trace, failure=failure, stats=trace.stats)
+    return Outcome(question, question_record(trace, question), trace, stats=trace.stats)
 
 
 @dataclass
@@ -347,7 +347,7 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
                 bar.update(1)
                 continue
             out = next(outcomes)
-            for k, v in out.run_stats.items():
+            for k, v in out.stats.items():
                 if k not in ("judgments", "memo_hits", "memo_misses"):
                     usage[k] = usage.get(k, 0) + v
             if out.failure is not None:

@@ -143,7 +143,7 @@ def _dumps(obj) -> str:
 
 def estimate_request_tokens(body: dict) -> int:
     """Estimated input tokens of one request body (what the service would read)."""
-    return estimate_tokens(_dumps({"state": body["state"], "questions": body["questions"]}))
+    return encode_request(body)[1]
 
 
 def encode_request(body: dict) -> tuple[bytes, int]:

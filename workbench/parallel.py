@@ -751,12 +751,11 @@ def question_task(env, memo, judge: str, params, question):
 
 
 def question_record_task(env, memo, judge: str, params, question):
-    """`question_task` for an evaluation that keeps no traces: (record, failure, stats),
-    made by `evaluate.run_question` as the sequential loop makes them."""
+    """`question_task` for an evaluation that keeps no traces: the `evaluate.Outcome` the
+    sequential loop makes, without its trace."""
     from .evaluate import run_question
 
-    out = run_question(env.index, question, params, env.judge_for(judge, question), memo)
-    return out.record, out.failure, out.trace.stats
+    return replace(run_question(env.index, question, params, env.judge_for(judge, question), memo), trace=None)
 
 
 def component_traces(experiment, configs, question, known: dict) -> list:
@@ -861,16 +860,11 @@ class QuestionMap:
             self.stream.close()
 
     @staticmethod
-    def _outcome(question, trace):
-        from .evaluate import Outcome as QuestionOutcome, question_record, trace_failure
+    def _outcome(question, value):
+        """A worker's value (a trace, or question_record_task's Outcome) -> an evaluate.Outcome."""
+        from .evaluate import Outcome as QuestionOutcome, trace_outcome
 
-        if type(trace) is tuple:  # question_record_task's (record, failure, stats)
-            record, failure, stats = trace
-            return QuestionOutcome(question, record, None, failure, stats)
-        failure = trace_failure(trace, question.id)
-        if failure is not None:
-            return QuestionOutcome(question, trace=trace, failure=failure)
-        return QuestionOutcome(question, question_record(trace, question), trace)
+        return value if isinstance(value, QuestionOutcome) else trace_outcome(question, value)
 
     def finished(self) -> list:
         """Outcomes finished (without failure) but not consumed yet, in question order."""
