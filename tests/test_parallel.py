@@ -193,7 +193,8 @@ def test_records_only_pool_run_equals_sequential_and_sends_no_traces(tmp_path, i
     assert failure is None and stats["judgments"] == record["judgments"] > 0
     assert load_outcome(slim).judgments == {} and len(load_outcome(full).judgments) == record["judgments"]
     assert len(slim) * 5 < len(full)  # the trace was most of the bytes
-    assert pickle.loads(full).value.final_ranking  # the full outcome still carries the trace
+    assert pickle.loads(full).value.trace.final_ranking  # the full outcome also carries the trace
+    assert pickle.loads(full).value.record == record  # made in the worker, the same either way
 
 
 def test_outcomes_unpickle_with_the_collector_paused_and_restored(index, questions, pool):
@@ -205,7 +206,7 @@ def test_outcomes_unpickle_with_the_collector_paused_and_restored(index, questio
     q = questions[0]
     data = pool.submit(run_remote, recipe_for(index, {}, 2), None, question_task, q.id, ("lexical", Params(), q)).result()
     assert gc.isenabled()
-    assert load_outcome(data).value.question_id == q.id and gc.isenabled()
+    assert load_outcome(data).value.trace.question_id == q.id and gc.isenabled()
     gc.disable()
     try:
         load_outcome(data)
@@ -258,8 +259,10 @@ def _adopted_index_facts(recipe):
     from workbench.parallel import worker_env
 
     index = worker_env(recipe).index
+    known = dict(index.title_phrases._known)  # before the queries below add to it
+    on_own = index.title_phrases.db is index.db and index.aliases.db is index.db
     return (os.getpid(), id(index), id(index.db), len(index._units), "postings" in index.__dict__,
-            index.unit(1).title, len(index.search('"api"', 3)))
+            index.unit(1).title, len(index.search('"api"', 3)), known, on_own)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork start method")
@@ -269,14 +272,17 @@ def test_forked_workers_adopt_the_callers_warm_index_on_their_own_connection(ind
     ex = Processes(1)
     try:
         ex.ship_index(index)  # what a Stream does before its first task: warm, then fork
+        assert ("api", "reference") not in index.title_phrases and index.title_phrases._known  # looked up here
         recipe = recipe_for(index, {}, 1)
-        pid, index_id, db_id, units, postings, title, hits = ex.submit(_adopted_index_facts, recipe).result()
+        pid, index_id, db_id, units, postings, title, hits, known, on_own = ex.submit(_adopted_index_facts,
+                                                                                       recipe).result()
     finally:
         ex.close()
     assert pid != os.getpid()
     assert index_id == id(index)  # the caller's object, inherited by the fork with its caches
     assert units == index.N and postings  # read in the caller, not again in the worker
     assert db_id != id(index.db)  # but queries go through a connection of the worker's own
+    assert known == index.title_phrases._known and on_own  # title-phrase look-ups kept, on that connection
     assert title == index.unit(1).title and hits == len(index.search('"api"', 3)) > 0
     assert index.unit(2).title  # the caller's connection still works after the worker used its own
 

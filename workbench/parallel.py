@@ -383,7 +383,9 @@ def _adopt(index):
 
     fresh = Index(index.path)
     _FOREIGN_CONNECTIONS.append(index.db)
-    index.db, index.aliases, index.title_phrases = fresh.db, fresh.aliases, fresh.title_phrases
+    # the alias map and the title-phrase set keep what they looked up (the caller's, warm) and
+    # read on the worker's own connection
+    index.db = index.aliases.db = index.title_phrases.db = fresh.db
     index._postings_lock = threading.Lock()  # a lock held by a caller's thread at the fork stays held
     postings = index.__dict__.get("postings")  # a cached_property: set only if it was read
     if postings is not None:
@@ -536,13 +538,16 @@ def load_outcome(data: bytes) -> Outcome:
 
 
 def _without_units(value):
-    """Traces (alone or in component_traces' list) with their `units` dict cut to a tuple of
-    ids: the titles and sources are the caller's index's (engine.unit_infos), a third of the
-    bytes pickled back per question (~28 of ~90 KB on 2Wiki)."""
+    """Traces (alone, in an evaluate.Outcome or in component_traces' list) with their `units`
+    dict cut to a tuple of ids: the titles and sources are the caller's index's
+    (engine.unit_infos), a third of the bytes pickled back per question (~28 of ~90 KB on 2Wiki)."""
+    from .evaluate import Outcome as QuestionOutcome
     from .trace import Trace
 
     if isinstance(value, Trace):
         return replace(value, units=tuple(value.units))
+    if isinstance(value, QuestionOutcome) and value.trace is not None:
+        return replace(value, trace=_without_units(value.trace))
     if type(value) in (list, tuple):  # component_traces: [(config name, trace, error)]
         return type(value)(_without_units(v) for v in value)
     return value
@@ -551,10 +556,13 @@ def _without_units(value):
 def _with_units(value, index):
     """The inverse of `_without_units`, in the caller: the same UnitInfo, in the same order."""
     from .engine import unit_infos
+    from .evaluate import Outcome as QuestionOutcome
     from .trace import Trace
 
     if isinstance(value, Trace) and isinstance(value.units, tuple):
         return replace(value, units=unit_infos(index, value.units))
+    if isinstance(value, QuestionOutcome) and value.trace is not None:
+        return replace(value, trace=_with_units(value.trace, index))
     if type(value) in (list, tuple):
         return type(value)(_with_units(v, index) for v in value)
     return value
@@ -744,18 +752,18 @@ def memo_absorber(memo: JudgmentMemo, index, judges, progress: Progress | None =
 
 # ---- the tasks ---------------------------------------------------------------------------------
 def question_task(env, memo, judge: str, params, question):
-    """One question of an evaluation in a worker: the sequential loop's `Run(...).run()`."""
-    from .engine import Run
+    """One question of an evaluation in a worker: the `evaluate.Outcome` (record and trace)
+    the sequential loop makes. The record is made here, not by the caller, which would
+    otherwise do it for every question while the workers use both cores (~0.15 s of the
+    caller's CPU per 100 2Wiki questions)."""
+    from .evaluate import run_question
 
-    return Run(env.index, question, params, env.judge_for(judge, question), memo=memo).run()
+    return run_question(env.index, question, params, env.judge_for(judge, question), memo)
 
 
 def question_record_task(env, memo, judge: str, params, question):
-    """`question_task` for an evaluation that keeps no traces: the `evaluate.Outcome` the
-    sequential loop makes, without its trace."""
-    from .evaluate import run_question
-
-    return replace(run_question(env.index, question, params, env.judge_for(judge, question), memo), trace=None)
+    """`question_task` for an evaluation that keeps no traces: its Outcome without the trace."""
+    return replace(question_task(env, memo, judge, params, question), trace=None)
 
 
 def component_traces(experiment, configs, question, known: dict) -> list:
@@ -854,25 +862,16 @@ class QuestionMap:
     def _outcomes(self):
         try:
             for qid in self._questions:
-                value = self.stream.get(qid)
-                yield value if self.executor.local else self._outcome(self._questions[qid], value)
+                yield self.stream.get(qid)  # an evaluate.Outcome, made locally or by question_task
         finally:
             self.stream.close()
-
-    @staticmethod
-    def _outcome(question, value):
-        """A worker's value (a trace, or question_record_task's Outcome) -> an evaluate.Outcome."""
-        from .evaluate import Outcome as QuestionOutcome, trace_outcome
-
-        return value if isinstance(value, QuestionOutcome) else trace_outcome(question, value)
 
     def finished(self) -> list:
         """Outcomes finished (without failure) but not consumed yet, in question order."""
         if self.stream is None:
             return []
         out = []
-        for qid, value in self.stream.finished():
-            o = value if self.executor.local else self._outcome(self._questions[qid], value)
+        for _qid, o in self.stream.finished():
             if o.failure is None:
                 out.append(o)
         return out
