@@ -1,6 +1,7 @@
 """Many questions at once: sequential vs threads vs processes vs Dask, side by side (prints, no asserts).
 
     .venv/bin/python benchmarks/bench_throughput.py [--data ../shared/data] [--questions 100] [--repeats 3]
+        [--lexical-repeats 9]
 
 (a) JEV: the 2Wiki dev questions against `sag2wb judge-server --judge hash --delay-ms 200`
     (a separate process), sequential vs --concurrency 16; fresh caches every run.
@@ -59,6 +60,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def ratio_spread(base: list, par: list) -> str:
+    """Each repeat's own ratio (its two runs were minutes apart at most): range and median."""
+    ratios = [b / p for b, p in zip(base, par)]
+    return f"per repeat {min(ratios):.2f}-{max(ratios):.2f}x, median {statistics.median(ratios):.2f}x"
+
+
 def start_server(delay_ms: int):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "judge-server", "--judge", "hash", "--port",
@@ -85,7 +92,10 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     data_arg(ap)
     ap.add_argument("--questions", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3, help="repeats of the JEV and Dask comparisons (minutes each)")
+    ap.add_argument("--lexical-repeats", type=int, default=9,
+                    help="repeats of the lexical comparisons: seconds each, and their ratio swings most with the "
+                         "machine's load, so more of them steady the median")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--db", default=None, help="an existing 2Wiki index (default: build one in a temp folder)")
     ap.add_argument("--skip", action="append", default=[], choices=["jev", "lexical", "dask"])
@@ -99,7 +109,7 @@ def main() -> int:
         print(f"index: {index.N} units built in {t:.1f} s")
     questions = load_questions(data / "questions-dev.jsonl")[: args.questions]
     n = len(questions)
-    print(f"{n} 2Wiki dev questions; {args.repeats} repeats; {load_line()}")
+    print(f"{n} 2Wiki dev questions; {args.repeats} repeats (JEV, Dask), {args.lexical_repeats} (lexical); {load_line()}")
     evaluate(index, questions, "lexical", progress=False)  # warm-up: this process's index caches and jieba
     rows = []
 
@@ -123,7 +133,7 @@ def main() -> int:
                       f"{par_t[-1]:.1f} s, identical {same[-1]}", flush=True)
             rows.append((f"(a) JEV, 200 ms server: sequential vs --concurrency {args.concurrency}",
                          statistics.median(seq_t), statistics.median(par_t), all(same),
-                         f"{requests} requests per run"))
+                         f"{requests} requests per run; " + ratio_spread(seq_t, par_t)))
         finally:
             server.terminate()
             server.wait()
@@ -132,7 +142,7 @@ def main() -> int:
     if "lexical" not in args.skip:
         # as `sag2wb eval --processes 2` runs without --traces: workers send records, not traces
         rec_seq, rec_pool, rec_same = [], [], []
-        for r in range(args.repeats):
+        for r in range(args.lexical_repeats):
             t, base = timed(lambda: evaluate(index, questions, "lexical", progress=False))
             rec_seq.append(t)
             pool = Processes(2)
@@ -145,9 +155,9 @@ def main() -> int:
             print(f"  (b) repeat {r + 1}, records only: 1 process {rec_seq[-1]:.2f} s, 2 processes {rec_pool[-1]:.2f} s "
                   f"(pool started inside), identical {rec_same[-1]}", flush=True)
         rows.append(("(b) lexical, records only (eval without --traces)", statistics.median(rec_seq),
-                     statistics.median(rec_pool), all(rec_same), ""))
+                     statistics.median(rec_pool), all(rec_same), ratio_spread(rec_seq, rec_pool)))
         seq_t, cold_t, warm_t, same, seq_cpu, pool_cpu = [], [], [], [], [], []
-        for r in range(args.repeats):
+        for r in range(args.lexical_repeats):
             c0 = time.process_time()
             t, base = timed(lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True))
             seq_t.append(t)
@@ -175,9 +185,9 @@ def main() -> int:
               f"{workers:.2f} s workers -> CPU-bound speed-up on 2 idle cores <= "
               f"{statistics.median(seq_cpu) / ((caller + workers) / 2):.2f}x", flush=True)
         rows.append(("(b) lexical, traces kept: 1 process vs 2 (cold pool)", statistics.median(seq_t),
-                     statistics.median(cold_t), all(same), ""))
+                     statistics.median(cold_t), all(same), ratio_spread(seq_t, cold_t)))
         rows.append(("(b) lexical, traces kept: 1 process vs 2 (warm pool)", statistics.median(seq_t),
-                     statistics.median(warm_t), all(same), ""))
+                     statistics.median(warm_t), all(same), ratio_spread(seq_t, warm_t)))
 
     # (c) Dask LocalCluster, 2 worker processes
     if "dask" not in args.skip:
