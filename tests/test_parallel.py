@@ -466,3 +466,44 @@ def test_cli_ablate_with_processes_writes_the_sequential_files(tmp_path, index):
         return data, out.with_suffix(".md").read_bytes(), out.with_suffix(".html").read_bytes()
 
     assert ablate("pool", "--processes", "2") == ablate("seq")
+
+
+def test_runs_keep_the_collector_off_what_the_caller_held_and_give_it_back(index, questions, monkeypatch):
+    """evaluate and Experiment.run freeze the caller's objects for the run (a collection scans
+    what the run made, not a notebook's earlier results), unfreeze them after, also after a
+    failure, and leave a caller's own freeze alone."""
+    import gc
+
+    from workbench.experiments import Config
+    from workbench.judges import FunctionJudge, LexicalJudge
+
+    seen = []
+    real = LexicalJudge.judge
+
+    def probe(self, *args):
+        seen.append(gc.get_freeze_count())
+        return real(self, *args)
+
+    monkeypatch.setattr(LexicalJudge, "judge", probe)
+    held = [[i] for i in range(20_000)]  # containers the caller holds through the runs
+    assert gc.get_freeze_count() == 0
+    evaluate(index, questions[:2], "lexical", progress=False)
+    Experiment(index, questions[:2], [Config("sag2", judge="lexical")], progress=False).run()
+    assert len(seen) >= 4 and min(seen) >= len(held)  # frozen while the questions ran
+    assert gc.get_freeze_count() == 0  # and the collector's again afterwards
+
+    def boom(question, candidates, context):
+        raise ValueError("boom")
+
+    failing = lambda q: FunctionJudge(boom, "boom")  # noqa: E731
+    failing.key = "boom"
+    with pytest.raises(QuestionFailed):
+        evaluate(index, questions[:1], "boom", progress=False, judge_for=failing)
+    assert gc.get_freeze_count() == 0
+
+    gc.freeze()
+    try:
+        evaluate(index, questions[:1], "lexical", progress=False)
+        assert gc.get_freeze_count() >= len(held)  # the caller's own freeze stands (not unfrozen by the run)
+    finally:
+        gc.unfreeze()

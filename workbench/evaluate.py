@@ -26,7 +26,7 @@ from . import safeio
 from .corpora import Question
 from .engine import Run
 from .judges import JudgeError, JudgmentMemo, make_judge
-from .parallel import Progress, QuestionMap, Sequential
+from .parallel import Progress, QuestionMap, Sequential, heap_frozen
 from .params import Params
 from .terms import TermWeightingError, variant_fingerprint
 from .trace import STOP_JUDGE_ERROR, STOP_TERM_WEIGHTING_ERROR, Trace
@@ -340,39 +340,40 @@ def evaluate(index, questions: list[Question], judge: str = "lexical", params: P
                 safeio.append_line(resume_path, json.dumps(
                     {"fingerprint": fingerprints[q.id], "_id": q.id, "record": out.record}, ensure_ascii=False))
 
-    try:
-        for q in questions:
-            if q.id in done:
-                records.append(done[q.id])
-                bar.update(1)
-                continue
-            out = next(outcomes)
-            for k, v in out.stats.items():
-                if k not in ("judgments", "memo_hits", "memo_misses"):
-                    usage[k] = usage.get(k, 0) + v
-            if out.failure is not None:
-                if not keep_going:
-                    raise out.failure
-                failures.append(out.failure.to_dict())
-                bar.update(1)
-                continue
-            records.append(out.record)
-            if keep_traces:
-                traces[q.id] = out.trace
-            if trace_dir is not None:
-                with naming_path(trace_dir):
-                    safeio.atomic_write_text(Path(trace_dir) / trace_file_name(q.id), out.trace.to_json())
-            save(q, out)
-            bar.update(1, out.record["judgments"])
-    except KeyboardInterrupt:  # questions finished out of order by an executor are kept for resume too
-        for out in getattr(map_outcomes, "finished", list)():
-            save(out.question, out)
-        raise
-    finally:
-        bar.close()
-        close = getattr(outcomes, "close", None)  # a generator-based executor map: stop it early
-        if close is not None:
-            close()
+    with heap_frozen():  # collections during the run skip what the caller held before it
+        try:
+            for q in questions:
+                if q.id in done:
+                    records.append(done[q.id])
+                    bar.update(1)
+                    continue
+                out = next(outcomes)
+                for k, v in out.stats.items():
+                    if k not in ("judgments", "memo_hits", "memo_misses"):
+                        usage[k] = usage.get(k, 0) + v
+                if out.failure is not None:
+                    if not keep_going:
+                        raise out.failure
+                    failures.append(out.failure.to_dict())
+                    bar.update(1)
+                    continue
+                records.append(out.record)
+                if keep_traces:
+                    traces[q.id] = out.trace
+                if trace_dir is not None:
+                    with naming_path(trace_dir):
+                        safeio.atomic_write_text(Path(trace_dir) / trace_file_name(q.id), out.trace.to_json())
+                save(q, out)
+                bar.update(1, out.record["judgments"])
+        except KeyboardInterrupt:  # questions finished out of order by an executor are kept for resume too
+            for out in getattr(map_outcomes, "finished", list)():
+                save(out.question, out)
+            raise
+        finally:
+            bar.close()
+            close = getattr(outcomes, "close", None)  # a generator-based executor map: stop it early
+            if close is not None:
+                close()
     usage = getattr(map_outcomes, "usage", lambda: None)() or usage  # threads: counted once, not per question
     stats = {"judgments": sum(r["judgments"] for r in records), "memo_hits": memo.hits, "memo_misses": memo.misses,
              "resumed_questions": len(done), **usage}

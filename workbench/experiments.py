@@ -45,7 +45,7 @@ from .evaluate import (
     paired_bootstrap, question_metrics, record_fingerprint, require_gold, trace_failure,
 )
 from .judges import JudgeError, JudgmentMemo
-from .parallel import ComponentFetch, Progress, Sequential, make_executor
+from .parallel import ComponentFetch, Progress, Sequential, heap_frozen, make_executor
 from .params import Params
 from .terms import TermWeightingError, get_term_weighting, variant_fingerprint
 from .trace import (
@@ -416,40 +416,41 @@ class Experiment:
             fetch = fetcher = ComponentFetch(
                 self, executor, order, {k for k, fp in keys.items() if fp not in done},
                 {k: done[fp]["record"]["judgments"] for k, fp in keys.items() if fp in done}, bar)
-        try:
-            for config in order:
-                rows = records.setdefault(config.name, {})
-                for q in self.questions:
-                    bar.update(1)
-                    if q.id in failures:
-                        continue  # left out of every configuration anyway
-                    fp = self.fingerprint(config, q)
-                    if fp in done:
-                        rows[q.id] = done[fp]["record"]
-                        reused += 1
-                        continue
-                    try:
-                        rec = self.record(config, q, fetch(config, q, records))
-                    except QuestionFailed as exc:
-                        if not self.keep_going:
-                            raise
-                        failures[q.id] = exc.to_dict()
-                        continue
-                    self._save(fp, config, rec)
-                    bar.update(0, rec["judgments"])
-                    computed += 1
-                    rows[q.id] = rec
-        except KeyboardInterrupt:  # rows finished out of order by an executor are kept for resume too
-            by_name = {c.name: c for c in self.configs}
-            for name, q, trace in (fetcher.finished() if fetcher else []):
-                self._save(self.fingerprint(by_name[name], q), by_name[name], self.record(by_name[name], q, trace))
-            raise
-        finally:
-            bar.close()
-            if fetcher is not None:
-                fetcher.close()
-            if own:
-                executor.close()
+        with heap_frozen():  # collections during the run skip what the caller held before it
+            try:
+                for config in order:
+                    rows = records.setdefault(config.name, {})
+                    for q in self.questions:
+                        bar.update(1)
+                        if q.id in failures:
+                            continue  # left out of every configuration anyway
+                        fp = self.fingerprint(config, q)
+                        if fp in done:
+                            rows[q.id] = done[fp]["record"]
+                            reused += 1
+                            continue
+                        try:
+                            rec = self.record(config, q, fetch(config, q, records))
+                        except QuestionFailed as exc:
+                            if not self.keep_going:
+                                raise
+                            failures[q.id] = exc.to_dict()
+                            continue
+                        self._save(fp, config, rec)
+                        bar.update(0, rec["judgments"])
+                        computed += 1
+                        rows[q.id] = rec
+            except KeyboardInterrupt:  # rows finished out of order by an executor are kept for resume too
+                by_name = {c.name: c for c in self.configs}
+                for name, q, trace in (fetcher.finished() if fetcher else []):
+                    self._save(self.fingerprint(by_name[name], q), by_name[name], self.record(by_name[name], q, trace))
+                raise
+            finally:
+                bar.close()
+                if fetcher is not None:
+                    fetcher.close()
+                if own:
+                    executor.close()
         completed = [q.id for q in self.questions if q.id not in failures]
         ordered = [records[c.name][i] for c in self.configs for i in completed]
         stats = {"seconds": round(time.perf_counter() - t0, 3), "records_computed": computed,
