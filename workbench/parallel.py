@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import pickle
+import queue
 import signal
 import sys
 import tempfile
@@ -603,6 +604,7 @@ class Stream:
         self.taken: set = set()
         self._futures: dict = {}
         self._pending: dict = {}  # future -> key
+        self._done: queue.SimpleQueue = queue.SimpleQueue()  # futures as they finish (their done-callbacks)
         if isinstance(executor, Sequential) or not self.keys:
             return
         if executor.local:
@@ -619,6 +621,7 @@ class Stream:
                                   key=f"sag2wb-{i}-{os.urandom(6).hex()}")
             self._futures[k] = fut
             self._pending[fut] = k
+            fut.add_done_callback(self._done.put)
 
     def get(self, key):
         """The value of `key`'s task (blocking until it is done), or its exception raised here."""
@@ -628,16 +631,22 @@ class Stream:
         if self.executor.local:
             fut = self._futures[key]
             return fut.result()
-        while key not in self.outcomes:
+        if key not in self.outcomes:
             fut = self._futures.get(key)
             if fut not in self._pending:
                 raise ParallelError(f"no task for {key!r}")
-            # wait for the one future the caller needs, then take in whatever else has finished:
-            # waiting on every pending future (cf.wait) hooked a waiter into each of them per
-            # result, O(questions^2) lock operations in the caller
+            # wait for the one future the caller needs, then take in whatever else has finished,
+            # as their callbacks queued them: waiting on (or asking) every pending future per
+            # result was O(questions^2) work in the caller
             self.executor.wait_any([fut])
-            for f in [f for f in self._pending if f.done()]:
-                self._arrive(f)
+            self._arrive(fut)  # its own callback may not have run yet
+            while True:
+                try:
+                    f = self._done.get_nowait()
+                except queue.Empty:
+                    break
+                if f in self._pending:
+                    self._arrive(f)
         return self.outcomes.pop(key).get()
 
     def _arrive(self, fut) -> None:
