@@ -218,11 +218,7 @@ class Outcome:
 def run_question(index, question: Question, params: Params, judge, memo: JudgmentMemo) -> Outcome:
     """Run one question; a judge or term-weighting error becomes `Outcome.failure` (never a record).
     This is the unit an executor may run in parallel; `evaluate` consumes outcomes in question order."""
-    return trace_outcome(question, Run(index, question, params, judge, memo=memo).run())
-
-
-def trace_outcome(question: Question, trace: Trace) -> Outcome:
-    """The Outcome of a finished run: its record, or its failure (where the run was made does not matter)."""
+    trace = Run(index, question, params, judge, memo=memo).run()
     failure = trace_failure(trace, question.id)
     if failure is not None:
         return Outcome(question, trace=trace, failure=failure, stats=trace.stats)
