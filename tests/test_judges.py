@@ -177,9 +177,10 @@ def test_lexical_scores_do_not_depend_on_the_hash_seed(tmp_path):
     assert len(outputs) == 1
 
 
-def test_lexical_judges_share_one_bounded_cache_of_passage_tokens(tmp_path):
-    """A passage's tokens are computed once per process, not once per judge: a later run (or
-    a worker forked from a warm process) does not tokenize it again. Scores are unchanged."""
+def test_offline_judges_share_one_bounded_cache_of_passage_tokens(tmp_path):
+    """A passage's tokens are computed once per process, not once per judge (lexical or
+    semantic): a later run (or a worker forked from a warm process) does not tokenize it
+    again. Scores are unchanged."""
     from tests.conftest import FILM_WORLD
     from workbench.judges import LexicalJudge, passage_tokens
     from workbench.text import tokenize
@@ -192,6 +193,8 @@ def test_lexical_judges_share_one_bounded_cache_of_passage_tokens(tmp_path):
     assert passage_tokens.cache_info().misses == len(cands) and passage_tokens.cache_info().hits == 0
     assert LexicalJudge(index).judge(q, cands, []) == first  # a new judge: every passage a hit
     assert passage_tokens.cache_info().hits == len(cands) and passage_tokens.cache_info().misses == len(cands)
+    make_judge("semantic:signals=coverage", index).judge(q, cands, [])  # the semantic judge's coverage: the same cache
+    assert passage_tokens.cache_info().hits == 2 * len(cands) and passage_tokens.cache_info().misses == len(cands)
     title, text = FILM_WORLD[0]
     assert passage_tokens(title, text) == frozenset(tokenize(title + "\n" + text))
     assert passage_tokens.cache_info().maxsize == 8192  # bounded (22 MB full of 2Wiki passages)

@@ -71,7 +71,7 @@ class OracleJudge:
 
 @functools.lru_cache(maxsize=1 << 13)
 def passage_tokens(title: str, text: str) -> frozenset[str]:
-    """The distinct tokens of a passage, as the lexical judge compares them.
+    """The distinct tokens of a passage, as the lexical and semantic judges compare them.
 
     Process-wide, and not per judge: a passage judged again in a later run is not
     tokenized again. Workers forked from a warm process inherit the cache, and they
@@ -102,10 +102,6 @@ class LexicalJudge:
     def __init__(self, index):
         self.index = index
 
-    @staticmethod
-    def _set(title: str, text: str) -> frozenset[str]:
-        return passage_tokens(title, text)
-
     def _mass(self, tokens) -> float:
         # fsum is exact, so the mass does not depend on the set's iteration order (which
         # follows PYTHONHASHSEED): the same question gives the same scores in every process
@@ -116,14 +112,14 @@ class LexicalJudge:
         q_mass = self._mass(q)
         ctx = []
         for item in context:
-            toks = self._set(item["title"], item["text"]) - q
+            toks = passage_tokens(item["title"], item["text"]) - q
             mass = self._mass(toks)
             if mass > 0:
                 prev = item.get("previous_score")
                 ctx.append((item.get("unit_id"), toks, mass, 1.0 if prev is None else prev))
         out = []
         for c in candidates:
-            toks = self._set(c["title"], c["text"])
+            toks = passage_tokens(c["title"], c["text"])
             direct = self._mass(q & toks) / q_mass if q_mass > 0 else 0.0
             bridge = 0.0
             for unit_id, ctoks, mass, weight in ctx:

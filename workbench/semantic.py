@@ -33,6 +33,7 @@ import regex
 
 from . import text as textlib
 from .index import fold_accents
+from .judges import passage_tokens
 
 SIGNALS = ("model", "coverage", "bridge")
 MIN_TITLE_CHARS = 4  # shorter names ("Io", "UK") match too much text to be evidence
@@ -161,7 +162,6 @@ class SemanticJudge:
         self.cache_dir = cache_dir
         self._embedder = embedder
         self.matcher = NameMatcher()
-        self._tokens: dict[str, frozenset[str]] = {}
         self._explained: dict[tuple, tuple[str, dict]] = {}
         self.name = name or ("semantic" if signals == SIGNALS else "semantic[" + "+".join(signals) + "]")
         config = {"gamma": self.gamma, "scale": self.scale, "shift": self.shift, "signals": list(signals),
@@ -187,23 +187,16 @@ class SemanticJudge:
         return {"embedded": s["embedded"], "embedding_cache_hits": s["memory_hits"] + s["disk_hits"]}
 
     # ---- signals ------------------------------------------------------------------------
-    def _set(self, text: str) -> frozenset[str]:
-        toks = self._tokens.get(text)
-        if toks is None:
-            if len(self._tokens) > 50_000:
-                self._tokens.clear()
-            toks = self._tokens[text] = frozenset(textlib.tokenize(text))
-        return toks
-
     def _coverage(self, question: str, candidates) -> list[float]:
-        q = self._set(question)
+        q = frozenset(textlib.tokenize(question))
         idf = self.index.idf
         # summed in sorted order: set order follows string hashes, which change per process,
         # and a float sum's last bit follows the order
         q_mass = sum(idf(t) for t in sorted(q))
         if q_mass <= 0:
             return [0.0] * len(candidates)
-        return [sum(idf(t) for t in sorted(q & self._set(c["title"] + "\n" + c["text"]))) / q_mass for c in candidates]
+        # the passage's tokens from the one per-process cache the lexical judge uses too
+        return [sum(idf(t) for t in sorted(q & passage_tokens(c["title"], c["text"]))) / q_mass for c in candidates]
 
     def _model(self, question: str, candidates) -> list[float]:
         from .embeddings import passage_text
