@@ -19,9 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from workbench.corpora import check_gold, load_corpus, load_questions  # noqa: E402
-from workbench.experiments import REFERENCE_ROW, Experiment, ablation_markdown, ablation_report, paper_ablation  # noqa: E402
-from workbench.index import Index  # noqa: E402
+from workbench.index.corpora import check_gold, load_corpus, load_questions  # noqa: E402
+from workbench.runs.experiment import REFERENCE_ROW, Experiment, ablation_markdown, ablation_report, paper_ablation  # noqa: E402
+from workbench.index.store import Index  # noqa: E402
 from workbench.judges import JudgmentMemo  # noqa: E402
 from workbench.params import Params  # noqa: E402
 

@@ -23,9 +23,9 @@ import pyterrier as pt  # noqa: E402
 from pyterrier.measures import R  # noqa: E402
 
 from _common import data_arg, need  # noqa: E402
-from workbench.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.evaluate import evaluate  # noqa: E402
-from workbench.index import Index  # noqa: E402
+from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
+from workbench.runs.evaluation import evaluate  # noqa: E402
+from workbench.index.store import Index  # noqa: E402
 from workbench.measures import per_question, qrels_frame, topics_frame  # noqa: E402
 from workbench.pyterrier import BM25Retriever, SAG2Retriever  # noqa: E402
 

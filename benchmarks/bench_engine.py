@@ -32,9 +32,9 @@ from _common import data_arg, need, peak_rss_mib, rss_mib  # noqa: E402
 
 import comparison_judges  # noqa: E402
 
-from workbench.corpora import load_corpus, load_questions  # noqa: E402
+from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.engine import Run  # noqa: E402
-from workbench.index import Index, open_or_build  # noqa: E402
+from workbench.index.store import Index, open_or_build  # noqa: E402
 from workbench.judges import FunctionJudge, JudgmentMemo  # noqa: E402
 from workbench.params import Params  # noqa: E402
 

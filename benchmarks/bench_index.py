@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import data_arg, need  # noqa: E402
 
 from workbench import text  # noqa: E402
-from workbench.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.evaluate import evaluate  # noqa: E402
-from workbench.index import Index  # noqa: E402
+from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
+from workbench.runs.evaluation import evaluate  # noqa: E402
+from workbench.index.store import Index  # noqa: E402
 
 
 def main() -> None:

@@ -19,10 +19,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from workbench import jev  # noqa: E402
-from workbench.corpora import load_corpus, load_questions  # noqa: E402
+from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.engine import Run  # noqa: E402
-from workbench.index import Index  # noqa: E402
-from workbench.judge_server import JudgeServer  # noqa: E402
+from workbench.index.store import Index  # noqa: E402
+from workbench.judges.jev.server import JudgeServer  # noqa: E402
 from workbench.judges import LexicalJudge  # noqa: E402
 from workbench.params import Params  # noqa: E402
 

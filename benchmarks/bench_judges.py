@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import REPO, data_arg, need, peak_rss_mib  # noqa: E402
 
-from workbench.corpora import load_questions  # noqa: E402
-from workbench.experiments import Config, Experiment, paired_interval  # noqa: E402
-from workbench.index import open_or_build  # noqa: E402
+from workbench.index.corpora import load_questions  # noqa: E402
+from workbench.runs.experiment import Config, Experiment, paired_interval  # noqa: E402
+from workbench.index.store import open_or_build  # noqa: E402
 from workbench.params import Params  # noqa: E402
 
 JUDGES = ["bm25", "lexical", "lexical-bridge", "semantic", "oracle"]
@@ -87,9 +87,9 @@ def per_question(index, questions, judge) -> list[float]:
 def speed(index, questions, n_cold: int, repeats: int, precision: str = "float") -> None:
     """Seconds per question: cold (model loaded, empty embedding cache), then with every
     embedding on disk (new embedder: its memory is empty), then fully in memory."""
-    from workbench.embeddings import Embedder, embed_index, load_model
-    from workbench.judges import LexicalJudge
-    from workbench.semantic import SemanticJudge
+    from workbench.judges.embeddings import Embedder, embed_index, load_model
+    from workbench.judges.lexical import LexicalJudge
+    from workbench.judges.semantic import SemanticJudge
 
     t0 = time.perf_counter()
     model = load_model(precision=precision)
@@ -150,7 +150,7 @@ def embedding_rate(corpus_file: Path, n: int, repeats: int, configs) -> None:
     per repeat. Prints the word pieces per passage and the GFLOPS that rate implies."""
     import json
 
-    from workbench.embeddings import Embedder, load_model, passage_text
+    from workbench.judges.embeddings import Embedder, load_model, passage_text
 
     docs = json.loads(corpus_file.read_text(encoding="utf-8"))
     models = {c: load_model(precision=c[0], threads=c[2]) for c in configs}  # int8: built once here

@@ -63,7 +63,7 @@ def write_corpus(originals: list[dict], size: int, path: Path, seed: int = SEED)
 BUILD = """
 import json, resource, sys, time
 t = time.perf_counter()
-from workbench.cli import main
+from workbench.cli.main import main
 rc = main(["index", sys.argv[1], "--db", sys.argv[2]] + sys.argv[3:])
 wall = time.perf_counter() - t
 self, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -75,10 +75,10 @@ print(json.dumps({"rc": rc, "wall": wall, "cpu": cpu, "rss_mib": self.ru_maxrss 
 QUERY = """
 import json, statistics, sys, time
 t0 = time.perf_counter()
-from workbench.corpora import load_questions
+from workbench.index.corpora import load_questions
 from workbench.engine import Run
-from workbench.index import Index
-from workbench.judges import OracleJudge
+from workbench.index.store import Index
+from workbench.judges.lexical import OracleJudge
 from workbench.params import Params
 questions = load_questions(sys.argv[2])
 t = time.perf_counter()

@@ -33,11 +33,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import data_arg, need  # noqa: E402
-from workbench.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.evaluate import evaluate, judge_factory  # noqa: E402
-from workbench.index import Index  # noqa: E402
+from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
+from workbench.runs.evaluation import evaluate, judge_factory  # noqa: E402
+from workbench.index.store import Index  # noqa: E402
 from workbench.judges import JudgmentMemo  # noqa: E402
-from workbench.parallel import Dask, Processes, QuestionMap, Threads  # noqa: E402
+from workbench.executors import Dask, Processes, QuestionMap, Threads  # noqa: E402
 from workbench.params import Params  # noqa: E402
 
 

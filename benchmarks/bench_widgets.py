@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from workbench.corpora import load_corpus, load_questions
-from workbench.index import open_or_build
+from workbench.index.corpora import load_corpus, load_questions
+from workbench.index.store import open_or_build
 
 from widgets import Dashboard
 

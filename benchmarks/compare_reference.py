@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import comparison_judges  # noqa: E402
 
-from workbench.corpora import load_corpus, load_questions  # noqa: E402
+from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.engine import Run  # noqa: E402
-from workbench.index import open_or_build  # noqa: E402
+from workbench.index.store import open_or_build  # noqa: E402
 from workbench.judges import FunctionJudge, OracleJudge  # noqa: E402
 from workbench.params import Params  # noqa: E402
 

@@ -70,9 +70,10 @@ def function_judge(work: Path, db: Path):
 def jev_client(work: Path):
     import logging
 
-    from workbench import jev
-    from workbench.judge_server import JudgeServer
-    from workbench.judges import FunctionJudge, JudgmentMemo
+    from workbench.judges.jev import core as jev
+    from workbench.judges.jev.server import JudgeServer
+    from workbench.judges import FunctionJudge
+    from workbench.judgment import JudgmentMemo
 
     os.environ["JEV_API_KEY"] = SECRET
     for status in ("401", "403"):
@@ -114,7 +115,7 @@ def jev_client(work: Path):
 
 # ---- 3. corrupt caches; export; import ------------------------------------------------------
 def caches(work: Path, db: Path):
-    from workbench import jev
+    from workbench.judges.jev import core as jev
 
     lines = [json.dumps({"key": jev.CACHE_KEY_PREFIX + hashlib.sha256(str(i).encode()).hexdigest(),
                          "p": (i % 100) / 100, "model": "m"}) for i in range(3000)]
@@ -144,7 +145,7 @@ def caches(work: Path, db: Path):
     prev = work / "prev.jsonl"
     prev.write_text("\n".join(lines[:3]) + "\n")
     code_text = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000)); "
-                 "from workbench.cli import main; sys.exit(main(sys.argv[1:]))")
+                 "from workbench.cli.main import main; sys.exit(main(sys.argv[1:]))")
     r = subprocess.run([sys.executable, "-c", code_text, "cache", "export", "--cache-dir", str(work / "good"),
                         "--file", str(prev)], capture_output=True, text=True, timeout=60)
     show("cache export on a full disk (RLIMIT_FSIZE)", f"exit {r.returncode}: "
@@ -199,7 +200,7 @@ def first_line(answer: bytes) -> str:
 
 
 def judge_server(work: Path, connections: int):
-    from workbench import jev
+    from workbench.judges.jev import core as jev
 
     proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "judge-server", "--judge", "hash", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

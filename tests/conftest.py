@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.corpora import Unit
-from workbench.index import Index
+from workbench.index.corpora import Unit
+from workbench.index.store import Index
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("SAG2WB_SHARED_DATA", REPO.parent / "shared" / "data"))

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbench.corpora import Question
-from workbench.index import Index
+from workbench.index.corpora import Question
+from workbench.index.store import Index
 
 from .conftest import BRIDGE_WORLD, REPO, units_from
 
@@ -92,7 +92,7 @@ def sag2wb(*args, cwd=None, timeout=120, python_prelude: str | None = None,
     fault at a controlled point before `main` runs)."""
     argv = [str(a) for a in args]
     if not process and python_prelude is None:
-        from workbench.cli import main
+        from workbench.cli.main import main
 
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

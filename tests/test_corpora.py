@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from workbench.corpora import CorpusError, check_gold, document_units, load_corpus, load_folder, load_questions
+from workbench.index.corpora import CorpusError, check_gold, document_units, load_corpus, load_folder, load_questions
 
 
 def write(path, text, encoding="utf-8"):

@@ -7,7 +7,8 @@ from workbench.engine import (
     History, Run, build_context, build_pool, diversify, question_expression, rank, repair_names,
     resolve_term, retrieve_expansion, select_seeds, truncated_trace,
 )
-from workbench.judges import FunctionJudge, LexicalJudge
+from workbench.judges import FunctionJudge
+from workbench.judges.lexical import LexicalJudge
 from workbench.params import Params
 from workbench.terms import SeedView, analyze_body, choose_terms
 from workbench.trace import (

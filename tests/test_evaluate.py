@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from workbench.corpora import Question
-from workbench.evaluate import (
+from workbench.index.corpora import Question
+from workbench.runs.evaluation import (
     all_evidence_at, evaluate, mean_metrics, paired_bootstrap, question_metrics, recall_at,
 )
 from workbench.params import Params
@@ -22,9 +22,9 @@ def test_recall_and_all_evidence_by_hand():
 
 
 def test_units_map_to_unique_documents_first_occurrence(tmp_path):
-    from workbench.corpora import Unit
+    from workbench.index.corpora import Unit
     from workbench.engine import Run
-    from workbench.index import Index
+    from workbench.index.store import Index
 
     units = [Unit("A", "", "alpha one", "a.md", "a.md", "l1"), Unit("A", "", "alpha two", "a.md", "a.md", "l2"),
              Unit("B", "", "alpha three", "b.md", "b.md", "l1")]

@@ -6,15 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from workbench import experiments as ex
-from workbench.cli import main as cli_main
-from workbench.corpora import load_corpus, load_questions
+from workbench.runs import experiment as ex
+from workbench.cli.main import main as cli_main
+from workbench.index.corpora import load_corpus, load_questions
 from workbench.engine import Run
-from workbench.experiments import (
+from workbench.runs.experiment import (
     ABLATION_ROWS, Config, Experiment, ExperimentError, final_only_trace, paired_interval, paper_ablation,
 )
-from workbench.index import Index
-from workbench.judges import JudgmentMemo, OracleJudge
+from workbench.index.store import Index
+from workbench.judgment import JudgmentMemo
+from workbench.judges.lexical import OracleJudge
 from workbench.params import Params
 from workbench.terms import TERM_WEIGHTINGS, TermWeight, TermWeightingError, register_term_weighting
 
@@ -255,7 +256,7 @@ def test_ablate_command(enc, questions, tmp_path, capsys):
 
 
 def test_questions_without_gold(enc, questions, tmp_path):
-    from workbench.corpora import Question
+    from workbench.index.corpora import Question
     qs = [questions[0], Question("nogold", "Who directed Glass Harbour?")]
     res = Experiment(enc, qs, [Config("a", Params(H=0), "lexical"), Config("b", Params(H=0, L=5), "lexical")],
                      progress=False).run()

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, shared_data
-from workbench.cli import main
-from workbench.corpora import CorpusError, load_corpus, load_questions
-from workbench.evaluate import evaluate
+from workbench.cli.main import main
+from workbench.index.corpora import CorpusError, load_corpus, load_questions
+from workbench.runs.evaluation import evaluate
 from workbench.formats import (FormatError, decode_id, encode_id, load_beir_questions, read_trec_qrels, read_trec_run,
                                write_trec_run)
-from workbench.index import Index
+from workbench.index.store import Index
 
 ENC = REPO / "sample_corpora" / "encyclopedia"
 ENC_CORPUS, ENC_QUESTIONS = ENC / "corpus.json", ENC / "questions.jsonl"
@@ -282,7 +282,7 @@ def test_eval_outputs_must_be_distinct_files(tmp_path, capsys):
 
 def test_an_external_run_is_scored_in_trec_eval_order(tmp_path):
     """The gold document has rank 1 but the lowest score: trec_eval (and we) put it 6th."""
-    from workbench.corpora import Question
+    from workbench.index.corpora import Question
     from workbench.formats import score_run
 
     lines = ["q1 Q0 G 1 0.5 x"] + [f"q1 Q0 D{i} {i + 1} {9 - i}.0 x" for i in range(5)]

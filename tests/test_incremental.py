@@ -7,10 +7,10 @@ import sqlite3
 import subprocess
 import sys
 
-from workbench.corpora import load_corpus, load_questions
+from workbench.index.corpora import load_corpus, load_questions
 from workbench.engine import Run
-from workbench.index import Index, query_expression
-from workbench.judges import LexicalJudge
+from workbench.index.store import Index, query_expression
+from workbench.judges.lexical import LexicalJudge
 from workbench.params import Params
 
 from .conftest import REPO

@@ -4,8 +4,8 @@ import sqlite3
 
 import pytest
 
-from workbench import index as index_mod
-from workbench.index import Index, IndexProblem, fold_accents, query_expression, quote
+from workbench.index import store as index_mod
+from workbench.index.store import Index, IndexProblem, fold_accents, query_expression, quote
 
 from .conftest import build_index, units_from
 
@@ -132,7 +132,7 @@ def test_half_built_file_is_not_an_index(tmp_path):
 
 
 def test_diversity_df_counts_original_documents(tmp_path):
-    from workbench.corpora import Unit
+    from workbench.index.corpora import Unit
 
     units = [Unit("A", "", "Alpha beta", "doc1", "s", "l1"), Unit("A", "", "alpha_gamma", "doc1", "s", "l2"),
              Unit("B", "", "alpha", "doc2", "s", "l1")]

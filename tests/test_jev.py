@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from workbench import jev
-from workbench.cli import main as cli_main
-from workbench.corpora import Unit
+from workbench.judges.jev import core as jev
+from workbench.cli.main import main as cli_main
+from workbench.index.corpora import Unit
 from workbench.engine import Run
-from workbench.index import Index
+from workbench.index.store import Index
 from workbench.judges import FunctionJudge
-from workbench.judge_server import JudgeServer
+from workbench.judges.jev.server import JudgeServer
 from workbench.params import Params
 
 SECRET = "sk-test-SECRET-123"

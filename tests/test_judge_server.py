@@ -9,11 +9,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from workbench import jev
-from workbench.corpora import Unit
-from workbench.index import Index
-from workbench.judge_server import FAULTS, JudgeServer, make_server_judge, parse_fault
-from workbench.judges import FunctionJudge, JudgeError, LexicalJudge
+from workbench.judges.jev import core as jev
+from workbench.index.corpora import Unit
+from workbench.index.store import Index
+from workbench.judges.jev.server import FAULTS, JudgeServer, make_server_judge, parse_fault
+from workbench.judges import FunctionJudge
+from workbench.judgment import JudgeError
+from workbench.judges.lexical import LexicalJudge
 
 REPO = Path(__file__).resolve().parent.parent
 CANDIDATES = [{"unit_id": i, "title": t, "text": f"{t} lies on the river Vell.", "document": t}
@@ -104,7 +106,7 @@ def test_cannot_serve_jev_or_oracle():
 
 
 def test_cli_parser_accepts_server_options():
-    from workbench.cli import build_parser
+    from workbench.cli.main import build_parser
 
     args = build_parser().parse_args(["judge-server", "--judge", "hash", "--port", "0", "--delay-ms", "200",
                                       "--fault", "429:1", "--fault", "500x5"])
@@ -117,7 +119,7 @@ def test_answers_leave_without_waiting_for_nagle():
     9.4 s against a zero-delay server once it was off)."""
     import socket
 
-    from workbench.judge_server import _Handler
+    from workbench.judges.jev.server import _Handler
 
     assert _Handler.disable_nagle_algorithm is True
     with JudgeServer(FunctionJudge(lambda q, c, x: [0.5] * len(c), name="half")) as srv:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from workbench.engine import Run
-from workbench.index import open_or_build
-from workbench.judges import JudgeError, default_judge, make_judge, resolve_judge
-from workbench.semantic import NameMatcher, SemanticJudge, name_bridge, title_name
+from workbench.index.store import open_or_build
+from workbench.judgment import JudgeError
+from workbench.judges.registry import default_judge, make_judge, resolve_judge
+from workbench.judges.semantic import NameMatcher, SemanticJudge, name_bridge, title_name
 from workbench.trace import Trace
 
 from .conftest import BRIDGE_WORLD, build_index
@@ -148,8 +149,8 @@ LEXICAL_SCORES = """
 import json, sys
 sys.path.insert(0, {repo!r})
 from tests.conftest import FILM_WORLD, units_from
-from workbench.index import Index
-from workbench.judges import LexicalJudge
+from workbench.index.store import Index
+from workbench.judges.lexical import LexicalJudge
 ix = Index.build(units_from(FILM_WORLD), {db!r})
 cands = [{{"unit_id": i + 1, "title": t, "text": x}} for i, (t, x) in enumerate(FILM_WORLD)]
 ctx = [dict(cands[0], previous_score=0.7), dict(cands[1], previous_score=0.4)]
@@ -182,7 +183,7 @@ def test_offline_judges_share_one_bounded_cache_of_passage_tokens(tmp_path):
     semantic): a later run (or a worker forked from a warm process) does not tokenize it
     again. Scores are unchanged."""
     from tests.conftest import FILM_WORLD
-    from workbench.judges import LexicalJudge, passage_tokens
+    from workbench.judges.lexical import LexicalJudge, passage_tokens
     from workbench.text import tokenize
 
     index = build_index(tmp_path, FILM_WORLD)

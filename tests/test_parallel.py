@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from workbench.corpora import load_questions
-from workbench.evaluate import QuestionFailed, evaluate
-from workbench.experiments import Experiment, paper_ablation
-from workbench.judge_server import JudgeServer
-from workbench.parallel import (
+from workbench.index.corpora import load_questions
+from workbench.runs.evaluation import QuestionFailed, evaluate
+from workbench.runs.experiment import Experiment, paper_ablation
+from workbench.judges.jev.server import JudgeServer
+from workbench.executors import (
     Dask, ParallelError, Processes, QuestionMap, Sequential, Threads, components, default_concurrency, make_executor,
 )
 
@@ -65,7 +65,7 @@ class CountingHashJudge:
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
-    from workbench.index import open_or_build
+    from workbench.index.store import open_or_build
 
     ix, _ = open_or_build(DOCS, tmp_path_factory.mktemp("ix") / "docs.sqlite")
     return ix
@@ -133,7 +133,7 @@ def test_make_executor_defaults_and_conflicts():
 
 def test_components_keep_a_row_with_its_source():
     configs = paper_ablation(judge="oracle")
-    from workbench.experiments import _run_order
+    from workbench.runs.experiment import _run_order
 
     groups = [[c.name for c in g] for g in components(configs, _run_order(configs))]
     assert groups == [["bm25"], ["H=2", "H=0", "H=1", "matched-budget"], ["no-context"], ["final-only"]]
@@ -160,7 +160,7 @@ def test_threads_count_jev_usage_once(tmp_path, index, questions, server):
 
 # ---- processes: a judge that computes ----------------------------------------------------------------
 def test_process_pool_equals_sequential_and_fills_the_callers_memo(tmp_path, index, questions, pool):
-    from workbench.judges import JudgmentMemo
+    from workbench.judgment import JudgmentMemo
 
     memos = JudgmentMemo(), JudgmentMemo()
     seq = run_eval(tmp_path, "seq", index, questions, memo=memos[0])
@@ -174,7 +174,7 @@ def test_records_only_pool_run_equals_sequential_and_sends_no_traces(tmp_path, i
     import pickle
 
     from workbench.params import Params
-    from workbench.parallel import load_outcome, question_record_task, question_task, recipe_for, run_remote
+    from workbench.executors import load_outcome, question_record_task, question_task, recipe_for, run_remote
 
     def run(name, **kw):
         resume = tmp_path / f"{name}.jsonl"
@@ -201,7 +201,7 @@ def test_outcomes_unpickle_with_the_collector_paused_and_restored(index, questio
     import gc
 
     from workbench.params import Params
-    from workbench.parallel import load_outcome, question_task, recipe_for, run_remote
+    from workbench.executors import load_outcome, question_task, recipe_for, run_remote
 
     q = questions[0]
     data = pool.submit(run_remote, recipe_for(index, {}, 2), None, question_task, q.id, ("lexical", Params(), q)).result()
@@ -241,7 +241,7 @@ def test_semantic_judge_in_forked_workers_equals_sequential(tmp_path, index, que
     """The caller embeds on threads of its own before the fork (a forked worker has none of
     them: it loads its own model); every vector depends on its text alone, so workers that
     embed different passages together still give the sequential run's bytes."""
-    from workbench.embeddings import load_model
+    from workbench.judges.embeddings import load_model
 
     load_model().encode(["warm the caller's model and its threads before the fork"])
     monkeypatch.setenv("SAG2WB_EMBED_CACHE", str(tmp_path / "seq-vectors"))
@@ -256,7 +256,7 @@ def test_semantic_judge_in_forked_workers_equals_sequential(tmp_path, index, que
 
 
 def _adopted_index_facts(recipe):
-    from workbench.parallel import worker_env
+    from workbench.executors import worker_env
 
     index = worker_env(recipe).index
     known = dict(index.title_phrases._known)  # before the queries below add to it
@@ -267,7 +267,7 @@ def _adopted_index_facts(recipe):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork start method")
 def test_forked_workers_adopt_the_callers_warm_index_on_their_own_connection(index):
-    from workbench.parallel import recipe_for
+    from workbench.executors import recipe_for
 
     ex = Processes(1)
     try:
@@ -310,7 +310,7 @@ def test_process_workers_send_jev_judgments_to_the_callers_cache(tmp_path, index
 
 
 def test_experiment_on_processes_sends_jev_judgments_to_the_callers_cache(tmp_path, index, questions, server, pool):
-    from workbench.experiments import Config
+    from workbench.runs.experiment import Config
     from workbench.params import Params
 
     configs = [Config("H=2", Params(), "jev"), Config("H=0", Params(H=0), "jev", "truncated", source="H=2")]
@@ -382,8 +382,8 @@ def test_dask_worker_killed_mid_run_loses_nothing(tmp_path, index, questions, se
     opts = jev_options(server, tmp_path / "c2")
     resume, traces = tmp_path / "dask.partial.jsonl", tmp_path / "dask-traces"
 
-    from workbench.evaluate import judge_factory
-    from workbench.judges import JudgmentMemo
+    from workbench.runs.evaluation import judge_factory
+    from workbench.judgment import JudgmentMemo
     from workbench.params import Params
 
     memo, judge_for = JudgmentMemo(), judge_factory("jev", index, **opts)
@@ -446,7 +446,7 @@ def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tm
 
 
 def test_cli_refuses_two_ways_at_once(tmp_path, index):
-    from workbench.cli import main
+    from workbench.cli.main import main
 
     rc = main(["eval", "--db", str(index.path), "--questions", str(DOCS_QUESTIONS), "--out", str(tmp_path / "o.json"),
                "--processes", "2", "--concurrency", "2"])
@@ -454,7 +454,7 @@ def test_cli_refuses_two_ways_at_once(tmp_path, index):
 
 
 def test_cli_ablate_with_processes_writes_the_sequential_files(tmp_path, index):
-    from workbench.cli import main
+    from workbench.cli.main import main
 
     def ablate(name, *extra):
         out = tmp_path / f"{name}.json"
@@ -474,8 +474,9 @@ def test_runs_keep_the_collector_off_what_the_caller_held_and_give_it_back(index
     failure, and leave a caller's own freeze alone."""
     import gc
 
-    from workbench.experiments import Config
-    from workbench.judges import FunctionJudge, LexicalJudge
+    from workbench.runs.experiment import Config
+    from workbench.judges import FunctionJudge
+    from workbench.judges.lexical import LexicalJudge
 
     seen = []
     real = LexicalJudge.judge

@@ -3,11 +3,11 @@ import math
 
 import pytest
 
-from workbench.corpora import load_corpus, load_questions
+from workbench.index.corpora import load_corpus, load_questions
 from workbench.engine import Run
-from workbench.index import Index, query_expression
-from workbench.judges import LexicalJudge
-from workbench.postings import _varints, phrases_of
+from workbench.index.store import Index, query_expression
+from workbench.judges.lexical import LexicalJudge
+from workbench.index.postings import _varints, phrases_of
 
 from .conftest import REPO, build_index, units_from
 
@@ -115,7 +115,7 @@ def _tables(path) -> dict:
 
 
 def test_chunked_parallel_build_equals_one_process(tmp_path, monkeypatch):
-    from workbench import build
+    from workbench.index import build
 
     passages = MIXED * 1 + [(f"Extra {i}", f"apple words {i} same") for i in range(9)]
     whole = build_index(tmp_path, passages, "whole.sqlite")  # one chunk, this process

@@ -11,11 +11,11 @@ pt = pytest.importorskip("pyterrier", reason="PyTerrier is in the [pyterrier] an
 from pyterrier.measures import R, nDCG  # noqa: E402
 
 from tests.conftest import BRIDGE_WORLD, REPO, build_index, title_judge  # noqa: E402
-from workbench.cli import main  # noqa: E402
-from workbench.corpora import load_questions  # noqa: E402
+from workbench.cli.main import main  # noqa: E402
+from workbench.index.corpora import load_questions  # noqa: E402
 from workbench.engine import Run  # noqa: E402
-from workbench.evaluate import evaluate  # noqa: E402
-from workbench.index import Index, open_or_build  # noqa: E402
+from workbench.runs.evaluation import evaluate  # noqa: E402
+from workbench.index.store import Index, open_or_build  # noqa: E402
 from workbench.params import Params  # noqa: E402
 from workbench.pyterrier import RESULT_COLUMNS, BM25Retriever, SAG2Retriever, qrels_frame, topics_frame  # noqa: E402
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from workbench.corpora import load_corpus, load_questions
+from workbench.index.corpora import load_corpus, load_questions
 from workbench.engine import Run
-from workbench.index import open_or_build
-from workbench.judges import LexicalJudge
+from workbench.index.store import open_or_build
+from workbench.judges.lexical import LexicalJudge
 from workbench.params import Params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def test_readme_demo_names_the_terms_the_trace_records(tmp_path):
 def test_readme_demo_figures_are_what_the_demo_computes(tmp_path):
     """The per-judge R@10 figures the README quotes for the demo's 9 sample questions are
     the ones `evaluate` (which the demo prints from) gives now."""
-    from workbench.evaluate import evaluate
+    from workbench.runs.evaluation import evaluate
 
     text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     m = re.search(r"BM25 R@10 ([\d.]+), SAG2 with the offline lexical judge ([\d.]+), with the semantic judge "

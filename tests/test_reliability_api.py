@@ -9,13 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from workbench.corpora import Question
-from workbench.evaluate import (
+from workbench.index.corpora import Question
+from workbench.runs.evaluation import (
     JudgeFailed, QuestionFailed, evaluate, load_resume, record_fingerprint, trace_file_name,
 )
-from workbench.experiments import Config, Experiment
-from workbench.index import Index
-from workbench.judges import JudgeError
+from workbench.runs.experiment import Config, Experiment
+from workbench.index.store import Index
+from workbench.judgment import JudgeError
 from workbench.params import Params
 from workbench.safeio import InputError
 
@@ -138,7 +138,7 @@ def test_final_only_judge_failure_names_its_round(world):
 
 
 def test_the_engine_never_imports_the_cli():
-    code = ("import sys, workbench.evaluate, workbench.experiments, workbench.jev, widgets\n"
+    code = ("import sys, workbench.runs, workbench.judges.jev.core, widgets\n"
             "assert 'workbench.cli' not in sys.modules, sorted(m for m in sys.modules if m.startswith('workbench'))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env())
     assert proc.returncode == 0, proc.stderr

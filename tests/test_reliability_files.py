@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.evaluate import trace_file_name
+from workbench.runs.evaluation import trace_file_name
 from workbench.safeio import TEMP_PREFIX
 
 from .reliability_world import QUESTIONS, env, make_world, one_line_error, sag2wb, write_questions
@@ -98,7 +98,7 @@ def test_kill_9_during_the_final_write_never_leaves_a_truncated_file(world, old)
 # the write fails with EFBIG as on a full disk).
 FILL_AT_RESULT = r'''
 import resource, signal
-import workbench.evaluate as _ev
+import workbench.runs.evaluation as _ev
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 _to_dict = _ev.EvalResult.to_dict
 def _full(self):

@@ -23,13 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from workbench import jev
+from workbench.judges.jev import core as jev
 from workbench.engine import Run
-from workbench.judges import (
-    FunctionJudge, JudgeError, JudgeTimeout, JudgeTimeoutSetting, JudgmentMemo, judge_timeout_from_env,
-    load_function_judge,
-)
-from workbench.judge_server import JudgeServer, JudgeServerError
+from workbench.judges import FunctionJudge, JudgeTimeout, JudgeTimeoutSetting, judge_timeout_from_env
+from workbench.judgment import JudgeError, JudgmentMemo
+from workbench.judges.registry import load_function_judge
+from workbench.judges.jev.server import JudgeServer, JudgeServerError
 from workbench.params import Params
 from workbench.safeio import InputError
 from workbench.trace import STOP_JUDGE_ERROR
@@ -363,7 +362,7 @@ def test_export_replaces_an_earlier_export_atomically_or_not_at_all(tmp_path):
     # A child process that may not write files over 200 kB (a full disk): room for the cache's
     # write-ahead log, not for the export (~350 kB), which fails mid-write.
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000)); "
-            "from workbench.cli import main; sys.exit(main(sys.argv[1:]))")
+            "from workbench.cli.main import main; sys.exit(main(sys.argv[1:]))")
     r = subprocess.run([sys.executable, "-c", code, "cache", "export", "--cache-dir", str(cache), "--file", str(earlier)],
                        capture_output=True, text=True, timeout=60, cwd=REPO)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr

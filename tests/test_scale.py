@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from workbench.corpora import CorpusError, iter_corpus, load_corpus
-from workbench.index import Index, IndexProblem, remove_stale_builds
+from workbench.index.corpora import CorpusError, iter_corpus, load_corpus
+from workbench.index.store import Index, IndexProblem, remove_stale_builds
 
 from .conftest import REPO, units_from
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench import embeddings
-from workbench.cli import main
-from workbench.embeddings import DIM, Embedder, EmbeddingModelError, MiniLM, load_model
+from workbench.judges import embeddings
+from workbench.cli.main import main
+from workbench.judges.embeddings import DIM, Embedder, EmbeddingModelError, MiniLM, load_model
 from workbench.engine import Run
-from workbench.index import open_or_build
-from workbench.judges import make_judge
-from workbench.semantic import SemanticJudge
+from workbench.index.store import open_or_build
+from workbench.judges.registry import make_judge
+from workbench.judges.semantic import SemanticJudge
 
 REPO = Path(__file__).resolve().parent.parent
 ENCYCLOPEDIA = REPO / "sample_corpora" / "encyclopedia" / "corpus.json"
@@ -131,8 +131,8 @@ def test_make_judge_semantic_ablations(enc_index):
 
 
 def test_judge_server_serves_the_semantic_judge_only_with_an_index(enc_index):
-    from workbench.judge_server import make_server_judge
-    from workbench.judges import JudgeError
+    from workbench.judges.jev.server import make_server_judge
+    from workbench.judgment import JudgeError
 
     with pytest.raises(JudgeError, match="judge-server --judge semantic needs an index: --db DB"):
         make_server_judge("semantic", None)

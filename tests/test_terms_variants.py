@@ -246,10 +246,10 @@ def test_shipped_registry():
 
 
 def _sample_traces(tmp_path, corpus, questions, variant, name):
-    from workbench.corpora import load_corpus, load_questions
+    from workbench.index.corpora import load_corpus, load_questions
     from workbench.engine import Run
-    from workbench.index import Index
-    from workbench.judges import LexicalJudge
+    from workbench.index.store import Index
+    from workbench.judges.lexical import LexicalJudge
     from workbench.params import Params
 
     index = Index.build(load_corpus(corpus), tmp_path / f"{name}.sqlite")
@@ -283,7 +283,7 @@ def test_bounded_counting_equals_full_counting_on_a_generated_corpus(tmp_path):
     # depends on an idf that needs a count. For every keep, the kept rows must match.
     import random
 
-    from workbench.index import Index
+    from workbench.index.store import Index
     from workbench.terms import SeedView, analyze_body
     from workbench.text import tokenize
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench.corpora import Question, load_corpus, load_questions
-from workbench.index import open_or_build
-from workbench.judges import LexicalJudge
+from workbench.index.corpora import Question, load_corpus, load_questions
+from workbench.index.store import open_or_build
+from workbench.judges.lexical import LexicalJudge
 from workbench.params import Params
 
 from widgets import Dashboard, DashboardModel, dashboard_for

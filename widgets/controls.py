@@ -6,7 +6,7 @@ import html
 
 import ipywidgets as w
 
-from workbench.judges import JudgeError
+from workbench.judgment import JudgeError
 from workbench.params import ParamsError
 from workbench.terms import TermWeightingError
 

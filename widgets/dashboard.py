@@ -11,8 +11,8 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from workbench.corpora import Question, load_corpus, load_questions
-from workbench.index import open_or_build
+from workbench.index.corpora import Question, load_corpus, load_questions
+from workbench.index.store import open_or_build
 from workbench.params import Params
 
 from . import views

@@ -15,9 +15,12 @@ import threading
 import time
 from dataclasses import dataclass
 
-from workbench.corpora import Question
+from workbench.index.corpora import Question
 from workbench.engine import Run
-from workbench.judges import FunctionJudge, JudgeError, JudgmentMemo, LexicalJudge, OracleJudge, load_function_judge
+from workbench.judges import FunctionJudge
+from workbench.judgment import JudgeError, JudgmentMemo
+from workbench.judges.lexical import LexicalJudge, OracleJudge
+from workbench.judges.registry import load_function_judge
 from workbench.params import Params, ParamsError, earliest_affected_round
 from workbench.terms import TERM_WEIGHTINGS, TermWeightingError
 
@@ -137,7 +140,7 @@ class DashboardModel:
             name = getattr(spec, "__name__", "function")
             self.extra_judges[name] = spec
             return name
-        from workbench.judges import resolve_judge
+        from workbench.judges.registry import resolve_judge
 
         return resolve_judge(str(spec), self.index)  # "auto": the corpus's default judge
 

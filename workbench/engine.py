@@ -15,13 +15,13 @@ import math
 import weakref
 from dataclasses import dataclass, replace
 
-from . import text as textlib
-from .corpora import Question
-from .index import UNIT_CACHE_LIMIT, Index, normalize_title, query_expression, quote
-from .judges import JudgeError, JudgmentMemo
-from .params import Params, earliest_affected_round
-from .terms import SeedView, TermWeightingError, analyze_body, choose_terms, get_term_weighting
-from .trace import (
+from workbench import text as textlib
+from workbench.index.corpora import Question
+from workbench.index.store import UNIT_CACHE_LIMIT, Index, normalize_title, query_expression, quote
+from workbench.judgment import JudgeError, JudgmentMemo
+from workbench.params import Params, earliest_affected_round
+from workbench.terms import SeedView, TermWeightingError, analyze_body, choose_terms, get_term_weighting
+from workbench.trace import (
     STOP_BM25, STOP_EMPTY_QUESTION, STOP_JUDGE_ERROR, STOP_MAX_ROUNDS, STOP_NO_CANDIDATES,
     STOP_NO_NEW_CANDIDATES, STOP_NO_SEEDS, STOP_NO_TERMS, STOP_TERM_WEIGHTING_ERROR, Candidate, ContextEntry, PoolEntry,
     RoundState, Seed, Term, Trace, UnitInfo,

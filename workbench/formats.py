@@ -24,8 +24,8 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
-from .corpora import CorpusError, Question, Unit, json_objects
-from .safeio import InputError, atomic_writer
+from workbench.index.corpora import CorpusError, Question, Unit, json_objects
+from workbench.safeio import InputError, atomic_writer
 
 BEIR_CORPUS = "corpus.jsonl"
 BEIR_QUERIES = "queries.jsonl"
@@ -578,7 +578,7 @@ def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str
 
     >>> convert("beir", "enc-beir", corpus="corpus.json", questions="questions.jsonl")  # doctest: +SKIP
     """
-    from .corpora import load_corpus, load_questions
+    from workbench.index.corpora import load_corpus, load_questions
 
     if to not in CONVERT_TARGETS:
         raise FormatError(f"--to {to!r}: choose one of {', '.join(CONVERT_TARGETS)}")
@@ -628,7 +628,7 @@ def score_run(run: dict, questions: list[Question], source: str = "run"):
     >>> score_run(read_trec_run("splade.trec"), load_questions("q.jsonl")).metrics   # doctest: +SKIP
     {'R@5': 61.2, 'R@10': 70.0, 'AE@10': 40.0, 'questions': 40, 'judgments': 0}
     """
-    from .evaluate import EvalResult, question_metrics
+    from workbench.runs.evaluation import EvalResult, question_metrics
 
     records = []
     for q in questions:

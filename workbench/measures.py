@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from .corpora import Question
-from .formats import FormatError, run_rows
+from workbench.index.corpora import Question
+from workbench.formats import FormatError, run_rows
 
 
 def _ir_measures():
@@ -104,8 +104,8 @@ def eval_extras(result, questions: list[Question], *, run=None, qrels=None, meas
     >>> eval_extras(result, questions, run="sag2.trec", measures=["nDCG@10"])   # doctest: +SKIP
     ['nDCG@10 0.6124', 'run -> sag2.trec (40 questions)']
     """
-    from .formats import write_trec_qrels, write_trec_run
-    from .safeio import OutputError, check_output
+    from workbench.formats import write_trec_qrels, write_trec_run
+    from workbench.safeio import OutputError, check_output
 
     from pathlib import Path
 

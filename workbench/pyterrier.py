@@ -29,14 +29,15 @@ try:
 except ImportError as exc:  # the extra is optional; say how to get it
     raise ImportError("workbench.pyterrier needs PyTerrier: pip install 'sag2-workbench[pyterrier]'") from exc
 
-from .corpora import Question
-from .engine import Run
-from .evaluate import judge_factory
-from .formats import RUN_DEPTH, rank_score
-from .index import Index
-from .judges import FunctionJudge, JudgmentMemo
-from .measures import qrels_frame, topics_frame  # noqa: F401  (re-exported for notebooks)
-from .params import Params
+from workbench.index.corpora import Question
+from workbench.engine import Run
+from workbench.runs.evaluation import judge_factory
+from workbench.formats import RUN_DEPTH, rank_score
+from workbench.index.store import Index
+from workbench.judges.base import FunctionJudge
+from workbench.judgment import JudgmentMemo
+from workbench.measures import qrels_frame, topics_frame  # noqa: F401  (re-exported for notebooks)
+from workbench.params import Params
 
 RESULT_COLUMNS = ["docno", "score", "rank", "unit_id", "title", "judge_score", "bm25", "entered_round", "via_term"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, NamedTuple, Protocol
 
-from . import text as textlib
+from workbench import text as textlib
 
 
 class TermWeightingError(ValueError):

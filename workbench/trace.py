@@ -9,7 +9,7 @@ import html
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-from .params import Params
+from workbench.params import Params
 
 # Stop reasons (SPEC §3.5), one name each.
 STOP_EMPTY_QUESTION = "empty question: no tokens after text processing"

@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from .jev import estimate_tokens, read_payload
-from .judges import FunctionJudge, JudgeError, validate_scores
-from .safeio import InputError
+from workbench.judges.jev.core import estimate_tokens, read_payload
+from workbench.judges.base import FunctionJudge
+from workbench.judgment import JudgeError, validate_scores
+from workbench.safeio import InputError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[3]
 LISTEN_BACKLOG = 1024  # the default of 5 drops a third of 200 simultaneous new connections (issue 10)
 DEFAULT_MAX_BODY = 16 * 2**20  # bytes; a full 32k-token request is well under 1 MiB
 DEFAULT_READ_TIMEOUT = 30.0  # seconds a client may take to send a request (and to idle between requests)
@@ -292,10 +293,12 @@ class _Handler(BaseHTTPRequestHandler):
 def make_server_judge(spec: str, db: str | None):
     """The judge a server serves: lexical, lexical-bridge, semantic[:options] (these need an index),
     hash, hash-context-free, or FILE.py:NAME."""
-    from .judges import FunctionJudge, JudgeError, make_judge
+    from workbench.judges.base import FunctionJudge
+    from workbench.judgment import JudgeError
+    from workbench.judges.registry import make_judge
 
     if spec in HASH_JUDGES:
-        from .terms import load_python_object
+        from workbench.terms import load_python_object
 
         fn = load_python_object(f"{REPO_ROOT / 'benchmarks' / 'comparison_judges.py'}:{HASH_JUDGES[spec]}", "judge")
         return FunctionJudge(fn, name=spec)
@@ -303,7 +306,7 @@ def make_server_judge(spec: str, db: str | None):
         raise JudgeError(f"judge-server cannot serve {spec!r}: {'it would call itself' if spec == 'jev' else 'it needs gold labels'}")
     index = None
     if db is not None:
-        from .index import Index
+        from workbench.index.store import Index
 
         index = Index(db)
     elif spec in ("lexical", "lexical-bridge") or spec.split(":")[0] == "semantic":

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .safeio import InputError, file_sha256
+from workbench.safeio import InputError, file_sha256
 
 CACHE_VERSION = "embed-v1"
 DIM = 384
@@ -101,7 +101,7 @@ def int8_model_file(model_file: Path, digest: str, folder: Path | None = None) -
                                   "of sag2-workbench): pip install onnx, or use SAG2WB_EMBED_PRECISION=float") from None
     import tempfile
 
-    from .safeio import atomic_write_bytes
+    from workbench.safeio import atomic_write_bytes
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -394,7 +394,7 @@ def embed_index(index, embedder: Embedder, *, progress: bool = True, batch: int 
 
 def embed_main(args) -> int:
     """`sag2wb embed --db DB [--cache-dir DIR] [--threads N]`: the whole corpus, once."""
-    from .index import Index
+    from workbench.index.store import Index
 
     index = Index(args.db)
     embedder = Embedder(args.cache_dir, threads=args.threads)

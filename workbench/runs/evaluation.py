@@ -22,14 +22,15 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import safeio
-from .corpora import Question
-from .engine import Run
-from .judges import JudgeError, JudgmentMemo, make_judge
-from .parallel import Progress, QuestionMap, Sequential, heap_frozen
-from .params import Params
-from .terms import TermWeightingError, variant_fingerprint
-from .trace import STOP_JUDGE_ERROR, STOP_TERM_WEIGHTING_ERROR, Trace
+from workbench import safeio
+from workbench.index.corpora import Question
+from workbench.engine import Run
+from workbench.judgment import JudgeError, JudgmentMemo
+from workbench.judges.registry import make_judge
+from workbench.executors import Progress, QuestionMap, Sequential, heap_frozen
+from workbench.params import Params
+from workbench.terms import TermWeightingError, variant_fingerprint
+from workbench.trace import STOP_JUDGE_ERROR, STOP_TERM_WEIGHTING_ERROR, Trace
 
 METRICS = ("R@5", "R@10", "AE@10")
 BOOTSTRAP_RESAMPLES = 2000

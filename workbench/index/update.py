@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .build import Fingerprint, insert_units, tokenize_rows, write_aliases
-from .corpora import CorpusError, Unit, file_units, folder_files, iter_corpus
-from .safeio import file_sha256
+from workbench.index.build import Fingerprint, insert_units, tokenize_rows, write_aliases
+from workbench.index.corpora import CorpusError, Unit, file_units, folder_files, iter_corpus
+from workbench.safeio import file_sha256
 
 _UNIT_COLUMNS = "title, heading, body, document, source, location"
 
@@ -256,7 +256,7 @@ def _transaction(path: Path):
 
 
 def _busy(path: Path, exc: Exception) -> Exception:
-    from .index import IndexProblem
+    from workbench.index.store import IndexProblem
 
     return IndexProblem(f"{path}: cannot update the index ({exc}); another process is writing it or reading it "
                         "in a transaction: let it finish, or close it, and run the update again")

@@ -31,9 +31,9 @@ import unicodedata
 
 import regex
 
-from . import text as textlib
-from .index import fold_accents
-from .judges import passage_tokens
+from workbench import text as textlib
+from workbench.index.store import fold_accents
+from workbench.judges.lexical import passage_tokens
 
 SIGNALS = ("model", "coverage", "bridge")
 MIN_TITLE_CHARS = 4  # shorter names ("Io", "UK") match too much text to be evidence
@@ -174,7 +174,7 @@ class SemanticJudge:
     @property
     def embedder(self):
         if self._embedder is None:
-            from .embeddings import Embedder
+            from workbench.judges.embeddings import Embedder
 
             self._embedder = Embedder(self.cache_dir)
         return self._embedder
@@ -199,7 +199,7 @@ class SemanticJudge:
         return [sum(idf(t) for t in sorted(q & passage_tokens(c["title"], c["text"]))) / q_mass for c in candidates]
 
     def _model(self, question: str, candidates) -> list[float]:
-        from .embeddings import passage_text
+        from workbench.judges.embeddings import passage_text
 
         vecs = self.embedder.embed([question] + [passage_text(c["title"], c["text"]) for c in candidates])
         cos = vecs[1:] @ vecs[0]

@@ -34,21 +34,21 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import safeio
-from .corpora import Question
-from .engine import (
+from workbench import safeio
+from workbench.index.corpora import Question
+from workbench.engine import (
     Run, add_fusion, dedupe, initial_candidates, question_expression, rank, retrieve_expansion, score_round,
     select_seeds, select_terms, term_rows, truncated_trace,
 )
-from .evaluate import (
+from workbench.runs.evaluation import (
     METRICS, RESULT_MARKER, RESULT_VERSION, JudgeFailed, QuestionFailed, judge_factory, load_resume, naming_path,
     paired_bootstrap, question_metrics, record_fingerprint, require_gold, trace_failure,
 )
-from .judges import JudgeError, JudgmentMemo
-from .parallel import ComponentFetch, Progress, Sequential, heap_frozen, make_executor
-from .params import Params
-from .terms import TermWeightingError, get_term_weighting, variant_fingerprint
-from .trace import (
+from workbench.judgment import JudgeError, JudgmentMemo
+from workbench.executors import ComponentFetch, Progress, Sequential, heap_frozen, make_executor
+from workbench.params import Params
+from workbench.terms import TermWeightingError, get_term_weighting, variant_fingerprint
+from workbench.trace import (
     STOP_EMPTY_QUESTION, STOP_MAX_ROUNDS, STOP_NO_CANDIDATES, STOP_NO_NEW_CANDIDATES,
     STOP_NO_SEEDS, STOP_NO_TERMS, STOP_TERM_WEIGHTING_ERROR, PoolEntry, RoundState, Seed, Trace,
 )

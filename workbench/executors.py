@@ -43,8 +43,8 @@ from concurrent import futures as cf
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .judges import JudgmentMemo
-from .safeio import InputError
+from workbench.judgment import JudgmentMemo
+from workbench.safeio import InputError
 
 JEV_DEFAULT_CONCURRENCY = 8  # concurrent questions for a judge that waits on a service
 JEV_REQUEST_LIMIT = 20  # jev.CONCURRENCY: requests in flight per client (the paper's cap)
@@ -342,7 +342,7 @@ def recipe_for(index, judge_options: dict | None, workers: int, *, judgments: bo
     The JEV cache folder is made absolute (workers read it when they see it)."""
     opts = dict(judge_options or {})
     if opts:
-        from .jev import DEFAULT_CACHE_DIR
+        from workbench.judges.jev.core import DEFAULT_CACHE_DIR
 
         cache_dir = opts.get("cache_dir") or os.environ.get("SAG2WB_JEV_CACHE") or DEFAULT_CACHE_DIR
         opts["cache_dir"] = str(Path(cache_dir).resolve())
@@ -391,7 +391,7 @@ _FOREIGN_CONNECTIONS: list = []  # the caller's connections as forked: kept, nev
 def _adopt(index):
     """The caller's Index as this forked worker inherited it (caches and all, copy-on-write),
     on a connection of its own: an SQLite connection must not be used across a fork."""
-    from .index import Index
+    from workbench.index.store import Index
 
     fresh = Index(index.path)
     _FOREIGN_CONNECTIONS.append(index.db)
@@ -406,7 +406,7 @@ def _adopt(index):
 
 
 def _open_index(recipe: Recipe, index_bytes: bytes | None):
-    from .index import Index
+    from workbench.index.store import Index
 
     where = (recipe.index_path, recipe.index_fingerprint, index_bytes is not None)
     if where in _INDEXES:
@@ -442,7 +442,7 @@ class WorkerEnv:
 
     def judge_for(self, spec: str, question):
         """The worker's judge for a question (one per spec and process; oracle per question)."""
-        from .evaluate import judge_factory
+        from workbench.runs.evaluation import judge_factory
 
         with self.lock:
             factory = self.judges.get(spec)
@@ -473,7 +473,7 @@ class WorkerEnv:
                 close()
 
     def usage(self) -> dict:
-        from .engine import judge_usage
+        from workbench.engine import judge_usage
 
         total: dict = {}
         for spec, factory in self.judges.items():
@@ -502,7 +502,7 @@ def worker_env(recipe: Recipe, index_bytes: bytes | None = None) -> WorkerEnv:
 
 def _local_copy(data: bytes, fingerprint: str | None) -> Path:
     """The shipped index written once per machine (atomically) under the temp folder."""
-    from .safeio import atomic_write_bytes
+    from workbench.safeio import atomic_write_bytes
 
     name = f"sag2wb-index-{fingerprint or hashlib.sha256(data).hexdigest()[:16]}-{len(data)}.sqlite"
     path = Path(tempfile.gettempdir()) / name
@@ -553,8 +553,8 @@ def _without_units(value):
     """Traces (alone, in an evaluate.Outcome or in component_traces' list) with their `units`
     dict cut to a tuple of ids: the titles and sources are the caller's index's
     (engine.unit_infos), a third of the bytes pickled back per question (~28 of ~90 KB on 2Wiki)."""
-    from .evaluate import Outcome as QuestionOutcome
-    from .trace import Trace
+    from workbench.runs.evaluation import Outcome as QuestionOutcome
+    from workbench.trace import Trace
 
     if isinstance(value, Trace):
         return replace(value, units=tuple(value.units))
@@ -567,9 +567,9 @@ def _without_units(value):
 
 def _with_units(value, index):
     """The inverse of `_without_units`, in the caller: the same UnitInfo, in the same order."""
-    from .engine import unit_infos
-    from .evaluate import Outcome as QuestionOutcome
-    from .trace import Trace
+    from workbench.engine import unit_infos
+    from workbench.runs.evaluation import Outcome as QuestionOutcome
+    from workbench.trace import Trace
 
     if isinstance(value, Trace) and isinstance(value.units, tuple):
         return replace(value, units=unit_infos(index, value.units))
@@ -709,8 +709,8 @@ class Progress:
     """
 
     def __init__(self, total: int, desc: str, enabled: bool = True, judge=None):
-        from .engine import judge_usage
-        from .evaluate import progress_bar
+        from workbench.engine import judge_usage
+        from workbench.runs.evaluation import progress_bar
 
         self.bar = progress_bar(total, desc, enabled)
         usage = (lambda: judge_usage(judge)) if judge is not None else None
@@ -776,7 +776,7 @@ def question_task(env, memo, judge: str, params, question):
     the sequential loop makes. The record is made here, not by the caller, which would
     otherwise do it for every question while the workers use both cores (~0.15 s of the
     caller's CPU per 100 2Wiki questions)."""
-    from .evaluate import run_question
+    from workbench.runs.evaluation import run_question
 
     return run_question(env.index, question, params, env.judge_for(judge, question), memo)
 
@@ -806,7 +806,7 @@ def component_traces(experiment, configs, question, known: dict) -> list:
 def component_task(env, memo, all_configs, names, question, known, judge_options):
     """`component_traces` in a worker, on an Experiment rebuilt there around the worker's
     index, judges and this task's memo."""
-    from .experiments import Experiment
+    from workbench.runs.experiment import Experiment
 
     experiment = Experiment(env.index, [question], list(all_configs), memo=memo, progress=False,
                             judge_options=dict(judge_options))
@@ -859,7 +859,7 @@ class QuestionMap:
         self._shared = None
 
     def __call__(self, fn, todo):
-        from .engine import judge_usage
+        from workbench.engine import judge_usage
 
         todo = list(todo)
         self._questions = {q.id: q for q in todo}
@@ -898,7 +898,7 @@ class QuestionMap:
 
     def usage(self) -> dict | None:
         """Thread runs: the shared judge's counters spent since the map started; None otherwise."""
-        from .engine import judge_usage
+        from workbench.engine import judge_usage
 
         if not self.executor.local or isinstance(self.executor, Sequential) or self._shared is None:
             return None

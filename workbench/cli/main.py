@@ -18,16 +18,17 @@ import sys
 import time
 from pathlib import Path
 
-from . import safeio
-from .corpora import CorpusError, check_gold, load_questions
-from .evaluate import QuestionFailed, is_our_result, load_resume, naming_path, require_gold
-from .experiments import ExperimentError
-from .index import Index, IndexProblem, open_or_build
-from .judges import JudgeError, default_judge, resolve_judge
-from .params import Params, ParamsError
-from .terms import TermWeightingError
+from workbench import safeio
+from workbench.index.corpora import CorpusError, check_gold, load_questions
+from workbench.runs.evaluation import QuestionFailed, is_our_result, load_resume, naming_path, require_gold
+from workbench.runs.experiment import ExperimentError
+from workbench.index.store import Index, IndexProblem, open_or_build
+from workbench.judgment import JudgeError
+from workbench.judges.registry import default_judge, resolve_judge
+from workbench.params import Params, ParamsError
+from workbench.terms import TermWeightingError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_DOCS = REPO_ROOT / "sample_corpora" / "internal_docs"
 SAMPLE_DOCS_QUESTIONS = REPO_ROOT / "sample_corpora" / "internal_docs.questions.jsonl"
 
@@ -55,7 +56,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_ecosystem_options(p: argparse.ArgumentParser) -> None:
-    from .measures import measure_name
+    from workbench.measures import measure_name
 
     g = p.add_argument_group("IR toolbox (docs/ecosystem.md)")
     g.add_argument("--split", default=None, help="the qrels split when --questions is a BEIR folder (default: test)")
@@ -92,7 +93,7 @@ def _add_parallel_options(p: argparse.ArgumentParser) -> None:
 def _run_work(args, resume, work):
     """`work(executor)` on the executor the options ask for: (its result, None), or (None, the
     exit code) when a question failed or Ctrl-C stopped it (finished questions stay in `resume`)."""
-    from .parallel import make_executor
+    from workbench.executors import make_executor
 
     executor = make_executor(args.concurrency, args.processes, args.dask, judge=args.judge)
     try:
@@ -177,7 +178,7 @@ def _size(path: Path) -> str:
 
 
 def cmd_index(args) -> int:
-    from .update import update_folder, update_passages
+    from workbench.index.update import update_folder, update_passages
 
     t0 = time.perf_counter()
     db = Path(args.db)
@@ -255,8 +256,8 @@ def _explain(trace) -> None:
 
 
 def cmd_search(args) -> int:
-    from .engine import Run
-    from .judges import make_judge
+    from workbench.engine import Run
+    from workbench.judges.registry import make_judge
 
     if args.top < 1:
         raise CLIError(f"--top {args.top}: give a number of results of at least 1")
@@ -278,7 +279,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .evaluate import evaluate
+    from workbench.runs.evaluation import evaluate
 
     out = Path(args.out)
     extra_outputs = [(Path(p), None) for p in (args.run, args.qrels) if p]  # TREC files: checked before any work too
@@ -320,14 +321,14 @@ def _eval_extras(args, result, questions) -> list[str]:
     """--run / --qrels / --measure (workbench/measures.py)."""
     if not (args.run or args.qrels or args.measure):
         return []
-    from .measures import eval_extras
+    from workbench.measures import eval_extras
 
     return eval_extras(result, questions, run=args.run, qrels=args.qrels, measures=args.measure,
                        tag=args.judge, inputs=[args.db, args.questions], out=args.out)
 
 
 def cmd_convert(args) -> int:
-    from .formats import convert
+    from workbench.formats import convert
 
     written = convert(args.to, args.out, corpus=args.corpus, questions=args.questions, split=args.split,
                       results=args.results, run=args.run, tag=args.tag)
@@ -339,9 +340,9 @@ def cmd_convert(args) -> int:
 def cmd_demo(args) -> int:
     """Index the bundled docs, walk one cross-file question round by round, then compare
     BM25, SAG2 with the offline lexical and semantic judges, and the oracle ceiling on every sample question."""
-    from .engine import Run
-    from .evaluate import evaluate
-    from .judges import make_judge
+    from workbench.engine import Run
+    from workbench.runs.evaluation import evaluate
+    from workbench.judges.registry import make_judge
 
     db = Path(args.db)
     index, built = open_or_build(SAMPLE_DOCS, db, source="sample_corpora/internal_docs")
@@ -376,19 +377,19 @@ def cmd_demo(args) -> int:
 
 
 def cmd_judge_server(args) -> int:
-    from .judge_server import serve_main
+    from workbench.judges.jev.server import serve_main
 
     return serve_main(args)
 
 
 def cmd_cache(args) -> int:
-    from .jev import cache_main
+    from workbench.judges.jev.core import cache_main
 
     return cache_main(args)
 
 
 def cmd_embed(args) -> int:
-    from .embeddings import embed_main
+    from workbench.judges.embeddings import embed_main
 
     return embed_main(args)
 
@@ -413,7 +414,7 @@ def cmd_ablate(args) -> int:
     they come, so an interrupted or failed run resumes (the file is removed once every
     question completed and OUT.json is written).
     """
-    from .experiments import (
+    from workbench.runs.experiment import (
         REFERENCE_ROW, ROW_DEFINITIONS, Experiment, ablation_markdown, ablation_report, paper_ablation,
     )
 
@@ -619,7 +620,7 @@ def main(argv=None) -> int:
         if getattr(args, "run_judge_timeout", None) is not None:
             # checked here, passed on through the environment so that worker processes
             # (--processes, --dask) apply the same limit
-            from .judges import JUDGE_TIMEOUT_VARIABLE, _check_timeout
+            from workbench.judges.base import JUDGE_TIMEOUT_VARIABLE, _check_timeout
 
             _check_timeout(args.run_judge_timeout, "--judge-timeout")
             os.environ[JUDGE_TIMEOUT_VARIABLE] = args.run_judge_timeout

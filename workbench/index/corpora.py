@@ -45,7 +45,7 @@ class Question:
 def load_corpus(path: str | Path) -> list[Unit]:
     """Units from a benchmark `corpus.json`, a folder of .md/.txt documents, a JSON Lines
     corpus, a BEIR folder or `irds:NAME` (the last three: workbench/formats.py)."""
-    from .formats import corpus_loader
+    from workbench.formats import corpus_loader
 
     if (loader := corpus_loader(path)) is not None:
         return loader()
@@ -103,7 +103,7 @@ def iter_corpus(path: str | Path) -> Iterator[Unit]:
 
     >>> sum(1 for _ in iter_corpus("sample_corpora/encyclopedia/corpus.json"))   # doctest: +SKIP
     """
-    from .formats import corpus_loader
+    from workbench.formats import corpus_loader
 
     if (loader := corpus_loader(path)) is not None:  # JSON Lines, BEIR folders, irds: (read whole)
         yield from loader()
@@ -243,7 +243,7 @@ def json_objects(path, lines, error=CorpusError):
 def load_questions(path: str | Path, split: str | None = None) -> list[Question]:
     """`*.jsonl`: one {"_id", "question", "supporting_titles", "type"?, "hops"?, "answer"?} per line;
     also a BEIR folder (`split`: its qrels/SPLIT.tsv), a TREC folder or `irds:NAME` (workbench/formats.py)."""
-    from .formats import questions_loader
+    from workbench.formats import questions_loader
 
     if (loader := questions_loader(path, split)) is not None:
         return loader()

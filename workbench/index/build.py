@@ -34,9 +34,9 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from . import text as textlib
-from .corpora import Unit
-from .postings import COLUMNS, read_instances
+from workbench import text as textlib
+from workbench.index.corpora import Unit
+from workbench.index.postings import COLUMNS, read_instances
 
 CHUNK_UNITS = 2048
 SCHEMA = """
@@ -78,7 +78,7 @@ def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str]]) -> dict
 
 def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict:
     """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together)."""
-    from .index import DIVERSITY_TOKEN, fold_accents, normalize_title  # the index's own rules
+    from workbench.index.store import DIVERSITY_TOKEN, fold_accents, normalize_title  # the index's own rules
 
     tok = textlib.tokenize
     fts_rows, phrases, title_keys = [], Counter(), []
@@ -251,7 +251,7 @@ def write_index(units: Iterable[Unit], path: Path, source: str, *, workers: int 
                 progress: bool | None = False, total: int | None = None) -> dict:
     """Write a complete index of `units` (any iterable, read once) into the new file
     `path`. Returns the meta table it wrote."""
-    from .index import SCHEMA_VERSION, tokenizer_signature
+    from workbench.index.store import SCHEMA_VERSION, tokenizer_signature
 
     workers = default_workers() if workers is None else workers
     db = sqlite3.connect(path)

@@ -39,8 +39,8 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .judges import JudgeError
-from .safeio import InputError, atomic_writer, check_output
+from workbench.judgment import JudgeError
+from workbench.safeio import InputError, atomic_writer, check_output
 
 log = logging.getLogger("workbench.jev")
 

@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 import regex
 
-from . import text as textlib
-from .corpora import UNIT_MAX_CHARS, Unit
-from .postings import Postings, phrases_of
-from .safeio import InputError
+from workbench import text as textlib
+from workbench.index.corpora import UNIT_MAX_CHARS, Unit
+from workbench.index.postings import Postings, phrases_of
+from workbench.safeio import InputError
 
 # 2: postings, row lengths, body vocabulary, title phrases and aliases stored at build time
 SCHEMA_VERSION = "sag2wb-index-2"
@@ -557,14 +557,14 @@ class Index:
         >>> Index.build("sample_corpora/internal_docs", "docs.sqlite")   # doctest: +SKIP
         Index('docs.sqlite', units=..., documents=...)
         """
-        from .build import write_index
-        from .corpora import iter_corpus
+        from workbench.index.build import write_index
+        from workbench.index.corpora import iter_corpus
 
         path = Path(path)
         folder = None
         if isinstance(units, (str, Path)):
             source = source or str(units)
-            from .formats import corpus_loader
+            from workbench.formats import corpus_loader
 
             # a folder of .md/.txt files keeps a manifest for in-place updates; a BEIR folder does not
             folder = Path(units) if Path(units).is_dir() and corpus_loader(units) is None else None
@@ -581,7 +581,7 @@ class Index:
             if not meta:
                 raise IndexProblem(f"{source or path}: nothing to index (no units)")
             if folder is not None:  # what `sag2wb index FOLDER` compares to update in place
-                from .update import write_manifest
+                from workbench.index.update import write_manifest
 
                 with sqlite3.connect(tmp) as db:
                     write_manifest(db, folder)
@@ -644,7 +644,7 @@ def _alive(pid: int) -> bool:
 
 
 def corpus_fingerprint(units) -> str:
-    from .build import Fingerprint
+    from workbench.index.build import Fingerprint
 
     fingerprint = Fingerprint()
     for u in units:
@@ -655,7 +655,7 @@ def corpus_fingerprint(units) -> str:
 def open_or_build(units_or_corpus, path: str | Path, *, source: str = "", progress: bool | None = False) -> tuple[Index, bool]:
     """Open `path` if it holds an index of exactly these units; otherwise (re)build it.
     Returns (index, built)."""
-    from .corpora import iter_corpus
+    from workbench.index.corpora import iter_corpus
 
     is_path = isinstance(units_or_corpus, (str, Path))
     units = iter_corpus(units_or_corpus) if is_path else units_or_corpus

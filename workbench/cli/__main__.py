@@ -1,0 +1,5 @@
+import sys
+
+from workbench.cli.main import main
+
+sys.exit(main())
