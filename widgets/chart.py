@@ -33,104 +33,21 @@ import plotly.graph_objects as go
 import plotly.utils
 import traitlets
 
-_SLOT_JS = """
-function plotlySlot() {
-  const g = globalThis;
-  if (!g.__sag2wbPlotly) {
-    let resolve;
-    const promise = new Promise((r) => { resolve = r; });
-    g.__sag2wbPlotly = { promise, resolve, Plotly: null };
-  }
-  return g.__sag2wbPlotly;
-}
-"""
+from . import assets
 
-_CHART_JS = _SLOT_JS + r"""
-function download(Plotly, div, format, name) {
-  return Plotly.downloadImage(div, { format, filename: name || "chart", scale: format === "png" ? 2 : 1 });
-}
-
-export default {
-  async render({ model, el }) {
-    const div = document.createElement("div");
-    div.className = "sag2wb-chart";
-    div.style.width = "100%";
-    const waiting = document.createElement("div");
-    waiting.className = "sag2wb-chart-loading";
-    waiting.textContent = "loading plotly.js …";
-    waiting.style.cssText = "font-size:12px;color:#777";
-    el.appendChild(waiting);
-    el.appendChild(div);
-    const slot = plotlySlot();
-    const Plotly = slot.Plotly || await slot.promise;
-    waiting.remove();
-    let drawnFigure = null, drawing = false, disposed = false;
-    const config = () => ({
-      responsive: true, displaylogo: false,
-      toImageButtonOptions: { format: "png", filename: model.get("name") || "chart", scale: 2 },
-      modeBarButtonsToAdd: [{
-        name: "download as SVG", title: "Download plot as SVG",
-        icon: Plotly.Icons["camera-retro"],
-        click: (gd) => download(Plotly, gd, "svg", model.get("name")),
-      }],
-    });
-    // Draw until the drawn figure is the model's current figure: a figure that arrives
-    // while plotly is drawing is drawn next; an older one is never drawn after a newer one.
-    const draw = async () => {
-      if (drawing || disposed) return;
-      drawing = true;
-      try {
-        while (!disposed && drawnFigure !== model.get("figure")) {
-          const fig = model.get("figure") || {};
-          // plotly mutates what it is given; the synced value stays pristine
-          const t0 = performance.now();
-          await Plotly.react(div, structuredClone(fig.data || []), structuredClone(fig.layout || {}), config());
-          div.dataset.drawMs = String(Math.round(performance.now() - t0));  // read by the benchmark
-          drawnFigure = fig;
-          const meta = (fig.layout && fig.layout.meta) || {};
-          div.dataset.rev = String(meta.rev ?? "");
-          delete div.dataset.error;
-        }
-      } catch (err) {
-        div.dataset.error = String(err);
-        console.error("sag2wb chart", model.get("name"), err);
-      } finally {
-        drawing = false;
-      }
-    };
-    const onChange = () => { draw(); };
-    model.on("change:figure", onChange);
-    const onMessage = (msg) => {
-      if (msg && msg.download && drawnFigure) download(Plotly, div, msg.download, msg.filename);
-    };
-    model.on("msg:custom", onMessage);
-    const resize = new ResizeObserver(() => {
-      if (!disposed && div.offsetWidth > 0 && drawnFigure) Plotly.Plots.resize(div);
-    });
-    resize.observe(el);
-    await draw();
-    return () => {
-      disposed = true;
-      resize.disconnect();
-      model.off("change:figure", onChange);
-      model.off("msg:custom", onMessage);
-      Plotly.purge(div);
-    };
-  },
-};
-"""
+# the front end (widgets/*.js): plotlySlot() is shared by the loader and every chart
+_SLOT_JS = assets.read("slot.js")
+_CHART_JS = _SLOT_JS + assets.read("chart.js")
+_LOADER_TAIL_JS = assets.read("plotly_loader.js")  # runs after plotly.min.js in the loader
 
 
 @functools.cache
 def _loader_js() -> str:
-    source = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+    source = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(
+        encoding="utf-8")
     # plotly.min.js is UMD: with a `module` object in scope it fills module.exports (and
     # touches no global `define`, which an AMD loader on the page would otherwise take).
-    return ("const module = { exports: {} };\n" + source + "\n;\n" + _SLOT_JS + """
-const slot = plotlySlot();
-if (!slot.Plotly) { slot.Plotly = module.exports; slot.resolve(module.exports); }
-export default { render({ el }) { el.style.display = "none"; } };
-""")
+    return "const module = { exports: {} };\n" + source + "\n;\n" + _SLOT_JS + _LOADER_TAIL_JS
 
 
 class PlotlyLoader(anywidget.AnyWidget):

@@ -13,13 +13,14 @@ from workbench.terms import TermWeightingError
 from .model import ROUND, TRACE
 
 INT_PARAMS = ("B", "s", "L", "H", "p")
-HELP = {"B": "candidates per round", "s": "seeds per round", "L": "expansion terms", "H": "expansion rounds (0-2)",
-        "p": "protected BM25 passages"}
+HELP = {"B": "candidates per round", "s": "seeds per round", "L": "expansion terms",
+        "H": "expansion rounds (0-2)", "p": "protected BM25 passages"}
 
 
 def _message(widget: w.HTML, text: str | None, ok: str = ""):
     if text:
-        widget.value = f"<span style='color:#b00020;font-size:12px' class='sag2wb-invalid'>✗ {html.escape(text)}</span>"
+        widget.value = (f"<span style='color:#b00020;font-size:12px' class='sag2wb-invalid'>"
+                        f"✗ {html.escape(text)}</span>")
     else:
         widget.value = f"<span style='color:#555;font-size:12px'>{html.escape(ok)}</span>"
 
@@ -36,11 +37,14 @@ class ParamsControls:
                                      layout=small, style=style) for name in INT_PARAMS}
         for name, box in self.ints.items():
             box.add_class(f"sag2wb-param-{name}")
-        self.field_weights = w.Text(value=", ".join(f"{x:g}" for x in p.field_weights), description="field weights",
+        self.field_weights = w.Text(value=", ".join(f"{x:g}" for x in p.field_weights),
+                                    description="field weights",
                                     continuous_update=False, layout=w.Layout(width="230px"),
-                                    style={"description_width": "95px"}, tooltip="title, heading, body")
+                                    style={"description_width": "95px"},
+                                    tooltip="title, heading, body")
         self.term_weighting = w.Dropdown(options=model.term_weightings(), value=p.term_weighting,
-                                         description="term weighting", layout=w.Layout(width="300px"),
+                                         description="term weighting",
+                                         layout=w.Layout(width="300px"),
                                          style={"description_width": "115px"})
         self.diversity = w.Checkbox(value=p.diversity, description="diversity", indent=False,
                                     layout=w.Layout(width="90px"))
@@ -48,16 +52,19 @@ class ParamsControls:
                                       layout=w.Layout(width="80px"))
         self.auto = w.Checkbox(value=True, description="re-run on change", indent=False,
                                layout=w.Layout(width="135px"))
-        self.rerun = w.Button(description="Re-run", button_style="primary", layout=w.Layout(width="80px"),
+        self.rerun = w.Button(description="Re-run", button_style="primary",
+                              layout=w.Layout(width="80px"),
                               tooltip="recompute from the earliest round the changes affect")
         self.message = w.HTML()
         self.message.add_class("sag2wb-params-message")
-        for box in [*self.ints.values(), self.field_weights, self.term_weighting, self.diversity, self.use_context]:
+        for box in [*self.ints.values(), self.field_weights, self.term_weighting, self.diversity,
+                    self.use_context]:
             box.observe(self._edited, "value")
         self.rerun.on_click(lambda _: self.apply(force=True))
         model.subscribe(self._on_event)
         self.widget = w.VBox([
-            w.HBox([*self.ints.values(), self.field_weights], layout=w.Layout(flex_flow="row wrap")),
+            w.HBox([*self.ints.values(), self.field_weights],
+                   layout=w.Layout(flex_flow="row wrap")),
             w.HBox([self.term_weighting, self.diversity, self.use_context, self.auto, self.rerun],
                    layout=w.Layout(flex_flow="row wrap", align_items="center")),
             self.message,
@@ -72,7 +79,8 @@ class ParamsControls:
             raise ParamsError(f"field_weights: {self.field_weights.value!r} is not three numbers "
                               "like 2, 2, 1 (title, heading, body)") from None
         return {**{n: int(b.value) for n, b in self.ints.items()}, "field_weights": weights,
-                "term_weighting": self.term_weighting.value, "diversity": bool(self.diversity.value),
+                "term_weighting": self.term_weighting.value,
+                "diversity": bool(self.diversity.value),
                 "use_context": bool(self.use_context.value)}
 
     def _edited(self, _change):
@@ -178,8 +186,10 @@ class PinControls:
 
     def __init__(self, model):
         self.model = model
-        self.unit = w.Dropdown(description="pin", layout=w.Layout(width="330px"), style={"description_width": "30px"})
-        self.score = w.BoundedFloatText(value=1.0, min=0.0, max=1.0, step=0.05, layout=w.Layout(width="70px"))
+        self.unit = w.Dropdown(description="pin", layout=w.Layout(width="330px"),
+                               style={"description_width": "30px"})
+        self.score = w.BoundedFloatText(value=1.0, min=0.0, max=1.0, step=0.05,
+                                        layout=w.Layout(width="70px"))
         self.pin = w.Button(description="pin score", layout=w.Layout(width="85px"))
         self.clear = w.Button(description="clear pins", layout=w.Layout(width="85px"))
         self.message = w.HTML()
@@ -211,5 +221,6 @@ class PinControls:
         ids = [u for _, u in self.unit.options]
         self.unit.value = keep if keep in ids else (ids[0] if ids else None)
         titles = dict(zip(model.frames["passages"]["unit_id"], model.frames["passages"]["title"]))
-        pins = ", ".join(f"r{r}:{str(titles.get(u, u))[:20]}={s:g}" for (r, u), s in model.pins.items())
+        pins = ", ".join(f"r{r}:{str(titles.get(u, u))[:20]}={s:g}"
+                         for (r, u), s in model.pins.items())
         _message(self.message, None, f"pinned: {pins}" if pins else "")

@@ -2,7 +2,8 @@
 
 >>> from widgets import Dashboard, dashboard_for                                   # doctest: +SKIP
 >>> Dashboard(index, questions, judge="lexical")                                   # doctest: +SKIP
->>> dashboard_for("sample_corpora/internal_docs")     # index the folder, find its questions  # doctest: +SKIP
+>>> # index the folder, find its questions
+>>> dashboard_for("sample_corpora/internal_docs")                                  # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from .model import DashboardModel
 
 
 def _section(title: str, child, css_class: str = "") -> w.VBox:
-    box = w.VBox([w.HTML(f"<div style='font-weight:600;font-size:13px;margin-top:4px'>{html.escape(title)}</div>"),
+    box = w.VBox([w.HTML(f"<div style='font-weight:600;font-size:13px;margin-top:4px'>"
+                         f"{html.escape(title)}</div>"),
                   child], layout=w.Layout(min_width="0", overflow="hidden", width="100%"))
     if css_class:
         box.add_class(css_class)
@@ -42,9 +44,10 @@ class Dashboard:
     `background=True` runs re-runs on a worker thread so Stop can interrupt between rounds."""
 
     def __init__(self, index, questions, judge="auto", params: Params | None = None, *,
-                 jev_options: dict | None = None, judges: dict | None = None, background: bool = False):
-        self.model = DashboardModel(index, questions, judge=judge, params=params, jev_options=jev_options,
-                                    judges=judges)
+                 jev_options: dict | None = None, judges: dict | None = None,
+                 background: bool = False):
+        self.model = DashboardModel(index, questions, judge=judge, params=params,
+                                    jev_options=jev_options, judges=judges)
         self.background = background
         m = self.model
         self.status = views.StatusView(m)
@@ -58,14 +61,16 @@ class Dashboard:
         self.ranking = views.RankingView(m)
         self.diff = views.DiffView(m)
         self.passage = views.PassageView(m)
-        self.export = ExportControls(m, charts={"seeds": self.seeds.widget, "terms": self.terms.widget,
-                                                "slope": self.slope.widget, "trajectory": self.trajectory.widget})
+        self.export = ExportControls(m, charts={
+            "seeds": self.seeds.widget, "terms": self.terms.widget,
+            "slope": self.slope.widget, "trajectory": self.trajectory.widget})
         self.params = ParamsControls(m)
         self.judge = JudgeControls(m)
         self.pins = PinControls(m)
         if background:
             m.recompute_later = m.recompute_in_background
-        controls = w.VBox([self.params.widget, self.judge.widget, self.pins.widget, self.status.widget],
+        controls = w.VBox([self.params.widget, self.judge.widget, self.pins.widget,
+                           self.status.widget],
                           layout=w.Layout(border="1px solid #ddd", padding="4px", width="100%"))
         controls.add_class("sag2wb-controls")
         self.widget = w.VBox([
@@ -77,7 +82,8 @@ class Dashboard:
             # area with the file browser open (columns were clipped)
             _section(self.pool.title, self.pool.widget, "sag2wb-pool-section"),
             _two_columns(_section(self.seeds.title, self.seeds.widget, "sag2wb-seeds-section"),
-                         _section(self.context.title, self.context.widget, "sag2wb-context-section")),
+                         _section(self.context.title, self.context.widget,
+                                  "sag2wb-context-section")),
             _section(self.passage.title, self.passage.widget, "sag2wb-passage-section"),
             _section(self.terms.title, self.terms.widget, "sag2wb-terms-section"),
             # the ranking's seven columns need the full width; the diff's two lists fit half
@@ -116,8 +122,8 @@ def _find_questions(path: Path):
     return None
 
 
-def dashboard_for(corpus, questions=None, judge: str = "auto", *, db=None, params: Params | None = None,
-                  **kwargs) -> Dashboard:
+def dashboard_for(corpus, questions=None, judge: str = "auto", *, db=None,
+                  params: Params | None = None, **kwargs) -> Dashboard:
     """Index a folder of .md/.txt documents (or a corpus.json, or a folder holding one) and
     open the dashboard. `questions`: a .jsonl path, Question objects or plain strings; by
     default the `<folder>.questions.jsonl` next to the folder or a `questions.jsonl` inside.
@@ -140,5 +146,6 @@ def dashboard_for(corpus, questions=None, judge: str = "auto", *, db=None, param
         questions = load_questions(questions)
     elif isinstance(questions, str):
         questions = [questions]
-    questions = [q if isinstance(q, Question) else Question(f"q{i + 1}", str(q)) for i, q in enumerate(questions)]
+    questions = [q if isinstance(q, Question) else Question(f"q{i + 1}", str(q))
+                 for i, q in enumerate(questions)]
     return Dashboard(index, questions, judge=judge, params=params, **kwargs)

@@ -51,7 +51,8 @@ def export_trace(model, folder) -> list[Path]:
 def export_frames(model, folder, fmt: str = "csv") -> list[Path]:
     """One file per frame (passages, terms, seeds, rounds, context, ranking)."""
     if fmt == "parquet" and not parquet_available():
-        raise RuntimeError("Parquet export needs pyarrow (pip install pyarrow); CSV works without it")
+        raise RuntimeError(
+            "Parquet export needs pyarrow (pip install pyarrow); CSV works without it")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out = []
@@ -63,7 +64,8 @@ def export_frames(model, folder, fmt: str = "csv") -> list[Path]:
             frame = frame.copy()
             for col in frame.columns:  # dict/list cells (judge components) as JSON text
                 if frame[col].map(lambda v: isinstance(v, (dict, list))).any():
-                    frame[col] = frame[col].map(lambda v: None if v is None else __import__("json").dumps(v))
+                    frame[col] = frame[col].map(
+                        lambda v: None if v is None else __import__("json").dumps(v))
             atomic_write_bytes(path, frame.to_parquet(index=False))
         out.append(path)
     return out
@@ -91,15 +93,17 @@ class ExportControls:
         self.message.add_class("sag2wb-export-message")
         self.trace_button.on_click(lambda _: self._run(export_trace))
         self.csv_button.on_click(lambda _: self._run(lambda m, f: export_frames(m, f, "csv")))
-        self.parquet_button.on_click(lambda _: self._run(lambda m, f: export_frames(m, f, "parquet")))
+        self.parquet_button.on_click(
+            lambda _: self._run(lambda m, f: export_frames(m, f, "parquet")))
         self.png_button.on_click(lambda _: self._charts("png"))
         self.svg_button.on_click(lambda _: self._charts("svg"))
         note = "" if has_parquet else " · Parquet needs pyarrow, not installed"
         self.widget = w.VBox([
-            w.HBox([self.folder, self.trace_button, self.csv_button, self.parquet_button, self.png_button,
-                    self.svg_button], layout=w.Layout(flex_flow="row wrap", align_items="center")),
-            w.HTML(f"<span class='sag2wb-muted' style='font-size:11px'>files go to the folder on the kernel's "
-                   f"machine; charts download in the browser{note}</span>"),
+            w.HBox([self.folder, self.trace_button, self.csv_button, self.parquet_button,
+                    self.png_button, self.svg_button],
+                   layout=w.Layout(flex_flow="row wrap", align_items="center")),
+            w.HTML(f"<span class='sag2wb-muted' style='font-size:11px'>files go to the folder on "
+                   f"the kernel's machine; charts download in the browser{note}</span>"),
             self.message,
         ])
 
@@ -110,9 +114,11 @@ class ExportControls:
             self.message.value = f"<span class='sag2wb-error'>✗ {html.escape(str(exc))}</span>"
             return
         self.message.value = ("<span style='font-size:12px'>wrote " +
-                              ", ".join(f"<code>{html.escape(str(p))}</code>" for p in paths) + "</span>")
+                              ", ".join(f"<code>{html.escape(str(p))}</code>" for p in paths) +
+                              "</span>")
 
     def _charts(self, fmt: str):
         for name, chart in self.charts.items():
             chart.download(fmt, f"{_stem(self.model)}.{name}")
-        self.message.value = f"<span style='font-size:12px'>asked the browser to save {len(self.charts)} {fmt.upper()} files</span>"
+        self.message.value = (f"<span style='font-size:12px'>asked the browser to save "
+                              f"{len(self.charts)} {fmt.upper()} files</span>")

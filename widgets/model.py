@@ -17,10 +17,7 @@ from dataclasses import dataclass
 
 from workbench.index.corpora import Question
 from workbench.engine import Run
-from workbench.judges import FunctionJudge
-from workbench.judgment import JudgeError, JudgmentMemo
-from workbench.judges.lexical import LexicalJudge, OracleJudge
-from workbench.judges.registry import load_function_judge
+from workbench.judges import FunctionJudge, JudgeError, JudgeSpec, JudgmentMemo
 from workbench.params import Params, ParamsError, earliest_affected_round
 from workbench.terms import TERM_WEIGHTINGS, TermWeightingError
 
@@ -54,12 +51,14 @@ class DashboardModel:
     def __init__(self, index, questions, *, judge="lexical", params: Params | None = None,
                  jev_options: dict | None = None, judges: dict | None = None):
         self.index = index
-        self.questions = [q if isinstance(q, Question) else Question("", str(q)) for q in (questions or [])]
+        self.questions = [q if isinstance(q, Question) else Question("", str(q))
+                          for q in (questions or [])]
         if not self.questions:
             raise ValueError("DashboardModel needs at least one question")
         for i, q in enumerate(self.questions):
             if not q.id:
-                self.questions[i] = Question(f"q{i + 1}", q.question, q.gold, q.type, q.hops, q.answer)
+                self.questions[i] = Question(f"q{i + 1}", q.question, q.gold, q.type, q.hops,
+                                             q.answer)
         self.has_gold = any(q.gold for q in self.questions)
         self.jev_options = dict(jev_options or {})
         self.extra_judges = dict(judges or {})  # name -> callable or judge object
@@ -83,7 +82,8 @@ class DashboardModel:
         self.trace = None
         self.frames: dict = {}
         self.selected_unit: int | None = None  # the passage the passage view shows
-        self.generation = 0  # +1 per shown trace: charts stamp it, tests compare it with the stepper
+        # +1 per shown trace: charts stamp it, tests compare it with the stepper
+        self.generation = 0
         self.reference = None  # a trace to diff against (the previous one unless fixed)
         self.reference_fixed = False
         self.last_recompute: dict = {}
@@ -100,8 +100,10 @@ class DashboardModel:
             for fn in list(self._listeners):
                 try:
                     fn(self, what)
-                except Exception as exc:  # one broken view must not leave the others on the old state
-                    failures.append(f"{getattr(fn, '__qualname__', fn)}: {type(exc).__name__}: {exc}")
+                except Exception as exc:
+                    # one broken view must not leave the others on the old state
+                    failures.append(
+                        f"{getattr(fn, '__qualname__', fn)}: {type(exc).__name__}: {exc}")
         if failures:
             self.status.error = "a view failed to redraw: " + "; ".join(failures)
             if what != STATUS:
@@ -140,45 +142,37 @@ class DashboardModel:
             name = getattr(spec, "__name__", "function")
             self.extra_judges[name] = spec
             return name
-        from workbench.judges.registry import resolve_judge
-
-        return resolve_judge(str(spec), self.index)  # "auto": the corpus's default judge
+        if spec in self.extra_judges:
+            return spec
+        return str(JudgeSpec.parse(spec).resolve(self.index))  # "auto": the corpus's default judge
 
     def judge_for(self, spec: str, question: Question):
         """The judge object for a spec (kept, so re-runs see the same object and judge key)."""
-        if spec == "bm25":
-            return None
-        if spec == "oracle":
-            if not question.gold:
-                raise JudgeError("judge 'oracle' needs gold labels; this question has none")
-            key = ("oracle", question.gold)
-            if key not in self._judges:
-                self._judges[key] = OracleJudge(question.gold)
-            return self._judges[key]
-        if spec in self._judges:
+        if spec in self.extra_judges:
+            if spec not in self._judges:
+                obj = self.extra_judges[spec]
+                self._judges[spec] = obj if hasattr(obj, "judge") else FunctionJudge(obj, name=spec)
             return self._judges[spec]
-        if spec == "lexical":
-            judge = LexicalJudge(self.index)
-        elif spec in ("lexical-bridge", "semantic") or spec.startswith("semantic:"):
-            from workbench.judges import make_judge  # the semantic judge loads its model lazily
-
-            judge = make_judge(spec, self.index)
-        elif spec == "jev":
-            if not jev_configured(self.jev_options):
-                raise JudgeError("judge 'jev' is not configured: set JEV_API_KEY, OPENROUTER_API_KEY or "
-                                 "TYPESAFE_API_KEY, or pass jev_options={'cache_dir': ...}")
-            from workbench.judges import make_judge  # imports workbench.jev lazily
-
-            judge = make_judge("jev", self.index, **self.jev_options)
-        elif spec in self.extra_judges:
-            obj = self.extra_judges[spec]
-            judge = obj if hasattr(obj, "judge") else FunctionJudge(obj, name=spec)
-        elif ":" in spec and spec.split(":")[0].endswith(".py"):
-            judge = load_function_judge(spec)
-        else:
-            raise JudgeError(f"unknown judge {spec!r}; choose one of {', '.join(self.judge_options())} or FILE.py:NAME")
-        self._judges[spec] = judge
-        return judge
+        try:
+            parsed = JudgeSpec.parse(spec)
+        except JudgeError:
+            raise JudgeError(f"unknown judge {spec!r}; choose one of {', '.join(self.judge_options())} "
+                             f"or FILE.py:NAME") from None
+        if parsed.kind.needs_gold:
+            if not question.gold:
+                raise JudgeError(f"judge {spec!r} needs gold labels; this question has none")
+            key = (spec, question.gold)
+            if key not in self._judges:
+                self._judges[key] = parsed.build(self.index, gold=question.gold)
+            return self._judges[key]
+        if spec not in self._judges:
+            if parsed.name == "jev":
+                if not jev_configured(self.jev_options):
+                    raise JudgeError("judge 'jev' is not configured: set JEV_API_KEY, OPENROUTER_API_KEY or "
+                                     "TYPESAFE_API_KEY, or pass jev_options={'cache_dir': ...}")
+                parsed = parsed.with_options(**self.jev_options)
+            self._judges[spec] = parsed.build(self.index)
+        return self._judges[spec]
 
     # ---- changing the state ----------------------------------------------------------------
     def set_question(self, question_id: str):
@@ -188,7 +182,7 @@ class DashboardModel:
         if q == self.question:
             return
         self.question, self.pins, self.run = q, {}, None
-        if self.judge_spec == "oracle" and not q.gold:
+        if self.judge_spec not in self.extra_judges and not q.gold and JudgeSpec.parse(self.judge_spec).kind.needs_gold:
             self.judge_spec = "lexical"
         self.recompute_later(new_question=True)
 
@@ -265,7 +259,8 @@ class DashboardModel:
             try:
                 judge = self.judge_for(self.judge_spec, self.question)
                 if self.run is None or new_question:
-                    run = Run(self.index, self.question, self.params, judge, pins=self.pins, memo=self.memo)
+                    run = Run(self.index, self.question, self.params, judge, pins=self.pins,
+                              memo=self.memo)
                     from_round = 0
                 else:
                     run = self.run.rerun(params=self.params, judge=judge, pins=self.pins)
@@ -314,7 +309,8 @@ class DashboardModel:
 
     def recompute_in_background(self, new_question: bool = False) -> threading.Thread:
         """Recompute on a worker thread so the Stop button stays responsive."""
-        thread = threading.Thread(target=self.recompute, kwargs={"new_question": new_question}, daemon=True)
+        thread = threading.Thread(target=self.recompute, kwargs={"new_question": new_question},
+                                  daemon=True)
         thread.start()
         return thread
 

@@ -13,7 +13,7 @@ import json
 import ipywidgets as w
 from plotly.subplots import make_subplots
 
-from . import data
+from . import assets, data
 from .chart import Chart, empty_figure
 from .model import PASSAGE, ROUND, STATUS, TRACE
 from .table import DataTable
@@ -24,15 +24,8 @@ OTHER = "#b0b0b0"
 SELECTED = "#1f77b4"
 UNSELECTED = "#c6d4e1"
 
-TABLE_CSS = (
-    "<style>.sag2wb-table{border-collapse:collapse;font-size:12px;width:100%;table-layout:auto}"
-    ".sag2wb-table th{background:#f2f2f2;text-align:left;padding:2px 5px;position:sticky;top:0}"
-    ".sag2wb-table td{padding:1px 5px;border-bottom:1px solid #eee;white-space:nowrap;overflow:hidden;"
-    "text-overflow:ellipsis;max-width:260px}"
-    ".sag2wb-box{max-height:300px;overflow-y:auto;overflow-x:hidden}"
-    ".sag2wb-gold{color:#2ca02c;font-weight:bold}.sag2wb-error{color:#b00020;font-weight:bold}"
-    ".sag2wb-muted{color:#777}</style>"
-)
+# widgets/views.css and passage.css have one rule per line; the page gets each on one line
+TABLE_CSS = "<style>" + "".join(assets.read("views.css").splitlines()) + "</style>"
 
 
 INT_COLUMNS = {"rank", "retrieval_rank", "position", "rank_before_diversity", "previous_rank"}
@@ -62,10 +55,12 @@ def html_table(df, columns, headers=None, row_class=None, box=True, cls="") -> s
     for rec in df.to_dict("records"):
         klass = row_class(rec) if row_class else ""
         cells = "".join(
-            f"<td title='{html.escape(str(rec.get(c, '')))}'>{fmt(rec.get(c), integer=c in INT_COLUMNS)}</td>"
+            f"<td title='{html.escape(str(rec.get(c, '')))}'>"
+            f"{fmt(rec.get(c), integer=c in INT_COLUMNS)}</td>"
             for c in columns)
         rows.append(f"<tr class='{klass}'>{cells}</tr>")
-    table = f"<table class='sag2wb-table {cls}'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    table = (f"<table class='sag2wb-table {cls}'><thead><tr>{head}</tr></thead>"
+             f"<tbody>{''.join(rows)}</tbody></table>")
     return TABLE_CSS + (f"<div class='sag2wb-box'>{table}</div>" if box else table)
 
 
@@ -108,7 +103,8 @@ class StepperView(View):
             options=[(data.short(f"{q.id}: {q.question}", 110), q.id) for q in m.questions],
             value=m.question.id, description="Question", layout=w.Layout(width="100%"),
             style={"description_width": "70px"})
-        self.slider = w.IntSlider(value=0, min=0, max=max(0, m.rounds_count - 1), description="Round",
+        self.slider = w.IntSlider(value=0, min=0, max=max(0, m.rounds_count - 1),
+                                  description="Round",
                                   continuous_update=False, style={"description_width": "70px"},
                                   layout=w.Layout(width="320px"))
         self.slider.add_class("sag2wb-round-slider")
@@ -140,27 +136,35 @@ class StepperView(View):
         row = r[r["round"] == m.round].iloc[0]
         last = r.iloc[-1]
         terms = m.frames["terms"]
-        selected = terms[(terms["round"] == m.round) & terms["selected"]].sort_values("order")["term"].tolist()
+        selected = (terms[(terms["round"] == m.round) & terms["selected"]]
+                    .sort_values("order")["term"].tolist())
         gold_line = ""
         if m.show_gold:
             gold_line = f" · gold documents: {html.escape(', '.join(m.question.gold))}"
         stop = last["stop"] if isinstance(last["stop"], str) else "(running)"
         seeds = m.frames["seeds"]
-        state = {"round": m.round, "run": m.generation, "question": m.question.id, "run_label": run_label(m),
+        state = {"round": m.round, "run": m.generation, "question": m.question.id,
+                 "run_label": run_label(m),
                  "seeds": int((seeds["round"] == m.round).sum()), "selected": selected}
         self.summary.value = (
-            f"<span class='sag2wb-state' hidden data-state='{html.escape(json.dumps(state))}'></span>"
-            f"<div style='font-size:12px'>Round <b>{m.round}</b> of {len(r) - 1}: {row['candidates']} candidates, "
-            f"pool {row['pool']}, context {row['context']}, {row['seeds']} seeds, {row['judgments']} judgments"
-            + (f" · terms: <i>{html.escape(', '.join(selected[:12]))}{' …' if len(selected) > 12 else ''}</i>"
+            f"<span class='sag2wb-state' hidden "
+            f"data-state='{html.escape(json.dumps(state))}'></span>"
+            f"<div style='font-size:12px'>Round <b>{m.round}</b> of {len(r) - 1}: "
+            f"{row['candidates']} candidates, "
+            f"pool {row['pool']}, context {row['context']}, {row['seeds']} seeds, "
+            f"{row['judgments']} judgments"
+            + (f" · terms: <i>{html.escape(', '.join(selected[:12]))}"
+               f"{' …' if len(selected) > 12 else ''}</i>"
                if selected else "")
-            + f"<br>Stopped after round {int(last['round'])}: <b class='sag2wb-stop'>{html.escape(stop)}</b>"
+            + f"<br>Stopped after round {int(last['round'])}: "
+            f"<b class='sag2wb-stop'>{html.escape(stop)}</b>"
             f" · judge <code>{html.escape(m.trace.judge)}</code>{gold_line}</div>"
         )
 
 
-LABELS = {"rank": "rank", "title": "title", "source": "source", "origin": "origin", "retrieval_rank": "ret. rank",
-          "via_term": "via term", "score": "score", "previous_score": "prev. score", "explanation": "judge's reason",
+LABELS = {"rank": "rank", "title": "title", "source": "source", "origin": "origin",
+          "retrieval_rank": "ret. rank", "via_term": "via term", "score": "score",
+          "previous_score": "prev. score", "explanation": "judge's reason",
           "gold": "gold", "position": "#", "rank_before_diversity": "before", "move": "move"}
 
 
@@ -186,7 +190,8 @@ class TableView(View):
 
 
 class PoolView(TableView):
-    """The round's candidate pool: origin, retrieval rank, the term that brought it, scores, rank."""
+    """The round's candidate pool: origin, retrieval rank, the term that brought it, scores,
+    rank."""
 
     title = "Candidate pool of the round (click a row to read the passage)"
     table_name = "pool"
@@ -198,7 +203,8 @@ class PoolView(TableView):
         df = data.pool_table(m.frames, m.round, m.show_gold)
         cols = [c for c in data.POOL_VIEW_COLUMNS if c in df.columns]
         # "(pinned)" in words: an emoji pin renders as a box without an emoji font
-        df = df.assign(title=[("(pinned) " if p else "") + t for t, p in zip(df["title"], df["pinned"])])
+        df = df.assign(title=[("(pinned) " if p else "") + t
+                              for t, p in zip(df["title"], df["pinned"])])
         self.widget.set_rows(table_rows(df, cols), columns=[(c, LABELS[c]) for c in cols],
                              caption=f"round {m.round}: {len(df)} units")
 
@@ -231,21 +237,26 @@ class ContextView(TableView):
 def run_label(m) -> str:
     """The run a chart belongs to, in words: the stepper shows the same string."""
     p = m.trace.params
-    return f"judge {m.trace.judge} · L={p.L} · H={p.H} · {len(m.trace.rounds) - 1} expansion round(s) run"
+    return (f"judge {m.trace.judge} · L={p.L} · H={p.H} · "
+            f"{len(m.trace.rounds) - 1} expansion round(s) run")
 
 
 @functools.cache
 def _facet_skeleton(titles: tuple) -> dict:
     """Axes and facet-title annotations of a 1×n row of bar charts sharing the y axis, from
     plotly's make_subplots (computed once; validating a figure per redraw cost ~80 ms)."""
-    layout = make_subplots(rows=1, cols=len(titles), shared_yaxes=True, subplot_titles=list(titles),
+    layout = make_subplots(rows=1, cols=len(titles), shared_yaxes=True,
+                           subplot_titles=list(titles),
                            horizontal_spacing=0.015).to_plotly_json()["layout"]
-    return {k: v for k, v in layout.items() if k.startswith(("xaxis", "yaxis")) or k == "annotations"}
+    return {k: v for k, v in layout.items()
+            if k.startswith(("xaxis", "yaxis")) or k == "annotations"}
 
 
 def _layout(height: int, title: str, **layout) -> dict:
-    base = dict(height=height, margin=dict(l=10, r=10, t=48, b=10), autosize=True, font=dict(size=11),
-                title=dict(text=title, font=dict(size=12), x=0.01, xanchor="left", y=0.98, yanchor="top"),
+    base = dict(height=height, margin=dict(l=10, r=10, t=48, b=10), autosize=True,
+                font=dict(size=11),
+                title=dict(text=title, font=dict(size=12), x=0.01, xanchor="left", y=0.98,
+                           yanchor="top"),
                 legend=dict(orientation="h", x=0, y=-0.12, yanchor="top"))
     base.update(layout)
     return base
@@ -284,20 +295,24 @@ class SeedsView(ChartView):
         df = data.seed_bars(m.frames, m.round)
         if df.empty:
             reason = ("round 0 is plain BM25: it has no seeds" if m.round == 0
-                      else f"round {m.round} has no seeds (no passage of round {m.round - 1} qualified)")
+                      else f"round {m.round} has no seeds "
+                           f"(no passage of round {m.round - 1} qualified)")
             return empty_figure(reason, self.height, title=f"round {m.round}: no seeds")
-        labels = [("★ " if g is True and m.show_gold else "") + f"{int(r) if r == r else '?'}. {data.short(t, 28)}"
+        labels = [("★ " if g is True and m.show_gold else "")
+                  + f"{int(r) if r == r else '?'}. {data.short(t, 28)}"
                   for t, r, g in zip(df["title"], df["previous_rank"], df["gold"])]
         # plain dicts, not go.Figure: plotly's validation cost more than everything else here
-        layout = _layout(self.height, f"round {m.round}: seeds (ranked in round {m.round - 1})", barmode="group",
-                         xaxis=dict(range=[0, 1.05]), yaxis=dict(autorange="reversed", automargin=True))
+        layout = _layout(self.height, f"round {m.round}: seeds (ranked in round {m.round - 1})",
+                         barmode="group", xaxis=dict(range=[0, 1.05]),
+                         yaxis=dict(autorange="reversed", automargin=True))
         traces = [
             dict(type="bar", name="seed score", y=labels, x=[float(v) for v in df["seed_score"]],
                  marker=dict(color=SELECTED), orientation="h",
                  hovertemplate="%{y}<br>seed score %{x:.3f}<extra></extra>"),
             dict(type="bar", name="seed weight w(d) (when it won a term)", y=labels,
-                 x=[None if v != v else float(v) for v in df["seed_weight"]], marker=dict(color=EXPANSION),
-                 orientation="h", hovertemplate="%{y}<br>seed weight %{x:.3f}<extra></extra>"),
+                 x=[None if v != v else float(v) for v in df["seed_weight"]],
+                 marker=dict(color=EXPANSION), orientation="h",
+                 hovertemplate="%{y}<br>seed weight %{x:.3f}<extra></extra>"),
         ]
         return {"data": traces, "layout": layout}
 
@@ -327,16 +342,19 @@ class TermsView(ChartView):
                  f"the top {len(df)} terms by priority")
         labels = list(df["label"])
         layout = {**_facet_skeleton(tuple(self.facet_titles)), **_layout(self.height, title)}
-        layout["margin"] = dict(l=10, r=10, t=62, b=10)  # figure title, then facet titles below the toolbar
+        # figure title, then facet titles below the toolbar
+        layout["margin"] = dict(l=10, r=10, t=62, b=10)
         traces = []
         for i, col in enumerate(self.facets):
             suffix = "" if i == 0 else str(i + 1)
-            layout["yaxis" + suffix] = {**layout["yaxis" + suffix], "autorange": "reversed", "automargin": True,
+            layout["yaxis" + suffix] = {**layout["yaxis" + suffix], "autorange": "reversed",
+                                        "automargin": True,
                                         "categoryorder": "array", "categoryarray": labels}
             traces.append(dict(type="bar", orientation="h", y=labels, x=[float(v) for v in df[col]],
                              marker=dict(color=colors), hovertext=hover, name=self.facet_titles[i],
                              showlegend=False, xaxis="x" + suffix, yaxis="y" + suffix,
-                             hovertemplate="%{hovertext}<br>" + self.facet_titles[i] + " %{x:.3f}<extra></extra>"))
+                             hovertemplate="%{hovertext}<br>" + self.facet_titles[i]
+                             + " %{x:.3f}<extra></extra>"))
         return {"data": traces, "layout": layout}
 
 
@@ -353,10 +371,12 @@ class SlopeView(ChartView):
         lines = data.slope_lines(m.frames)
         layout = _layout(
             self.height, f"scores by round; dotted line: round {m.round}",
-            xaxis=dict(dtick=1, title=dict(text="round"), range=[-0.2, max(1, m.rounds_count - 1) + 0.2]),
+            xaxis=dict(dtick=1, title=dict(text="round"),
+                       range=[-0.2, max(1, m.rounds_count - 1) + 0.2]),
             yaxis=dict(title=dict(text="score"), range=[-0.02, 1.02]),
             # below the x-axis title, not over it
-            legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"), margin=dict(l=10, r=10, t=48, b=60),
+            legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"),
+            margin=dict(l=10, r=10, t=48, b=60),
             shapes=[dict(type="line", x0=m.round, x1=m.round, y0=0, y1=1, yref="paper",
                          line=dict(color="#444", dash="dot", width=1), name="shown round")])
         traces = []
@@ -364,9 +384,11 @@ class SlopeView(ChartView):
             if name == "gold" and not m.show_gold:
                 continue
             x, y, text = lines[name]
-            traces.append(dict(type="scatter", mode="lines+markers", name=name, x=x, y=y, hovertext=text,
+            traces.append(dict(type="scatter", mode="lines+markers", name=name, x=x, y=y,
+                             hovertext=text,
                              line=dict(color=color, width=width), marker=dict(size=4 + width),
-                             hovertemplate="%{hovertext}<br>round %{x}: %{y:.3f}<extra>" + name + "</extra>"))
+                             hovertemplate="%{hovertext}<br>round %{x}: %{y:.3f}<extra>" + name
+                             + "</extra>"))
         return {"data": traces, "layout": layout}
 
 
@@ -389,10 +411,12 @@ class TrajectoryView(ChartView):
             d["labels"] = [label.replace("★ ", "") for label in d["labels"]]
         label = run_label(m)
         if not d["labels"]:
-            return empty_figure(data.no_trajectory_reason(m.frames, m.trace), self.height, title=label)
+            return empty_figure(data.no_trajectory_reason(m.frames, m.trace), self.height,
+                                title=label)
         sankey = dict(type="sankey", arrangement="snap",
                       node=dict(pad=8, thickness=12, label=d["labels"], color=d["colors"]),
-                      link=dict(source=d["source"], target=d["target"], value=d["value"], label=d["label"],
+                      link=dict(source=d["source"], target=d["target"], value=d["value"],
+                                label=d["label"],
                                 color=["rgba(255,127,14,0.25)"] * len(d["source"])))
         return {"data": [sankey], "layout": _layout(self.height, label)}
 
@@ -407,7 +431,8 @@ class RankingView(TableView):
         if not m.frames:
             return
         df = data.ranking_compare(m.frames, m.show_gold)
-        df = df.assign(move=[("↑" if v > 0 else "↓" if v < 0 else "=") + (str(abs(int(v))) if v else "")
+        df = df.assign(move=[("↑" if v > 0 else "↓" if v < 0 else "=")
+                             + (str(abs(int(v))) if v else "")
                              if v == v else "" for v in df["move"]])
         cols = [c for c in df.columns if c != "unit_id"]
         self.widget.set_rows(table_rows(df, cols), columns=[(c, LABELS[c]) for c in cols],
@@ -435,7 +460,8 @@ class DiffView(View):
             return
         ref = m.reference
         if ref is None:
-            self.body.value = "<span class='sag2wb-muted'>Change a parameter or the judge to compare runs.</span>"
+            self.body.value = ("<span class='sag2wb-muted'>Change a parameter or the judge to "
+                               "compare runs.</span>")
             return
         if self._ref_frames[0] is not ref:
             self._ref_frames = (ref, ref.frames())
@@ -443,7 +469,8 @@ class DiffView(View):
 
         def col(titles, head):
             items = "".join(f"<li>{html.escape(data.short(t, 34))}</li>" for t in titles)
-            return f"<div style='flex:1;min-width:0'><b>{head}</b><ol style='margin:2px 0;padding-left:22px'>{items}</ol></div>"
+            return (f"<div style='flex:1;min-width:0'><b>{head}</b>"
+                    f"<ol style='margin:2px 0;padding-left:22px'>{items}</ol></div>")
 
         def describe(p: object) -> str:
             return html.escape(str(p))
@@ -452,12 +479,16 @@ class DiffView(View):
         changes += [f"<li>entered: {describe(t)} (#{r})</li>" for t, r in d["entered"]]
         changes += [f"<li>left: {describe(t)} (was #{r})</li>" for t, r in d["left"]]
         changes += [f"<li>moved: {describe(t)} #{a} → #{b}</li>" for t, a, b in d["moved"]]
-        summary = "<i>same top 10</i>" if d["same"] else f"<ul style='margin:2px 0'>{''.join(changes)}</ul>"
-        changed = [f"{k}={v}" for k, v in ref.params.to_dict().items() if v != m.trace.params.to_dict()[k]]
+        summary = ("<i>same top 10</i>" if d["same"]
+                   else f"<ul style='margin:2px 0'>{''.join(changes)}</ul>")
+        changed = [f"{k}={v}" for k, v in ref.params.to_dict().items()
+                   if v != m.trace.params.to_dict()[k]]
         label = ", ".join([f"reference: judge {ref.judge}", *changed])
         self.body.value = (
-            TABLE_CSS + f"<div style='font-size:12px'><div class='sag2wb-muted'>{html.escape(label)}</div>"
-            f"<div style='display:flex;gap:8px'>{col(d['reference'], 'reference')}{col(d['current'], 'current')}</div>"
+            TABLE_CSS + f"<div style='font-size:12px'>"
+            f"<div class='sag2wb-muted'>{html.escape(label)}</div>"
+            f"<div style='display:flex;gap:8px'>"
+            f"{col(d['reference'], 'reference')}{col(d['current'], 'current')}</div>"
             f"{summary}</div>"
         )
 
@@ -468,11 +499,14 @@ def judge_cost(stats: dict) -> str:
 
     >>> judge_cost({"judgments": 44, "memo_hits": 30, "seconds": 1.234})
     '44 judgments, 30 from the in-process cache · 1.23 s'
-    >>> judge_cost({"judgments": 9, "memo_hits": 0, "cache_hits": 5, "requests": 1,
-    ...             "input_tokens": 900, "output_tokens": 40, "cost": 0.0012, "seconds": 2})
-    '9 judgments, 0 from the in-process cache, 5 from the disk cache · 1 request, 940 tokens, $0.0012 · 2.00 s'
+    >>> cost = judge_cost({"judgments": 9, "memo_hits": 0, "cache_hits": 5, "requests": 1,
+    ...                    "input_tokens": 900, "output_tokens": 40, "cost": 0.0012, "seconds": 2})
+    >>> print(cost)  # doctest: +NORMALIZE_WHITESPACE
+    9 judgments, 0 from the in-process cache, 5 from the disk cache · 1 request, 940 tokens,
+    $0.0012 · 2.00 s
     """
-    head = f"{stats.get('judgments', 0)} judgments, {stats.get('memo_hits', 0)} from the in-process cache"
+    head = (f"{stats.get('judgments', 0)} judgments, "
+            f"{stats.get('memo_hits', 0)} from the in-process cache")
     if "cache_hits" in stats:
         head += f", {stats['cache_hits']} from the disk cache"
     parts = [head]
@@ -519,7 +553,8 @@ class StatusView(View):
             parts.append(html.escape(st.message))
         if not st.busy and m.last_recompute:
             parts.append(judge_cost(m.last_recompute))
-        self.text.value = TABLE_CSS + "<span style='font-size:12px'>" + " · ".join(parts) + "</span>"
+        self.text.value = (TABLE_CSS + "<span style='font-size:12px'>" + " · ".join(parts)
+                           + "</span>")
 
 
 class PassageView(View):
@@ -532,7 +567,8 @@ class PassageView(View):
     title = "Passage"
 
     def build(self):
-        self.picker = w.Dropdown(description="passage", layout=w.Layout(width="100%", max_width="620px"),
+        self.picker = w.Dropdown(description="passage",
+                                 layout=w.Layout(width="100%", max_width="620px"),
                                  style={"description_width": "60px"})
         self.picker.add_class("sag2wb-passage-picker")
         self.picker.observe(self._picked, "value")
@@ -554,8 +590,9 @@ class PassageView(View):
         options = [(f"{data.short(t, 50)} · {s}", int(u)) for t, s, u in
                    zip(units["title"], units["source"], units["unit_id"])]
         if m.selected_unit not in {u for _, u in options}:
-            m.selected_unit = int(m.frames["ranking"]["unit_id"].iloc[0]) if len(m.frames["ranking"]) else (
-                options[0][1] if options else None)
+            m.selected_unit = (int(m.frames["ranking"]["unit_id"].iloc[0])
+                               if len(m.frames["ranking"]) else
+                               options[0][1] if options else None)
         self._syncing = True
         try:
             if list(self.picker.options) != options:
@@ -569,13 +606,7 @@ class PassageView(View):
         self.body.value = passage_html(m, m.selected_unit)
 
 
-PASSAGE_CSS = (
-    "<style>.sag2wb-passage mark.q{background:#fff3a3}.sag2wb-passage mark.t{background:#ffd9b3}"
-    ".sag2wb-passage .text{white-space:pre-wrap;font-size:12px;max-height:260px;overflow-y:auto;"
-    "border:1px solid #eee;padding:4px 6px;line-height:1.35}"
-    ".sag2wb-passage table{border-collapse:collapse;font-size:12px}"
-    ".sag2wb-passage td,.sag2wb-passage th{padding:1px 6px;border-bottom:1px solid #eee;text-align:left}</style>"
-)
+PASSAGE_CSS = "<style>" + "".join(assets.read("passage.css").splitlines()) + "</style>"
 
 
 def passage_html(m, unit_id: int) -> str:
@@ -583,18 +614,23 @@ def passage_html(m, unit_id: int) -> str:
 
     d = data.passage_detail(m.frames, unit_id)
     unit = m.index.unit(unit_id)
-    text = "\n".join(x for x in (unit.heading if unit.heading != unit.title else "", unit.body) if x)
+    text = "\n".join(x for x in (unit.heading if unit.heading != unit.title else "", unit.body)
+                     if x)
     q_tokens = tokenize(m.question.question)
     marked = data.highlight(text, q_tokens, d["terms"])
     h = d["history"]
     head = "".join(f"<th>{html.escape(LABELS.get(c, c))}</th>" for c in h.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{fmt(v, integer=c in INT_COLUMNS)}</td>" for c, v in rec.items()) + "</tr>"
+    rows = "".join("<tr>" + "".join(f"<td>{fmt(v, integer=c in INT_COLUMNS)}</td>"
+                                    for c, v in rec.items()) + "</tr>"
                    for rec in h.to_dict("records"))
-    via = "; ".join(f"round {r}: through “{html.escape(t)}”" + (f" (a term of seed {html.escape(s)})" if s else "")
-                    for r, t, s in d["via"]) or "retrieved by the question itself (BM25), not through a term"
+    via = "; ".join(f"round {r}: through “{html.escape(t)}”"
+                    + (f" (a term of seed {html.escape(s)})" if s else "")
+                    for r, t, s in d["via"]) or ("retrieved by the question itself (BM25), "
+                                                 "not through a term")
     gold = " <span class='sag2wb-gold'>★ gold</span>" if d["gold"] and m.show_gold else ""
     return (PASSAGE_CSS + f"<div style='font-size:12px'><b>{html.escape(d['title'])}</b>{gold} · "
             f"<code>{html.escape(str(d['source']))}</code><br>came in: {via}<br>"
             "<span class='sag2wb-muted'>marked: <mark class='q'>question tokens</mark> "
             "<mark class='t'>terms selected in this run</mark></span>"
-            f"<div class='text'>{marked}</div><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>")
+            f"<div class='text'>{marked}</div><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{rows}</tbody></table></div>")

@@ -1,4 +1,5 @@
-"""Voilà fixes for the dashboard page, applied by widgets/voila_config/voila.py (`python -m widgets.voila NOTEBOOK`).
+"""Voilà fixes for the dashboard page, applied by widgets/voila_config/voila.py
+(`python -m widgets.voila NOTEBOOK`).
 
 1. Kernels that outlive their page. Voilà's front end shuts the kernel down on
    `beforeunload` with `navigator.sendBeacon(".../voila/api/shutdown/<id>", {_xsrf: <cookie>})`,
@@ -15,7 +16,8 @@
 ...     def write(self, chunk): self.out = chunk
 >>> h = FakeHandler()
 >>> prelaunch_hook(h, notebook=None, cwd=".")
->>> h.write('<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/@fortawesome/fontawesome-free@^5/css/all.min.css" type="text/css" />x')
+>>> h.write('<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/@fortawesome/'
+...         'fontawesome-free@^5/css/all.min.css" type="text/css" />x')
 >>> h.out
 'x'
 """
@@ -23,12 +25,14 @@ from __future__ import annotations
 
 import re
 
-CDN_LINK = re.compile(r'<link[^>]+href="https://cdn\.jsdelivr\.net/npm/@fortawesome/[^"]*"[^>]*/?>\s*')
+CDN_LINK = re.compile(
+    r'<link[^>]+href="https://cdn\.jsdelivr\.net/npm/@fortawesome/[^"]*"[^>]*/?>\s*')
 
 
 def strip_cdn_links(chunk):
     if isinstance(chunk, bytes):
-        return CDN_LINK.sub("", chunk.decode("utf-8")).encode("utf-8") if b"@fortawesome" in chunk else chunk
+        return (CDN_LINK.sub("", chunk.decode("utf-8")).encode("utf-8")
+                if b"@fortawesome" in chunk else chunk)
     if isinstance(chunk, str) and "@fortawesome" in chunk:
         return CDN_LINK.sub("", chunk)
     return chunk
