@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import data_arg, need, peak_rss_mib, rss_mib  # noqa: E402
 
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))  # comparison_judges.py (test-only judges)
 import comparison_judges  # noqa: E402
 
 from workbench.index.corpora import load_corpus, load_questions  # noqa: E402

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench import jev  # noqa: E402
+from workbench.judges import jev  # noqa: E402
 from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.engine import Run  # noqa: E402
 from workbench.index.store import Index  # noqa: E402

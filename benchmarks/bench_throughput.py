@@ -34,11 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import data_arg, need  # noqa: E402
 from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.runs.evaluation import evaluate, judge_factory  # noqa: E402
+from workbench.runs.evaluation import evaluate  # noqa: E402
 from workbench.index.store import Index  # noqa: E402
 from workbench.judges import JudgmentMemo  # noqa: E402
-from workbench.executors import Dask, Processes, QuestionMap, Threads  # noqa: E402
-from workbench.params import Params  # noqa: E402
+from workbench.executors import Dask, Processes, Threads  # noqa: E402
 
 
 def fingerprint(result) -> str:
@@ -217,10 +216,9 @@ def main() -> int:
                         killed.append(pid)
 
                 opts = {**opts, "cache_dir": str(tmp / "cache-dask")}
-                memo, judge_for = JudgmentMemo(), judge_factory("jev", index, **opts)
-                mapper = QuestionMap(Dask(client), index, "jev", Params(), memo, judge_for, opts, on_arrival=kill_one)
                 t_dask, got = timed(lambda: evaluate(index, questions, "jev", progress=False, keep_traces=True,
-                                                     memo=memo, judge_for=judge_for, map_outcomes=mapper, **opts))
+                                                     memo=JudgmentMemo(), executor=Dask(client), on_arrival=kill_one,
+                                                     **opts))
                 rows.append(("(c) JEV on Dask, one worker SIGKILLed mid-run", t_seq, t_dask,
                              fingerprint(got) == fingerprint(base), f"worker killed: {bool(killed)}"))
             finally:

@@ -14,7 +14,7 @@ public API (engine, config, options, the benchmark corpus helper) and its docume
 ``scorer=`` hook: our deterministic judge is supplied as the engine's scoring client, so
 the hosted decision service is never contacted.
 
-Judges (from benchmarks/comparison_judges.py, plus two local ones):
+Judges (from tests/comparison_judges.py, plus two local ones):
   bm25              no judge: the ranking is the first-round lexical candidate list
   oracle            1.0 if the candidate's title is a supporting title of the question
   hash              comparison_judges.hash_judge (context-dependent)
@@ -35,8 +35,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.append(str(HERE.parent / "tests"))
 
-import comparison_judges  # noqa: E402  (plain module beside this script, stdlib only)
+import comparison_judges  # noqa: E402  (tests/comparison_judges.py: a plain module, stdlib only)
 
 try:
     from zleap.sag2 import (

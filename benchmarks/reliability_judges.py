@@ -70,7 +70,7 @@ def function_judge(work: Path, db: Path):
 def jev_client(work: Path):
     import logging
 
-    from workbench.judges.jev import core as jev
+    from workbench.judges import jev
     from workbench.judges.jev.server import JudgeServer
     from workbench.judges import FunctionJudge
     from workbench.judgment import JudgmentMemo
@@ -115,7 +115,7 @@ def jev_client(work: Path):
 
 # ---- 3. corrupt caches; export; import ------------------------------------------------------
 def caches(work: Path, db: Path):
-    from workbench.judges.jev import core as jev
+    from workbench.judges import jev
 
     lines = [json.dumps({"key": jev.CACHE_KEY_PREFIX + hashlib.sha256(str(i).encode()).hexdigest(),
                          "p": (i % 100) / 100, "model": "m"}) for i in range(3000)]
@@ -200,7 +200,7 @@ def first_line(answer: bytes) -> str:
 
 
 def judge_server(work: Path, connections: int):
-    from workbench.judges.jev import core as jev
+    from workbench.judges import jev
 
     proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "judge-server", "--judge", "hash", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,5 +1,7 @@
 """The sag2wb command-line contract."""
 import json
+import os
+import socket
 import subprocess
 import sys
 
@@ -73,8 +75,18 @@ def test_search_punctuation_only_question(corpus, capsys):
 
 def test_function_judge_from_file(corpus, tmp_path, capsys):
     _, _, db = corpus
-    (tmp_path / "j.py").write_text("def judge(question, candidates, context):\n    return [0.5 for _ in candidates]\n")
+    (tmp_path / "j.py").write_text("def judge(question, candidates, context):\n"
+                                   "    return [0.9 if c['title'] == 'Glass Harbor (band)' else 0.2 for c in candidates]\n")
     assert main(["search", "--db", str(db), "glass", "--judge", f"{tmp_path / 'j.py'}:judge"]) == 0
+    out = capsys.readouterr().out
+    assert f"judge: {tmp_path / 'j.py'}:judge; judgments: " in out
+    ranked = [line.strip() for line in out.splitlines() if line.startswith("  ") and "score=" in line]
+    # BM25 alone puts "Glass Harbour" first (the last lines check it); the file's judge puts the band first,
+    # and every printed score is one it gave
+    assert ranked[0] == "1. Glass Harbor (band)  [corpus.json item 3]  score=0.9000"
+    assert len(ranked) > 1 and all(line.endswith("score=0.2000") for line in ranked[1:])
+    assert main(["search", "--db", str(db), "glass", "--judge", "bm25"]) == 0
+    assert "  1. Glass Harbour  [corpus.json item 0]  score=bm25" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("judge, message", [
@@ -106,11 +118,77 @@ def test_malformed_corpus_leaves_no_database(tmp_path, capsys):
     assert not (tmp_path / "x.sqlite").exists()
 
 
+# Loaded by every Python process started with it on PYTHONPATH (site imports `sitecustomize`):
+# an audit hook that refuses every Internet-family connection, UDP send and host-name lookup,
+# loopback included, and logs each attempt. Audit hooks cannot be removed, and every socket
+# the standard library, httpx or urllib makes goes through these events.
+NO_NETWORK = """
+import os, socket, sys
+
+_LOG = os.environ["SAG2WB_TEST_NET_LOG"]
+_INET = (socket.AF_INET, socket.AF_INET6)
+
+
+def _refuse(event, args):
+    if event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
+        if args[0].family not in _INET:
+            return  # AF_UNIX: local IPC between processes, not the network
+        what = repr(args[1]) if len(args) > 1 else ""
+    elif event in ("socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyname_ex",
+                   "socket.gethostbyaddr", "socket.getnameinfo"):
+        what = repr(args[0])
+    else:
+        return
+    with open(_LOG, "a", encoding="utf-8") as f:
+        f.write(f"{os.getpid()} {event} {what}\\n")
+    raise ConnectionRefusedError(f"network blocked by the test: {event} {what}")
+
+
+sys.addaudithook(_refuse)
+"""
+
+
+def _offline_env(tmp_path):
+    site = tmp_path / "no-network"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_NETWORK)
+    log = tmp_path / "network-attempts.log"
+    log.write_text("")
+    paths = [str(site)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "SAG2WB_TEST_NET_LOG": str(log)}, log
+
+
+def test_the_network_block_refuses_connections_and_lookups(tmp_path):
+    """The block the demo test relies on: in a child process, a connection to a server that is
+    listening on loopback, and a name lookup, both fail and are logged."""
+    env, log = _offline_env(tmp_path)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        probe = ("import socket\n"
+                 f"try:\n    socket.socket().connect(('127.0.0.1', {port}))\n"
+                 "except ConnectionRefusedError as e:\n    print('refused:', e)\n"
+                 "try:\n    socket.getaddrinfo('example.com', 80)\n"
+                 "except ConnectionRefusedError as e:\n    print('refused:', e)\n")
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                              cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("refused: network blocked by the test") == 2, proc.stdout
+    attempts = log.read_text().splitlines()
+    assert any(f"socket.connect ('127.0.0.1', {port})" in a for a in attempts)
+    assert any("socket.getaddrinfo 'example.com'" in a for a in attempts)
+
+
 def test_demo_runs_offline_on_the_bundled_corpus(tmp_path):
+    env, log = _offline_env(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "workbench.cli", "demo", "--db", str(tmp_path / "demo.sqlite")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "After login" in proc.stdout and "R@10" in proc.stdout and "oracle" in proc.stdout
+    # every judge ran (the semantic one with its model), with the network refused, and nothing
+    # even tried to reach it
+    for name in ("bm25", "lexical", "semantic", "oracle"):
+        assert f"\n{name:9s} on " in proc.stdout, proc.stdout
+    assert log.read_text() == ""
 
 
 @pytest.mark.slow

@@ -233,10 +233,30 @@ def test_stop_when_no_new_candidates_keeps_previous_ranking(bridge):
     assert trace.rounds[-1].ranking == trace.rounds[-2].ranking
 
 
-def test_stop_when_no_new_seeds(tmp_path):
+def test_stop_when_expansion_reaches_only_seen_units(tmp_path):
     ix = build_index(tmp_path, [("A", "alpha beta"), ("B", "gamma")])
     trace = Run(ix, "alpha", Params(s=5, H=2), FunctionJudge(title_judge({}))).run()
-    assert trace.rounds[1].stop in (STOP_NO_SEEDS, STOP_NO_NEW_CANDIDATES, "no expansion terms")
+    # By hand: C0 = [A] (only A contains "alpha"); round 0 ranks (A,). Round 1: A is a new seed
+    # (so not "no new seeds"); its one eligible term is "beta" ("alpha" is the question's own
+    # token), so there is a term (not "no expansion terms"); but "beta" matches only A, which
+    # was scored in round 0, and B shares no token with A: no unseen candidate, so the run
+    # stops with "no new candidates", keeping round 0's ranking.
+    assert [r.stop for r in trace.rounds] == [None, STOP_NO_NEW_CANDIDATES]
+    r1 = trace.rounds[1]
+    assert [s.unit_id for s in r1.seeds] == [1] and [(t.term, t.selected) for t in r1.terms] == [("beta", True)]
+    assert r1.candidates == () and not r1.scored and r1.ranking == trace.rounds[0].ranking == (1,)
+
+
+def test_stop_when_no_new_seeds(tmp_path):
+    ix = build_index(tmp_path, [("A", "alpha beta"), ("B", "beta gamma")])
+    trace = Run(ix, "alpha", Params(B=1, H=2), FunctionJudge(title_judge({"A": 0.9, "B": 0.2}))).run()
+    # By hand, with B=1 (one candidate and one ranked unit per round): round 0 ranks (A,).
+    # Round 1 expands seed A by "beta", retrieves B, scores the pool [A (protected), B]:
+    # A 0.9 > B 0.2, and the ranking keeps only A. Round 2's seeds are round 1's ranked units
+    # never used as seeds: A was, and there is no other, so the run stops with "no new seeds".
+    assert [r.stop for r in trace.rounds] == [None, None, STOP_NO_SEEDS]
+    assert [c.unit_id for c in trace.rounds[1].candidates] == [2] and trace.rounds[1].ranking == (1,)
+    assert trace.rounds[2].seeds == () and trace.rounds[2].ranking == (1,) and trace.final_ranking == (1,)
 
 
 def test_judge_error_stops_at_that_round_and_keeps_earlier_rounds(bridge):

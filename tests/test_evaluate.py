@@ -44,23 +44,54 @@ def test_paired_bootstrap_is_seeded_and_paired():
         paired_bootstrap(a, b[:3])
 
 
+class CountingOracle:
+    """The oracle judge, logging every call it answers (question text per call)."""
+
+    def __init__(self, gold, log):
+        from workbench.judges import OracleJudge
+
+        self._oracle, self.log = OracleJudge(gold), log
+        self.name, self.key = self._oracle.name, self._oracle.key
+
+    def judge(self, question, candidates, context):
+        self.log.append(question)
+        return self._oracle.judge(question, candidates, context)
+
+
+def counting_oracle(log):
+    return lambda q: CountingOracle(q.gold, log)
+
+
 def test_evaluate_resumes_from_partial_records(tmp_path):
     ix = build_index(tmp_path, BRIDGE_WORLD)
     qs = [Question("q1", "Where was the director of Glass Harbour born?", ("Glass Harbour", "Tessaly"), "bridge", 2),
           Question("q2", "Which band is from Ostrow?", ("Glass Harbor (band)", "Ostrow"), "bridge", 2)]
+    q1_text, q2_text = qs[0].question, qs[1].question
     resume = tmp_path / "partial.jsonl"
-    full = evaluate(ix, qs, "oracle", Params(), progress=False, resume_path=resume)
+    fresh_log = []
+    full = evaluate(ix, qs, "oracle", Params(), progress=False, resume_path=resume, judge_for=counting_oracle(fresh_log))
     assert len(resume.read_text().splitlines()) == 2
+    assert set(fresh_log) == {q1_text, q2_text} and full.stats["resumed_questions"] == 0
     # an interrupted run: only q1 recorded, plus a line cut in half
     lines = resume.read_text().splitlines()
     resume.write_text(lines[0] + "\n" + lines[1][:20])
-    calls = []
-    again = evaluate(ix, qs, "oracle", Params(), progress=False, resume_path=resume,
-                     judge_for=lambda q: calls.append(q.id) or __import__("workbench.judges", fromlist=["x"]).OracleJudge(q.gold))
-    assert calls == ["q2"] and again.metrics == full.metrics
-    # another configuration does not reuse those records
-    other = evaluate(ix, qs, "oracle", Params(H=0), progress=False, resume_path=resume)
-    assert other.config != full.config
+    log = []
+    again = evaluate(ix, qs, "oracle", Params(), progress=False, resume_path=resume, judge_for=counting_oracle(log))
+    # q1 came from its record: its judge was never asked; only q2 was run, with as many calls as fresh
+    assert q1_text not in log and log == [x for x in fresh_log if x == q2_text]
+    assert again.stats["resumed_questions"] == 1
+    assert again.records == full.records and again.metrics == full.metrics  # equal to the fresh run, record by record
+    # q2's record was appended: now both are resumed, and no judge is asked at all
+    log.clear()
+    third = evaluate(ix, qs, "oracle", Params(), progress=False, resume_path=resume, judge_for=counting_oracle(log))
+    assert log == [] and third.stats["resumed_questions"] == 2 and third.records == full.records
+    # another configuration does not reuse those records: every question is run again, and its
+    # records are those of a fresh run of that configuration (H=0 ranks q1 differently)
+    log.clear()
+    other = evaluate(ix, qs, "oracle", Params(H=0), progress=False, resume_path=resume, judge_for=counting_oracle(log))
+    fresh_other = evaluate(ix, qs, "oracle", Params(H=0), progress=False)
+    assert set(log) == {q1_text, q2_text} and other.stats["resumed_questions"] == 0
+    assert other.records == fresh_other.records and other.records != full.records
 
 
 def test_by_type_and_hops_tables(tmp_path):

@@ -160,19 +160,21 @@ def test_resume_after_interruption(enc, questions, tmp_path, monkeypatch):
     path = tmp_path / "runs.jsonl"
     reference = Experiment(enc, qs, configs, progress=False).run()
 
-    calls = {"n": 0}
-    real = Experiment.trace
+    from workbench.runs.tasks import RunContext  # computes each (configuration, question) of the loop
 
-    def interrupted(self, config, question, records=None):
+    calls = {"n": 0}
+    real = RunContext.outcome
+
+    def interrupted(self, config, question):
         calls["n"] += 1
         if calls["n"] == 4:
             raise KeyboardInterrupt
-        return real(self, config, question, records)
+        return real(self, config, question)
 
-    monkeypatch.setattr(Experiment, "trace", interrupted)
+    monkeypatch.setattr(RunContext, "outcome", interrupted)
     with pytest.raises(KeyboardInterrupt):
         Experiment(enc, qs, configs, resume_path=path, progress=False).run()
-    monkeypatch.setattr(Experiment, "trace", real)
+    monkeypatch.setattr(RunContext, "outcome", real)
     assert len(path.read_text().splitlines()) == 3
     with path.open("a") as f:
         f.write('{"config_key": "cut by the interrupt')  # a half-written line is ignored

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from workbench.judges.jev import core as jev
+from workbench.judges import jev
 from workbench.cli.main import main as cli_main
 from workbench.index.corpora import Unit
 from workbench.engine import Run
@@ -190,9 +190,9 @@ def test_encoded_request_is_the_body_and_its_estimate():
         for idx, body in jev.plan_requests("m\"1", "Q 问?", CANDIDATES, ctx, style, max_questions=2):
             assert body == jev.build_request("m\"1", "Q 问?", [CANDIDATES[i] for i in idx], ctx, style)
             content, estimate = jev.encode_request(body)
-            assert content == jev._dumps(body).encode("utf-8")
+            assert content == jev.payload._dumps(body).encode("utf-8")
             # what the service reads: the body without its "model" member
-            assert estimate == jev.estimate_tokens(jev._dumps({"state": body["state"], "questions": body["questions"]}))
+            assert estimate == jev.estimate_tokens(jev.payload._dumps({"state": body["state"], "questions": body["questions"]}))
 
 
 # ---- endpoint and key ----------------------------------------------------------------------
@@ -420,30 +420,65 @@ def test_cancelling_cancels_in_flight_requests(make, server, tmp_path):
     assert judge.client.in_flight == 0 and cached_count(tmp_path / "cache") == 0
 
 
+class GatedJudge:
+    """Wraps the server's judge: a call waits until the test opens the gate, so the first
+    request stays in flight exactly as long as the test needs (no timing)."""
+
+    def __init__(self, judge):
+        self.inner, self.name = judge, judge.name
+        self.entered, self.gate = threading.Event(), threading.Event()
+
+    def judge(self, question, candidates, context):
+        self.entered.set()
+        assert self.gate.wait(30), "the test never opened the gate"
+        return self.inner.judge(question, candidates, context)
+
+
+def wait_until(condition, what, timeout=10.0):
+    """Wait for a condition another thread makes true (the bound only stops a hang)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.001)
+
+
 def test_a_request_cancelled_before_it_is_sent_never_reaches_the_server(make, server, tmp_path):
     """HTTP runs on `concurrency` daemon threads: a request cancelled while still queued
     behind a busy thread is dropped, never sent; one already sent finishes on its thread,
     its answer thrown away (nothing cached)."""
     judge = make(timeout=30, concurrency=1)
-    server.add_fault("slow", delay=1.5)
+    gated = server.judge = GatedJudge(server.judge)  # the server answers through `server.judge`
     before = server.requests
+    counters = judge.client.counters
 
     async def scenario():
         first = asyncio.ensure_future(judge.ajudge(QUESTION, CANDIDATES[:1], []))
-        await asyncio.to_thread(server.request_received.wait, 5)
-        first.cancel()  # in flight: its thread stays busy until the slow answer comes
+        assert await asyncio.to_thread(gated.entered.wait, 10)  # sent: the server holds it at the gate
+        first.cancel()  # in flight: its HTTP thread stays busy until the gate opens
         second = asyncio.ensure_future(judge.ajudge(QUESTION, CANDIDATES[1:2], []))
-        await asyncio.sleep(0.3)  # queued behind the busy thread
+        # the second request has taken the client's one slot (the first's was given back when it
+        # was cancelled) and is queued for the busy thread: counted, in flight, not yet sent
+        await asyncio.to_thread(wait_until, lambda: counters["http_requests"] == 2 and judge.client.in_flight == 1,
+                                "the second request to be queued")
+        assert server.requests - before == 1
         second.cancel()
+        # its cancellation has reached the queued request once the slot is free again
+        await asyncio.to_thread(wait_until, lambda: judge.client.in_flight == 0, "the second request to be cancelled")
         for task in (first, second):
             with pytest.raises(asyncio.CancelledError):
                 await task
 
-    asyncio.run(scenario())
-    time.sleep(2.0)  # the slow answer has come and gone
-    assert server.requests - before == 1 and cached_count(tmp_path / "cache") == 0
+    try:
+        asyncio.run(scenario())
+    finally:
+        gated.gate.set()  # the first request is answered now, after both were cancelled
+    # One HTTP thread takes requests in order: the first (answered, thrown away), the second
+    # (cancelled: skipped), then this one. So once this answer is back, the second's fate is
+    # settled, without waiting for anything: it never reached the server.
     assert judge.judge(QUESTION, CANDIDATES[2:3], []) == pytest.approx(scores_of(QUESTION, CANDIDATES[2:3], []))
-    assert server.requests - before == 2
+    assert server.requests - before == 2 and counters["http_requests"] == 3
+    assert server.questions == 2  # the server did answer the first request
+    assert cached_count(tmp_path / "cache") == 1  # only the last request's judgment: the first's answer was dropped
     threads = [t for t in threading.enumerate() if t.name.startswith("jev-http-")]
     assert threads and all(t.daemon for t in threads)  # never hold up the interpreter's exit
 
@@ -451,7 +486,7 @@ def test_a_request_cancelled_before_it_is_sent_never_reaches_the_server(make, se
 def test_close_stops_the_loop_thread(make):
     judge = make()
     judge.judge(QUESTION, CANDIDATES[:1], [])
-    thread = judge._loop.thread
+    thread = judge.inner._loop.thread
     judge.close()
     thread.join(5)
     assert not thread.is_alive()

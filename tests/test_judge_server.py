@@ -1,33 +1,25 @@
 """The local Noul-compatible server: wire format, served judges, fault specs, bad requests."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from argparse import Namespace
-from pathlib import Path
 
 import httpx
 import pytest
 
-from workbench.judges.jev import core as jev
+from workbench.judges import jev
 from workbench.index.corpora import Unit
 from workbench.index.store import Index
 from workbench.judges.jev.server import FAULTS, JudgeServer, make_server_judge, parse_fault
 from workbench.judges import FunctionJudge
 from workbench.judgment import JudgeError
 from workbench.judges.lexical import LexicalJudge
+from tests import comparison_judges
+from tests.comparison_judges import hash_judge
 
-REPO = Path(__file__).resolve().parent.parent
 CANDIDATES = [{"unit_id": i, "title": t, "text": f"{t} lies on the river Vell.", "document": t}
               for i, t in enumerate(["Ardmore", "Brask", "Coln"])]
 CONTEXT = [{"unit_id": 10, "title": "Vell", "text": "The Vell flows past Ardmore.", "previous_score": 0.8}]
-
-
-def _hash_judge():
-    spec = importlib.util.spec_from_file_location("comparison_judges", REPO / "benchmarks" / "comparison_judges.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.hash_judge
 
 
 @pytest.fixture
@@ -45,9 +37,19 @@ def test_serves_the_hash_judge_over_the_wire_format(hash_server, style):
     data = r.json()
     assert data["model"] == "local-model" and set(data["answers"]) == {"c1", "c2", "c3"}
     assert all(a["type"] == "noul" for a in data["answers"].values())
-    expected = _hash_judge()("Which town is on the Vell?", CANDIDATES, CONTEXT)
+    expected = hash_judge("Which town is on the Vell?", CANDIDATES, CONTEXT)
     assert [data["answers"][k]["noul"] for k in ("c1", "c2", "c3")] == pytest.approx(expected)
     assert data["usage"]["input_tokens"] == jev.estimate_request_tokens(body) and data["usage"]["output_tokens"] == 3
+
+
+@pytest.mark.parametrize("name, test_only", [("hash", comparison_judges.hash_judge),
+                                             ("hash-context-free", comparison_judges.hash_judge_context_free)])
+def test_the_built_in_hash_judges_score_as_the_comparison_judges(name, test_only):
+    """The server's own copies (an installed server has no tests folder) give the same floats."""
+    served = make_server_judge(name, None)
+    for context in ([], CONTEXT, [{**CONTEXT[0], "previous_score": None}, {"title": "Ardmore", "previous_score": 0.25}]):
+        for question in ("Which town is on the Vell?", "Wer wohnt in Köln?"):
+            assert served.judge(question, CANDIDATES, context) == test_only(question, CANDIDATES, context)
 
 
 def test_lexical_judge_over_http_equals_in_process(tmp_path):

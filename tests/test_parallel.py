@@ -4,7 +4,6 @@ mid-run). Every parallel run is compared byte for byte with a sequential one: re
 resume files, trace files (`stats` excluded), failures."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -16,24 +15,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.comparison_judges import hash_judge
 from workbench.index.corpora import load_questions
 from workbench.runs.evaluation import QuestionFailed, evaluate
 from workbench.runs.experiment import Experiment, paper_ablation
 from workbench.judges.jev.server import JudgeServer
 from workbench.executors import (
-    Dask, ParallelError, Processes, QuestionMap, Sequential, Threads, components, default_concurrency, make_executor,
+    Dask, ParallelError, Processes, Sequential, Threads, default_concurrency, make_executor,
 )
+from workbench.runs.tasks import QuestionTask, components
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "sample_corpora" / "internal_docs"
 DOCS_QUESTIONS = REPO / "sample_corpora" / "internal_docs.questions.jsonl"
-
-
-def _hash_judge():
-    spec = importlib.util.spec_from_file_location("comparison_judges", REPO / "benchmarks" / "comparison_judges.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.hash_judge
 
 
 class CountingHashJudge:
@@ -42,7 +36,7 @@ class CountingHashJudge:
     name = key = "hash-counting"
 
     def __init__(self, seconds: float = 0.02):
-        self.fn, self.seconds = _hash_judge(), seconds
+        self.fn, self.seconds = hash_judge, seconds
         self.lock = threading.Lock()
         self.now = self.max = self.calls = 0
 
@@ -174,7 +168,7 @@ def test_records_only_pool_run_equals_sequential_and_sends_no_traces(tmp_path, i
     import pickle
 
     from workbench.params import Params
-    from workbench.executors import load_outcome, question_record_task, question_task, recipe_for, run_remote
+    from workbench.executors import load_outcome, recipe_for, run_remote
 
     def run(name, **kw):
         resume = tmp_path / f"{name}.jsonl"
@@ -184,29 +178,31 @@ def test_records_only_pool_run_equals_sequential_and_sends_no_traces(tmp_path, i
 
     assert run("pool", executor=pool) == run("seq")
     q = questions[0]
-    slim = pool.submit(run_remote, recipe_for(index, {}, 2, judgments=False), None, question_record_task, q.id,
-                       ("lexical", Params(), q)).result()
-    full = pool.submit(run_remote, recipe_for(index, {}, 2), None, question_task, q.id, ("lexical", Params(), q)).result()
-    sent = load_outcome(slim).value  # the evaluate.Outcome, without its trace
+    slim = pool.submit(run_remote, recipe_for(index, 2, judgments=False), None,
+                       QuestionTask.evaluating(q, "lexical", Params(), keep_traces=False), q.id).result()
+    full = pool.submit(run_remote, recipe_for(index, 2), None, QuestionTask.evaluating(q, "lexical", Params()),
+                       q.id).result()
+    sent = load_outcome(slim).value[0]  # the question's Outcome, without its trace
     record, failure, stats = sent.record, sent.failure, sent.stats
     assert sent.trace is None and sent.question.id == q.id
     assert failure is None and stats["judgments"] == record["judgments"] > 0
     assert load_outcome(slim).judgments == {} and len(load_outcome(full).judgments) == record["judgments"]
     assert len(slim) * 5 < len(full)  # the trace was most of the bytes
-    assert pickle.loads(full).value.trace.final_ranking  # the full outcome also carries the trace
-    assert pickle.loads(full).value.record == record  # made in the worker, the same either way
+    assert pickle.loads(full).value[0].trace.final_ranking  # the full outcome also carries the trace
+    assert pickle.loads(full).value[0].record == record  # made in the worker, the same either way
 
 
 def test_outcomes_unpickle_with_the_collector_paused_and_restored(index, questions, pool):
     import gc
 
     from workbench.params import Params
-    from workbench.executors import load_outcome, question_task, recipe_for, run_remote
+    from workbench.executors import load_outcome, recipe_for, run_remote
 
     q = questions[0]
-    data = pool.submit(run_remote, recipe_for(index, {}, 2), None, question_task, q.id, ("lexical", Params(), q)).result()
+    data = pool.submit(run_remote, recipe_for(index, 2), None, QuestionTask.evaluating(q, "lexical", Params()),
+                       q.id).result()
     assert gc.isenabled()
-    assert load_outcome(data).value.trace.question_id == q.id and gc.isenabled()
+    assert load_outcome(data).value[0].trace.question_id == q.id and gc.isenabled()
     gc.disable()
     try:
         load_outcome(data)
@@ -273,7 +269,7 @@ def test_forked_workers_adopt_the_callers_warm_index_on_their_own_connection(ind
     try:
         ex.ship_index(index)  # what a Stream does before its first task: warm, then fork
         assert ("api", "reference") not in index.title_phrases and index.title_phrases._known  # looked up here
-        recipe = recipe_for(index, {}, 1)
+        recipe = recipe_for(index, 1)
         pid, index_id, db_id, units, postings, title, hits, known, on_own = ex.submit(_adopted_index_facts,
                                                                                        recipe).result()
     finally:
@@ -382,14 +378,8 @@ def test_dask_worker_killed_mid_run_loses_nothing(tmp_path, index, questions, se
     opts = jev_options(server, tmp_path / "c2")
     resume, traces = tmp_path / "dask.partial.jsonl", tmp_path / "dask-traces"
 
-    from workbench.runs.evaluation import judge_factory
-    from workbench.judgment import JudgmentMemo
-    from workbench.params import Params
-
-    memo, judge_for = JudgmentMemo(), judge_factory("jev", index, **opts)
-    mapper = QuestionMap(executor, index, "jev", Params(), memo, judge_for, opts, on_arrival=kill_a_busy_worker)
-    result = evaluate(index, questions, "jev", progress=False, resume_path=resume, trace_dir=traces, memo=memo,
-                      judge_for=judge_for, map_outcomes=mapper, **opts)
+    result = evaluate(index, questions, "jev", progress=False, resume_path=resume, trace_dir=traces,
+                      executor=executor, on_arrival=kill_a_busy_worker, **opts)
     assert killed, "no worker was busy when the first result arrived"
     files = {p.name: _no_stats(p.read_text(encoding="utf-8")) for p in sorted(traces.iterdir())}
     assert (_no_stats(json.dumps(result.to_dict())), resume.read_bytes(), files) == seq

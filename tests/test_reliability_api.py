@@ -138,7 +138,7 @@ def test_final_only_judge_failure_names_its_round(world):
 
 
 def test_the_engine_never_imports_the_cli():
-    code = ("import sys, workbench.runs, workbench.judges.jev.core, widgets\n"
+    code = ("import sys, workbench.runs, workbench.judges.jev, widgets\n"
             "assert 'workbench.cli' not in sys.modules, sorted(m for m in sys.modules if m.startswith('workbench'))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env())
     assert proc.returncode == 0, proc.stderr

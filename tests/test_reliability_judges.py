@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.judges.jev import core as jev
+from workbench.judges import jev
 from workbench.engine import Run
 from workbench.judges import FunctionJudge, JudgeTimeout, JudgeTimeoutSetting, judge_timeout_from_env
 from workbench.judgment import JudgeError, JudgmentMemo
@@ -145,7 +145,7 @@ def test_cli_search_with_a_sleeping_function_judge_ends(tmp_path):
     (tmp_path / "sleepy.py").write_text(SLEEPING_JUDGE)
     r = sag2wb("search", "--db", index.path, "Where was the director of Glass Harbour born?",
                "--judge", f"{tmp_path / 'sleepy.py'}:judge", env={"SAG2WB_JUDGE_TIMEOUT": "0.5"})
-    assert r.returncode != 0, r.stdout
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)  # safeio.EXIT_FAILED: the question's judge failed
     assert "sleepy.py:judge' did not answer within its time limit of 0.5 s" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
 
@@ -155,7 +155,7 @@ def test_cli_judge_timeout_option_sets_the_limit(tmp_path):
     (tmp_path / "sleepy.py").write_text(SLEEPING_JUDGE)
     r = sag2wb("search", "--db", index.path, "Where was the director of Glass Harbour born?",
                "--judge", f"{tmp_path / 'sleepy.py'}:judge", "--judge-timeout", "0.7")
-    assert r.returncode != 0, r.stdout
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)  # safeio.EXIT_FAILED, as with the variable
     assert "did not answer within its time limit of 0.7 s" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
 

@@ -4,6 +4,7 @@ named errors for missing or corrupt model files, the judge and its explanations,
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -39,12 +40,36 @@ def test_vectors_are_normalised_and_rank_the_related_text_first(model, tmp_path)
     assert v[0] @ v[1] > v[0] @ v[2]
 
 
-def test_padding_does_not_change_a_vector(model, tmp_path):
-    """Mean pooling over real tokens only: a short text batched with a long one keeps its vector."""
+def test_a_vector_is_the_normalised_mean_of_its_own_token_states(model):
+    """The documented pooling, recomputed from the raw ONNX output for the text alone:
+    [CLS] ... [SEP] word pieces, the mean of the last hidden states over them, L2-normalised."""
+    text = "Mara Quell was a film director."
+    ids = model.tokenize([text])[0]
+    assert ids[0] == 101 and ids[-1] == 102 and len(ids) > 2  # BERT uncased: [CLS] = 101, [SEP] = 102
+    x = np.asarray([ids], dtype=np.int64)
+    feeds = {"input_ids": x, "attention_mask": np.ones_like(x)}
+    if "token_type_ids" in model.input_names:
+        feeds["token_type_ids"] = np.zeros_like(x)
+    states = model.session.run(None, feeds)[0][0]  # (tokens, DIM)
+    assert states.shape == (len(ids), DIM)
+    mean = states.mean(axis=0)
+    expected = (mean / np.linalg.norm(mean)).astype(np.float32)
+    got = Embedder(False, model=model).embed([text])[0]
+    assert np.allclose(got, expected, atol=1e-6)
+    cls = states[0] / np.linalg.norm(states[0])  # another pooling gives another vector: the check can tell
+    assert float(cls @ got) < 0.9
+
+
+def test_a_vector_depends_on_its_text_alone_bit_for_bit(model):
+    """Each text runs on its own: no batch companion, position or thread changes a bit of its
+    vector (the trajectories depend on it). Padded batches do not have this property: with the
+    int8 model a short text padded next to a long one comes out at cosine ~0.99, not 1."""
     short = "Mara Quell was a film director."
-    alone = Embedder(False, model=model).embed([short])[0]
-    batched = Embedder(False, model=model).embed([short, "a much longer text " * 20])[0]
-    assert float(alone @ batched) == pytest.approx(1.0, abs=1e-5)
+    others = ["a much longer text " * 20, "Tessaly is a river town.", ""]
+    alone = Embedder(False, model=model).embed([short])[0]  # one text: the caller's thread
+    for batch in ([short, *others], [*others, short], [others[0], short, others[1]]):
+        vecs = Embedder(False, model=model).embed(batch)   # several: the model's thread pool
+        assert np.array_equal(vecs[batch.index(short)], alone)
 
 
 def test_second_run_embeds_nothing(model, tmp_path):
@@ -94,15 +119,58 @@ def test_the_model_is_in_the_key_and_signals_are_explained(model, enc_index, tmp
     passages = trace.frames()["passages"]
     scored = passages[passages["score"].notna()]
     assert scored["components"].map(lambda c: {"model", "coverage", "relevance", "bridge", "score"} <= set(c)).all()
-    for _, row in scored.iterrows():
-        c = row["components"]
-        assert c["score"] == pytest.approx(row["score"])
-        assert c["score"] == pytest.approx(1 - (1 - (c["model"] + c["coverage"]) / 2) * (1 - 0.8 * c["bridge"]), abs=1e-5)
+    for _, row in scored.iterrows():  # the explanation's score is the trace's (the formula: the test below)
+        assert row["components"]["score"] == pytest.approx(row["score"])
     named = scored[scored["components"].map(lambda c: "named_by" in c)]
     assert len(named) > 0 and named["explanation"].str.contains("named by '").all()
     # the director is reached, and is named by the film's passage
     director = named[named["title"] == "Élodie Marchetti"]
     assert len(director) and (director["components"].map(lambda c: c["named_by"]) == "Glass Harbour").all()
+
+
+# Four units: df(mara) = df(quell) = 2 (units 1, 2), df(born) = 1 (unit 2), df(river) = 1 (unit 3).
+SCORED_WORLD = [
+    ("Glass Harbour", "Glass Harbour is a film directed by Mara Quell."),
+    ("Mara Quell", "Mara Quell was born in Tessaly."),
+    ("Tessaly", "Tessaly is a river town."),
+    ("Ostrow", "Ostrow is a port."),
+]
+
+
+def test_scores_follow_the_documented_formula_from_hand_counted_inputs(model, tmp_path):
+    """score = 1 - (1 - relevance) * (1 - 0.8 * bridge), relevance = mean(model, coverage),
+    with every input computed here, not read from the judge's components."""
+    from .conftest import build_index
+
+    index = build_index(tmp_path, SCORED_WORLD)
+    q = "Was Mara Quell born by the river?"  # tokens: mara, quell, born, river ("was", "by", "the" are stopwords)
+
+    def idf(df, n=4):  # SPEC §2
+        return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    q_mass = idf(2) + idf(2) + idf(1) + idf(1)
+    coverage = {2: (idf(2) + idf(2) + idf(1)) / q_mass,  # Mara Quell's passage has mara, quell, born
+                3: idf(1) / q_mass}                      # Tessaly's has river
+    assert coverage[2] == pytest.approx(0.68268, abs=1e-5) and coverage[3] == pytest.approx(0.31732, abs=1e-5)
+    items = {u: {"unit_id": u, "title": t, "text": x, "document": t} for u, (t, x) in enumerate(SCORED_WORLD, 1)}
+    cands = [items[2], items[3]]
+    # final-round context: Glass Harbour (0.6) names Mara Quell; Mara Quell (0.9) names Tessaly
+    # (and never bridges to itself)
+    ctx = [{**items[1], "previous_score": 0.6}, {**items[2], "previous_score": 0.9}]
+    bridge = {2: 0.6, 3: 0.9}
+
+    # without the model, every number is by hand: 1 - 0.31732 * 0.52 and 1 - 0.68268 * 0.28
+    no_model = SemanticJudge(index, signals=("coverage", "bridge"))
+    assert no_model.judge(q, cands, ctx) == pytest.approx([0.834995, 0.808849], abs=1e-6)
+
+    # with the model: its signal is sigmoid(10 * (cosine - 0.3)) of the question and "title\ntext"
+    emb = Embedder(False, model=model)
+    vecs = emb.embed([q, "Mara Quell\nMara Quell was born in Tessaly.", "Tessaly\nTessaly is a river town."])
+    squashed = {u: 1 / (1 + math.exp(-10 * (float(vecs[0] @ vecs[i]) - 0.3))) for i, u in ((1, 2), (2, 3))}
+    expected = [1 - (1 - (squashed[u] + coverage[u]) / 2) * (1 - 0.8 * bridge[u]) for u in (2, 3)]
+    judge = SemanticJudge(index, embedder=Embedder(False, model=model))
+    assert judge.judge(q, cands, ctx) == pytest.approx(expected, abs=1e-6)
+    assert expected[0] > expected[1]  # the model prefers the passage that answers
 
 
 def test_cjk_questions_can_leave_the_english_model_out(model, enc_index, tmp_path):

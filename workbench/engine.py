@@ -1,9 +1,16 @@
 """The SAG2 procedure (SPEC §3) as small steps over plain data, and a Run that steps them.
 
->>> run = Run(index, "Where was the director of Glass Harbour born?", judge=LexicalJudge(index))  # doctest: +SKIP
+>>> from workbench.judges import LexicalJudge
+>>> run = Run(enc_index, "Where was the director of Glass Harbour born?", judge=LexicalJudge(enc_index))
 >>> state = run.step()          # round 0: BM25 candidates, scored
+>>> state.round, len(state.candidates), state.judgments
+(0, 42, 42)
 >>> trace = run.run()           # to the end (H expansion rounds or an early stop)
+>>> trace.stop, trace.documents()[:2]
+('max rounds reached (H)', ['The Glass Harbour Affair', 'Glass Harbour'])
 >>> again = run.rerun(params=run.params.replace(L=10))   # from the first affected round
+>>> again.params.L, again.trace().documents()[:2]
+(10, ['Glass Harbour Bridge', 'Glass Harbour'])
 
 Each step function, in the order of the paper: `initial_candidates`, `score_round`, `rank`,
 `select_seeds`, `select_terms`, `retrieve_expansion`, `build_pool`, `build_context`,
@@ -42,8 +49,8 @@ def dedupe(*lists) -> list:
 def repair_names(index: Index, text: str, seen=frozenset()) -> str:
     """Replace accent-alias spans by their title when only the title has an unseen match.
 
-    >>> repair_names(index, "Where was Jose Marti born?")   # doctest: +SKIP
-    'Where was josé martí born?'
+    >>> repair_names(enc_index, "Where was Jose Arriaga born?")
+    'Where was josé arriaga born?'
     """
     out, last = [], 0
     for start, end in index.alias_spans(text):  # stored keys: nothing grows with the corpus here

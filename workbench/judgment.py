@@ -20,7 +20,15 @@ class Judge(Protocol):
 
 
 def validate_scores(name: str, scores, n: int) -> list[float]:
-    """Probabilities in [0, 1], one per candidate, or a JudgeError naming the judge."""
+    """Probabilities in [0, 1], one per candidate, or a JudgeError naming the judge.
+
+    >>> validate_scores("half", [0.5, 1], 2)
+    [0.5, 1.0]
+    >>> validate_scores("half", [1.5], 1)
+    Traceback (most recent call last):
+    ...
+    workbench.judgment.JudgeError: judge 'half': score 0 is 1.5, outside [0, 1]
+    """
     try:
         scores = list(scores)
     except TypeError:
@@ -43,7 +51,18 @@ class JudgmentMemo:
     """In-process judgment cache shared by re-runs: (judge key, question, context, unit) -> score.
 
     Judgments are assumed independent of which other candidates share the call (true for
-    every judge here; JEV answers each candidate as its own question)."""
+    every judge here; JEV answers each candidate as its own question).
+
+    >>> class Half:
+    ...     name, key = "half", "half-v1"
+    ...     def judge(self, question, candidates, context):
+    ...         return [0.5] * len(candidates)
+    >>> memo, item = JudgmentMemo(), {"unit_id": 1, "title": "t", "text": "x", "document": "t"}
+    >>> memo.judge(Half(), "q?", [item], []), memo.judge(Half(), "q?", [item], [])
+    ([0.5], [0.5])
+    >>> memo.hits, memo.misses
+    (1, 1)
+    """
 
     def __init__(self):
         self.scores: dict[tuple, float] = {}

@@ -6,7 +6,7 @@ of R@k), scored `depth - rank + 1` so the tools' sort-by-score order is our rank
 the qrels are the gold documents with relevance 1. A question with gold but no retrieved
 document counts 0 (as `trec_eval -c` and pt.Experiment count it); a question without gold
 is left out (as R@k leaves it out). Values stay on ir_measures' own scale (0-1), while the
-paper's metrics stay percentages, computed by workbench/evaluate.py exactly as before.
+paper's metrics stay percentages, computed by workbench/metrics.py exactly as before.
 
 >>> compute_measures(result.records, questions, ["nDCG@10", "RR"])    # doctest: +SKIP
 {'nDCG@10': 0.6124, 'RR': 0.7233}
@@ -14,9 +14,11 @@ paper's metrics stay percentages, computed by workbench/evaluate.py exactly as b
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
+from workbench.formats import FormatError, run_rows, write_trec_qrels, write_trec_run
 from workbench.index.corpora import Question
-from workbench.formats import FormatError, run_rows
+from workbench.safeio import OutputError, check_output
 
 
 def _ir_measures():
@@ -104,11 +106,6 @@ def eval_extras(result, questions: list[Question], *, run=None, qrels=None, meas
     >>> eval_extras(result, questions, run="sag2.trec", measures=["nDCG@10"])   # doctest: +SKIP
     ['nDCG@10 0.6124', 'run -> sag2.trec (40 questions)']
     """
-    from workbench.formats import write_trec_qrels, write_trec_run
-    from workbench.safeio import OutputError, check_output
-
-    from pathlib import Path
-
     named = [(p, what) for p, what in ((out, "--out"), (run, "--run"), (qrels, "--qrels")) if p is not None]
     for i, (path, what) in enumerate(named):
         for other, other_what in named[:i]:

@@ -31,13 +31,13 @@ except ImportError as exc:  # the extra is optional; say how to get it
 
 from workbench.index.corpora import Question
 from workbench.engine import Run
-from workbench.runs.evaluation import judge_factory
 from workbench.formats import RUN_DEPTH, rank_score
 from workbench.index.store import Index
 from workbench.judges.base import FunctionJudge
 from workbench.judgment import JudgmentMemo
 from workbench.measures import qrels_frame, topics_frame  # noqa: F401  (re-exported for notebooks)
 from workbench.params import Params
+from workbench.runs.tasks import JudgeSource, judge_spec
 
 RESULT_COLUMNS = ["docno", "score", "rank", "unit_id", "title", "judge_score", "bm25", "entered_round", "via_term"]
 
@@ -128,7 +128,9 @@ class SAG2Retriever(_WorkbenchRetriever):
         super().__init__(index, params, num_results=num_results)
         if isinstance(judge, str):
             self.judge_name = judge
-            self._factory = judge_factory(judge, self.index, **jev_options)
+            spec, judges = judge_spec(judge, jev_options), JudgeSource(self.index)
+            judges.prepare([spec])  # one judge for every query (the oracle's: per query, from its qrels)
+            self._factory = lambda q: judges(spec, q)
         else:
             if callable(judge) and not hasattr(judge, "judge"):
                 judge = FunctionJudge(judge)  # a plain `judge(question, candidates, context)` function

@@ -7,9 +7,12 @@ old file or the whole new one, never a truncated one; a kill -9 or a full disk l
 old file untouched. `append_line` appends one whole line and fsyncs it, for resume logs
 (a line cut by a crash is skipped by their readers).
 
->>> atomic_write_text("out.json", "{}")          # doctest: +SKIP
->>> with atomic_writer("table.md") as f:          # doctest: +SKIP
+>>> atomic_write_text("out.json", "{}")
+>>> with atomic_writer("table.md") as f:
 ...     f.write("| a |\\n")
+6
+>>> open("out.json").read(), open("table.md").read()
+('{}', '| a |\\n')
 
 Exit codes of `sag2wb` (docs/reliability.md): 0 done; 1 the work failed (a judge error;
 finished questions stay resumable); 2 bad input or environment, named in one line;
@@ -150,8 +153,13 @@ def check_output(path, *, inputs=(), ours=None, force: bool = False, what: str =
     """Refuse to write `path` when it is one of this command's `inputs`, or an existing file
     for which `ours(path)` is False (not a result we wrote); `force` allows the latter only.
 
-    >>> check_output("q.jsonl", inputs=["q.jsonl"])       # doctest: +SKIP
-    OutputError: --out q.jsonl is an input of this command (...)
+    >>> atomic_write_text("q.jsonl", "{}\\n")
+    >>> check_output("q.jsonl", inputs=["q.jsonl"])
+    Traceback (most recent call last):
+    ...
+    workbench.safeio.OutputError: --out q.jsonl is an input of this command (q.jsonl); choose another file
+    >>> check_output("results.jsonl", inputs=["q.jsonl"])
+    PosixPath('results.jsonl')
     """
     path = Path(path)
     for inp in inputs:

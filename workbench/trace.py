@@ -1,7 +1,17 @@
 """Round states and traces: frozen data, pandas frames with fixed columns, JSON that round-trips.
 
->>> trace = Run(index, "Where was the director of Glass Harbour born?", judge=judge).run()  # doctest: +SKIP
->>> trace.frames()["passages"].query("round == 1").head()                                   # doctest: +SKIP
+>>> from workbench.engine import Run
+>>> from workbench.judges import LexicalJudge
+>>> trace = Run(enc_index, "Where was the director of Glass Harbour born?", judge=LexicalJudge(enc_index)).run()
+>>> trace.stop, trace.judgments
+('max rounds reached (H)', 92)
+>>> trace.frames()["passages"].query("round == 1")[["unit_id", "title", "score"]].head(3)
+    unit_id                     title     score
+42      117      Glass Harbour Bridge  0.609098
+43       67  The Glass Harbour Affair  0.628747
+44       16  Glass Harbour Lighthouse  0.584522
+>>> Trace.from_json(trace.to_json()) == trace
+True
 """
 from __future__ import annotations
 

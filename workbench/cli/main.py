@@ -16,6 +16,7 @@ import os
 import sqlite3
 import sys
 import time
+from importlib import resources
 from pathlib import Path
 
 from workbench import safeio
@@ -24,13 +25,17 @@ from workbench.runs.evaluation import QuestionFailed, is_our_result, load_resume
 from workbench.runs.experiment import ExperimentError
 from workbench.index.store import Index, IndexProblem, open_or_build
 from workbench.judgment import JudgeError
-from workbench.judges.registry import default_judge, resolve_judge
+from workbench.metrics import is_missing
+from workbench.judges import JudgeSpec, default_judge, resolve_judge
 from workbench.params import Params, ParamsError
 from workbench.terms import TermWeightingError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SAMPLE_DOCS = REPO_ROOT / "sample_corpora" / "internal_docs"
-SAMPLE_DOCS_QUESTIONS = REPO_ROOT / "sample_corpora" / "internal_docs.questions.jsonl"
+# The bundled sample corpora are package data: the checkout's sample_corpora/ installs as the
+# package workbench.sample_corpora (pyproject.toml), so `sag2wb demo` runs from any folder
+# after a plain `pip install` (a regular package on disk: its files are a real folder).
+SAMPLE_CORPORA = Path(resources.files("workbench.sample_corpora"))
+SAMPLE_DOCS = SAMPLE_CORPORA / "internal_docs"
+SAMPLE_DOCS_QUESTIONS = SAMPLE_CORPORA / "internal_docs.questions.jsonl"
 
 
 class CLIError(Exception):
@@ -73,8 +78,14 @@ def _params(args) -> Params:
     return params
 
 
+def _judge_spec(args, index) -> JudgeSpec:
+    """--judge as a value: `auto` resolved for this index, JEV's options attached."""
+    spec = JudgeSpec.parse(args.judge).resolve(index)
+    return spec.with_options(**_jev_options(args)) if spec.name == "jev" else spec
+
+
 def _jev_options(args) -> dict:
-    if args.judge != "jev":
+    if JudgeSpec.parse(args.judge).name != "jev":
         return {}
     return {"endpoint": args.jev_endpoint, "model": args.jev_model, "payload_style": args.payload_style,
             "cache_dir": args.cache_dir, "cache_only": args.cache_only}
@@ -257,17 +268,16 @@ def _explain(trace) -> None:
 
 def cmd_search(args) -> int:
     from workbench.engine import Run
-    from workbench.judges.registry import make_judge
 
     if args.top < 1:
         raise CLIError(f"--top {args.top}: give a number of results of at least 1")
     index = Index(args.db)
-    args.judge = resolve_judge(args.judge, index)
+    spec = _judge_spec(args, index)
+    args.judge = str(spec)
     params = _params(args)
-    gold = None
-    if args.judge == "oracle":
-        raise CLIError("the oracle judge needs gold labels: use `sag2wb eval` with a questions file")
-    judge = make_judge(args.judge, index, gold=gold, **_jev_options(args))
+    if spec.kind.needs_gold:
+        raise CLIError(f"the {spec} judge needs gold labels: use `sag2wb eval` with a questions file")
+    judge = spec.build(index)
     trace = Run(index, args.question, params, judge).run()
     _print_ranking(trace, index, args.top)
     if args.explain:
@@ -342,14 +352,13 @@ def cmd_demo(args) -> int:
     BM25, SAG2 with the offline lexical and semantic judges, and the oracle ceiling on every sample question."""
     from workbench.engine import Run
     from workbench.runs.evaluation import evaluate
-    from workbench.judges.registry import make_judge
 
     db = Path(args.db)
     index, built = open_or_build(SAMPLE_DOCS, db, source="sample_corpora/internal_docs")
     print(f"{'built' if built else 'opened'} {db} ({index.N} units, {index.D} files of the bundled internal docs)\n")
     questions = load_questions(SAMPLE_DOCS_QUESTIONS)
     judge_name = default_judge(index)  # lexical here: docs/judges.md
-    judge = make_judge(judge_name, index)
+    judge = JudgeSpec.parse(judge_name).build(index)
     # docs-02 asks the flagship question in Chinese: only expansion through the identifiers
     # role_id / permission_keys reaches the English gateway file.
     question = next((q for q in questions if q.id == args.question), questions[0])
@@ -383,7 +392,7 @@ def cmd_judge_server(args) -> int:
 
 
 def cmd_cache(args) -> int:
-    from workbench.judges.jev.core import cache_main
+    from workbench.judges.jev.cache import cache_main
 
     return cache_main(args)
 
@@ -443,8 +452,8 @@ def cmd_ablate(args) -> int:
         for name in (out.name, md_path.name, html_path.name):
             safeio.clean_stale_temps(out.parent, name)  # left by a writer killed mid-write
     t0 = time.perf_counter()
-    experiment = Experiment(index, questions, paper_ablation(params, args.judge), resume_path=resume,
-                            progress=not args.quiet, judge_options=_jev_options(args), keep_going=args.keep_going)
+    experiment = Experiment(index, questions, paper_ablation(params, _judge_spec(args, index)), resume_path=resume,
+                            progress=not args.quiet, keep_going=args.keep_going)  # JEV's options: in the spec
     results, code = _run_work(args, resume, lambda executor: experiment.run(executor=executor))
     if code is not None:
         return code
@@ -455,7 +464,7 @@ def cmd_ablate(args) -> int:
     report = ablation_report(results, args.judge)
     report.update({"db": str(args.db), "questions_file": str(args.questions), "index": index.meta.get("fingerprint"),
                    "params": params.to_dict(), "seconds": round(seconds, 2), "stats": results.stats,
-                   "per_question": [{k: (None if _missing(v) else v) for k, v in r.items()}
+                   "per_question": [{k: (None if is_missing(v) else v) for k, v in r.items()}
                                     for r in results.frame(extras=True).to_dict(orient="records")]})
     title = f"SAG2 ablation: {Path(args.questions).name}, judge {args.judge}"
     html_text = (f"<!doctype html><meta charset='utf-8'><title>SAG2 ablation</title>"
@@ -479,10 +488,6 @@ def cmd_ablate(args) -> int:
     if results.failures:
         return _report_failures(results.failures, len(questions), results.scope)
     return safeio.EXIT_OK
-
-
-def _missing(v) -> bool:
-    return v is None or (isinstance(v, float) and v != v)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,10 @@ from a scratch FTS5 table with the index's tokenizer in the worker, so they are 
 positions; chunks are tokenized in parallel but written in order, so one process and
 several give byte-identical tables.
 
->>> write_index(iter_corpus("corpus.json"), Path("corpus.sqlite.tmp"), "corpus.json")  # doctest: +SKIP
+>>> from workbench.index.corpora import iter_corpus
+>>> meta = write_index(iter_corpus("sample_corpora/encyclopedia/corpus.json"), Path("enc.sqlite"), "encyclopedia")
+>>> meta["units"], meta["documents"], meta["chunks"], meta["complete"]
+('169', '169', '1', '1')
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ import numpy as np
 from workbench import text as textlib
 from workbench.index.corpora import Unit
 from workbench.index.postings import COLUMNS, read_instances
+from workbench.index.schema import DIVERSITY_TOKEN, SCHEMA_VERSION, fold_accents, normalize_title, tokenizer_signature
 
 CHUNK_UNITS = 2048
 SCHEMA = """
@@ -78,7 +82,6 @@ def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str]]) -> dict
 
 def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict:
     """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together)."""
-    from workbench.index.store import DIVERSITY_TOKEN, fold_accents, normalize_title  # the index's own rules
 
     tok = textlib.tokenize
     fts_rows, phrases, title_keys = [], Counter(), []
@@ -251,7 +254,6 @@ def write_index(units: Iterable[Unit], path: Path, source: str, *, workers: int 
                 progress: bool | None = False, total: int | None = None) -> dict:
     """Write a complete index of `units` (any iterable, read once) into the new file
     `path`. Returns the meta table it wrote."""
-    from workbench.index.store import SCHEMA_VERSION, tokenizer_signature
 
     workers = default_workers() if workers is None else workers
     db = sqlite3.connect(path)

@@ -1,7 +1,13 @@
 """Corpus and question loaders: benchmark `corpus.json`, question `*.jsonl`, document folders.
 
->>> units = load_corpus("sample_corpora/encyclopedia/corpus.json")   # doctest: +SKIP
->>> units[0].title, units[0].document                                 # doctest: +SKIP
+>>> units = load_corpus("sample_corpora/encyclopedia/corpus.json")
+>>> len(units), units[0].title, units[0].location
+(169, 'Adèle Ferrand', 'item 0')
+>>> docs = load_corpus("sample_corpora/internal_docs")   # a folder: paragraphs grouped into units
+>>> len(docs), docs[0].document, docs[0].location
+(24, 'CHANGELOG.md', 'lines 1-19')
+>>> load_questions("sample_corpora/internal_docs.questions.jsonl")[0].gold
+('auth/login.md', 'access/roles.md', 'api/gateway.md', 'api/permission_registry.md')
 """
 from __future__ import annotations
 
@@ -44,8 +50,8 @@ class Question:
 
 def load_corpus(path: str | Path) -> list[Unit]:
     """Units from a benchmark `corpus.json`, a folder of .md/.txt documents, a JSON Lines
-    corpus, a BEIR folder or `irds:NAME` (the last three: workbench/formats.py)."""
-    from workbench.formats import corpus_loader
+    corpus, a BEIR folder or `irds:NAME` (the last three: workbench/index/readers.py)."""
+    from workbench.index.readers import corpus_loader  # not at the top: readers build on this module
 
     if (loader := corpus_loader(path)) is not None:
         return loader()
@@ -101,9 +107,10 @@ def iter_corpus(path: str | Path) -> Iterator[Unit]:
     incrementally (ijson) and a folder read file by file, so memory does not grow with
     the corpus. Errors are the same, raised when the stream reaches them.
 
-    >>> sum(1 for _ in iter_corpus("sample_corpora/encyclopedia/corpus.json"))   # doctest: +SKIP
+    >>> sum(1 for _ in iter_corpus("sample_corpora/encyclopedia/corpus.json"))
+    169
     """
-    from workbench.formats import corpus_loader
+    from workbench.index.readers import corpus_loader  # not at the top: readers build on this module
 
     if (loader := corpus_loader(path)) is not None:  # JSON Lines, BEIR folders, irds: (read whole)
         yield from loader()
@@ -242,8 +249,8 @@ def json_objects(path, lines, error=CorpusError):
 
 def load_questions(path: str | Path, split: str | None = None) -> list[Question]:
     """`*.jsonl`: one {"_id", "question", "supporting_titles", "type"?, "hops"?, "answer"?} per line;
-    also a BEIR folder (`split`: its qrels/SPLIT.tsv), a TREC folder or `irds:NAME` (workbench/formats.py)."""
-    from workbench.formats import questions_loader
+    also a BEIR folder (`split`: its qrels/SPLIT.tsv), a TREC folder or `irds:NAME` (workbench/index/readers.py)."""
+    from workbench.index.readers import questions_loader  # not at the top: readers build on this module
 
     if (loader := questions_loader(path, split)) is not None:
         return loader()

@@ -18,8 +18,9 @@ ties are unchanged. Phrases are split into tokens by FTS5 itself (a scratch tabl
 the same unicode61 tokenizer), so accents, punctuation and CJK text split exactly as in
 the index. The same positions give a phrase's matching rows and its body df.
 
->>> Postings.open(db).bm25(["glass harbour", "director"], (2.0, 2.0, 1.0))   # doctest: +SKIP
-(array([1, 4]), array([-3.1, -0.9]))
+>>> rows, scores = Postings.open(enc_index.db).bm25(["glass harbour"], (2.0, 2.0, 1.0))
+>>> rows, scores.round(2)
+(array([ 16,  67, 117, 147]), array([-5.79, -5.54, -5.73, -4.54]))
 """
 from __future__ import annotations
 

@@ -1,23 +1,25 @@
 """The SAG2 index (SPEC §2): one SQLite file with FTS5 over title/heading/body, the original
 units, and everything derived from the corpus, computed at build time and read lazily
 (term positions for BM25, body df, title phrases, accent aliases, diversity df): opening
-costs the same at 6k and 600k passages. Building: `workbench/build.py`; updating in
-place: `workbench/update.py`.
+costs the same at 6k and 600k passages. Building: `workbench/index/build.py`; updating in
+place: `workbench/index/update.py`; text rules: `workbench/index/schema.py`.
 
->>> index = Index.build(load_corpus("sample_corpora/internal_docs"), "docs.sqlite")  # doctest: +SKIP
->>> index.search(query_expression(["role_id"]), limit=3)                            # doctest: +SKIP
-[(4, -3.1), ...]
+>>> index = Index.build("sample_corpora/internal_docs", "docs.sqlite")
+>>> [(unit_id, round(bm25, 2)) for unit_id, bm25 in index.search(query_expression(["role_id"]), limit=3)]
+[(7, -2.48), (23, -2.4), (6, -2.2)]
+>>> [index.unit(unit_id).document for unit_id in (7, 23, 6)]
+['auth/login.md', 'zh/login.md', 'auth/login.md']
+>>> index.df("role_id"), round(index.idf("role_id"), 3)
+(5, 1.514)
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 import re
 import sqlite3
 import threading
-import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
@@ -28,19 +30,27 @@ import numpy as np
 import regex
 
 from workbench import text as textlib
-from workbench.index.corpora import UNIT_MAX_CHARS, Unit
+from workbench.index.build import Fingerprint, write_index
+from workbench.index.corpora import Unit, iter_corpus
+from workbench.index.files import check_replaceable, remove_stale_builds
 from workbench.index.postings import Postings, phrases_of
-from workbench.safeio import InputError
-
-# 2: postings, row lengths, body vocabulary, title phrases and aliases stored at build time
-SCHEMA_VERSION = "sag2wb-index-2"
+from workbench.index.readers import corpus_loader
+from workbench.index.schema import (  # noqa: F401  (quote and query_expression: the store's public face)
+    DEFAULT_FIELD_WEIGHTS,
+    DIVERSITY_TOKEN,
+    SCHEMA_VERSION,
+    IndexProblem,
+    _damaged,
+    fold_accents,
+    normalize_title,
+    query_expression,
+    quote,
+    tokenizer_signature,
+)
+from workbench.index.update import write_manifest
 _LETTER_OR_NUMBER = regex.compile(r"[\p{L}\p{N}]")
-DEFAULT_FIELD_WEIGHTS = (2.0, 2.0, 1.0)
 UNIT_CACHE_LIMIT = 50_000  # units held in memory; a corpus up to this size is read whole
-# SPEC Appendix C: diversity vectors use plain word tokens, not jieba tokens. The standard
-# library's `re` on purpose: its \w excludes combining marks (Devanagari vowel signs split a
-# word), which is what the reference implementation's vectors show; `regex` would differ.
-DIVERSITY_TOKEN = re.compile(r"[^\W_]+")
+_INHERITED_CONNECTIONS: list = []  # a forked child's copies of the parent's connections: kept, never used
 _PLAIN_TOKEN = re.compile(r"[a-z0-9]+")
 
 
@@ -54,15 +64,6 @@ class Memo(dict):
     def __missing__(self, key):
         value = self[key] = self.compute(key)
         return value
-
-
-class IndexProblem(InputError, RuntimeError):
-    """An index that cannot be opened or built, with the reason and the fix (an InputError:
-    the CLI prints it in one line and exits 2)."""
-
-
-def _damaged(path: Path, exc: sqlite3.DatabaseError) -> IndexProblem:
-    return IndexProblem(f"{path}: the index file is damaged ({exc}); rebuild it with `sag2wb index CORPUS --db {path}`")
 
 
 class _Rows(list):
@@ -143,46 +144,6 @@ class _Aliases(Mapping):
         return self.db.execute("SELECT count(*) FROM aliases").fetchone()[0]
 
 
-def quote(term: str) -> str:
-    """An FTS5 phrase for a term: its text in double quotes, inner quotes doubled (SPEC §1)."""
-    return '"' + term.replace('"', '""') + '"'
-
-
-def query_expression(terms) -> str:
-    """OR of quoted phrases: nothing a user typed reaches FTS5 unquoted."""
-    return " OR ".join(quote(t) for t in terms)
-
-
-def tokenizer_signature() -> dict:
-    """Everything about text processing that changes tokens; an index records it."""
-    return {
-        "tokenizer_version": textlib.TOKENIZER_VERSION,
-        "jieba_version": textlib.jieba_version(),
-        "connected_latin": textlib.CONNECTED_LATIN,
-        "stopwords": hashlib.sha256(" ".join(sorted(textlib.STOPWORDS)).encode()).hexdigest()[:16],
-        "unit_max_chars": str(UNIT_MAX_CHARS),
-        "diversity_token": "re:" + DIVERSITY_TOKEN.pattern,
-    }
-
-
-def fold_accents(text: str) -> str:
-    """SPEC §2 accent alias form: NFKD, drop combining marks after a Latin base letter, NFKC."""
-    out: list[str] = []
-    after_latin = False
-    for ch in unicodedata.normalize("NFKD", text):
-        if unicodedata.combining(ch):
-            if after_latin:
-                continue
-        else:
-            after_latin = ch.isalpha() and "LATIN" in unicodedata.name(ch, "")
-        out.append(ch)
-    return unicodedata.normalize("NFKC", "".join(out))
-
-
-def normalize_title(title: str) -> str:
-    return unicodedata.normalize("NFKC", title).casefold()
-
-
 @dataclass(frozen=True)
 class UnitRecord(Unit):
     """A stored unit: the loaded Unit plus its id in the index (the FTS5 rowid)."""
@@ -257,13 +218,34 @@ class Index:
     def close(self) -> None:
         self.db.close()
 
+    def reopen_after_fork(self) -> "Index":
+        """This index as a forked child process inherited it (caches and all, copy-on-write),
+        on a connection of its own: an SQLite connection must not be used across a fork. The
+        inherited connection is kept, never used nor closed here (it is the parent's). The
+        alias map and the title-phrase set keep what they looked up (the parent's, warm) and
+        read on the new connection; the locks are new (one held by a parent's thread at the
+        fork stays held); postings, if they were read, lose their scratch table (temp tables
+        are per connection).
+
+        >>> Index("docs.sqlite").warm().reopen_after_fork()   # in a forked worker   # doctest: +SKIP
+        """
+        fresh = Index(self.path)
+        _INHERITED_CONNECTIONS.append(self.db)
+        self.db = self.aliases.db = self.title_phrases.db = fresh.db
+        self._postings_lock = threading.Lock()
+        postings = self.__dict__.get("postings")  # a cached_property: set only if it was read
+        if postings is not None:
+            postings.db, postings._lock, postings._scratch = fresh.db, threading.Lock(), False
+        return self
+
     def warm(self) -> "Index":
         """Load now what questions otherwise load on first use (a small corpus's units,
         vocabulary and aliases, the postings' row sizes, and the tokenizer's dictionary, ~1 s):
         a process pool forked after this inherits them instead of each worker reading them
         again (parallel.Processes).
 
-        >>> Index("2wiki.sqlite").warm()   # doctest: +SKIP
+        >>> index.warm() is index
+        True
         """
         if self.N <= UNIT_CACHE_LIMIT and len(self._units) < self.N:  # not again on a warm index
             self._read_all_units()
@@ -300,8 +282,10 @@ class Index:
         §2): one indexed look-up per possible span instead of an expression that grows
         with every title.
 
-        >>> list(index.alias_spans("Where was Jose Marti born?"))   # doctest: +SKIP
-        [(10, 20)]
+        >>> list(enc_index.alias_spans("Where was Jose Arriaga born?"))
+        [(10, 22)]
+        >>> enc_index.aliases["jose arriaga"]
+        'josé arriaga'
         """
         lengths = self._alias_lengths
         if not lengths:
@@ -554,18 +538,14 @@ class Index:
         refused. `workers`: tokenizing processes (default: up to 2 cores); results are
         the same for any number. `progress`: a tqdm bar (None: on a terminal only).
 
-        >>> Index.build("sample_corpora/internal_docs", "docs.sqlite")   # doctest: +SKIP
-        Index('docs.sqlite', units=..., documents=...)
+        >>> Index.build("sample_corpora/internal_docs", "docs.sqlite")
+        Index('docs.sqlite', units=24, documents=19)
         """
-        from workbench.index.build import write_index
-        from workbench.index.corpora import iter_corpus
 
         path = Path(path)
         folder = None
         if isinstance(units, (str, Path)):
             source = source or str(units)
-            from workbench.formats import corpus_loader
-
             # a folder of .md/.txt files keeps a manifest for in-place updates; a BEIR folder does not
             folder = Path(units) if Path(units).is_dir() and corpus_loader(units) is None else None
             units = iter_corpus(units)
@@ -581,7 +561,6 @@ class Index:
             if not meta:
                 raise IndexProblem(f"{source or path}: nothing to index (no units)")
             if folder is not None:  # what `sag2wb index FOLDER` compares to update in place
-                from workbench.index.update import write_manifest
 
                 with sqlite3.connect(tmp) as db:
                     write_manifest(db, folder)
@@ -593,59 +572,7 @@ class Index:
         return cls(path)
 
 
-def check_replaceable(path: Path) -> None:
-    """Refuse to build over anything but a workbench index (a corpus, notes, a folder)."""
-    if not path.exists():
-        return
-    if path.is_dir():
-        raise IndexProblem(f"{path}: is a folder; pass a file name for the index to --db")
-    with open(path, "rb") as f:
-        head = f.read(16)
-    ours = False
-    if head == b"SQLite format 3\x00":
-        try:
-            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            try:
-                row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-                ours = bool(row) and str(row[0]).startswith("sag2wb-index")
-            finally:
-                db.close()
-        except sqlite3.DatabaseError:
-            ours = False
-    if not ours:
-        raise IndexProblem(f"{path}: exists and is not a SAG2 workbench index; refusing to replace it "
-                           "(choose another --db, or delete the file yourself)")
-
-
-def remove_stale_builds(path: Path) -> list[Path]:
-    """Delete `.NAME.building-PID` files left by builds whose process is gone (killed)."""
-    removed = []
-    for tmp in path.parent.glob(f".{glob_escape(path.name)}.building-*"):
-        pid = tmp.name.rsplit("-", 1)[-1]
-        if not pid.isdigit() or _alive(int(pid)):
-            continue
-        tmp.unlink(missing_ok=True)
-        removed.append(tmp)
-    return removed
-
-
-def glob_escape(name: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", name)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def corpus_fingerprint(units) -> str:
-    from workbench.index.build import Fingerprint
-
     fingerprint = Fingerprint()
     for u in units:
         fingerprint.add(u)
@@ -655,8 +582,6 @@ def corpus_fingerprint(units) -> str:
 def open_or_build(units_or_corpus, path: str | Path, *, source: str = "", progress: bool | None = False) -> tuple[Index, bool]:
     """Open `path` if it holds an index of exactly these units; otherwise (re)build it.
     Returns (index, built)."""
-    from workbench.index.corpora import iter_corpus
-
     is_path = isinstance(units_or_corpus, (str, Path))
     units = iter_corpus(units_or_corpus) if is_path else units_or_corpus
     path = Path(path)

@@ -10,9 +10,21 @@ renumbers the documents after it (a rebuild would count them anew, so their rela
 order is what matters; the trace shows the ids, so after a removal they differ from a
 rebuild's by a constant shift per stretch).
 
->>> changes = update_folder(Path("docs.sqlite"), Path("docs/"))   # doctest: +SKIP
->>> changes.summary()                                              # doctest: +SKIP
-'1 added, 1 changed, 1 removed document(s); 12 units tokenized; 0.4 s'
+>>> import shutil
+>>> from workbench.index import Index
+>>> docs = Path(shutil.copytree("sample_corpora/internal_docs", "docs"))
+>>> Index.build(docs, "docs.sqlite")
+Index('docs.sqlite', units=24, documents=19)
+>>> _ = (docs / "auth" / "sso.md").write_text("# Single sign-on\\n\\nSSO is switched off.\\n")
+>>> _ = (docs / "ops" / "oncall.md").write_text("# On call\\n\\nOne engineer carries the pager each week.\\n")
+>>> (docs / "CHANGELOG.md").unlink()
+>>> changes = update_folder(Path("docs.sqlite"), docs)
+>>> changes.added, changes.changed, changes.removed
+(['ops/oncall.md'], ['auth/sso.md'], ['CHANGELOG.md'])
+>>> changes.summary()
+'1 added, 1 changed, 1 removed document(s), 4 renumbered; 12 units tokenized; ... s'
+>>> Index("docs.sqlite")
+Index('docs.sqlite', units=24, documents=19)
 """
 from __future__ import annotations
 
@@ -27,6 +39,7 @@ import numpy as np
 
 from workbench.index.build import Fingerprint, insert_units, tokenize_rows, write_aliases
 from workbench.index.corpora import CorpusError, Unit, file_units, folder_files, iter_corpus
+from workbench.index.schema import IndexProblem
 from workbench.safeio import file_sha256
 
 _UNIT_COLUMNS = "title, heading, body, document, source, location"
@@ -256,7 +269,6 @@ def _transaction(path: Path):
 
 
 def _busy(path: Path, exc: Exception) -> Exception:
-    from workbench.index.store import IndexProblem
 
     return IndexProblem(f"{path}: cannot update the index ({exc}); another process is writing it or reading it "
                         "in a transaction: let it finish, or close it, and run the update again")
@@ -303,7 +315,15 @@ def update_folder(path: Path, root: Path) -> Changes:
 def update_passages(path: Path, add: Path | None = None, remove=()) -> Changes:
     """Add the passages of the corpus.json-style file `add` (a passage whose title is in
     the index replaces it, in place; new ones go after all others) and remove the
-    passages titled `remove`."""
+    passages titled `remove`.
+
+    >>> from workbench.index import Index
+    >>> Index.build("sample_corpora/encyclopedia/corpus.json", "enc.sqlite")
+    Index('enc.sqlite', units=169, documents=169)
+    >>> _ = Path("new.json").write_text('[{"title": "Harrow Point Ferry", "text": "A ferry crosses to Harrow Point."}]')
+    >>> update_passages(Path("enc.sqlite"), Path("new.json"), remove=["Glass Harbor"]).summary()
+    '1 added, 0 changed, 1 removed document(s); 2 units tokenized; ... s'
+    """
     t0 = time.perf_counter()
     changes = Changes()
     items = list(iter_corpus(add)) if add is not None else []

@@ -14,10 +14,20 @@ from workbench.judges.base import (
     judge_timeout_from_env,
 )
 from workbench.judges.lexical import LexicalJudge, OracleJudge, passage_tokens
-from workbench.judges.registry import OFFLINE_JUDGES, default_judge, make_judge, resolve_judge
+from workbench.judges.registry import (
+    JUDGE_KINDS,
+    OFFLINE_JUDGES,
+    JudgeKind,
+    JudgeSpec,
+    default_judge,
+    judge_key,
+    make_judge,
+    resolve_judge,
+)
 from workbench.judgment import Judge, JudgeError, JudgmentMemo, validate_scores
 
 __all__ = [
+    "JUDGE_KINDS", "JudgeKind", "JudgeSpec", "judge_key",
     "OFFLINE_JUDGES", "FunctionJudge", "Judge", "JudgeError", "JudgeTimeout", "JudgeTimeoutSetting", "judge_timeout_from_env", "JudgmentMemo", "LexicalJudge",
     "OracleJudge", "call_with_time_limit", "default_judge", "make_judge", "passage_tokens", "resolve_judge",
     "validate_scores",

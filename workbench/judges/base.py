@@ -19,8 +19,10 @@ JUDGE_TIMEOUT_VARIABLE = "SAG2WB_JUDGE_TIMEOUT"  # seconds; 0 or "none" turns th
 def judge_timeout_from_env(default: float | None = DEFAULT_JUDGE_TIMEOUT) -> float | None:
     """The per-call limit from $SAG2WB_JUDGE_TIMEOUT (seconds; 0 or "none": no limit), else `default`.
 
-    >>> os.environ["SAG2WB_JUDGE_TIMEOUT"] = "5"; judge_timeout_from_env()   # doctest: +SKIP
+    >>> os.environ["SAG2WB_JUDGE_TIMEOUT"] = "5"; judge_timeout_from_env()
     5.0
+    >>> os.environ["SAG2WB_JUDGE_TIMEOUT"] = "none"; judge_timeout_from_env() is None
+    True
     """
     text = os.environ.get(JUDGE_TIMEOUT_VARIABLE, "").strip()
     if not text:

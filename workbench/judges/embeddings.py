@@ -18,12 +18,17 @@ Every vector is cached twice: in memory, and on disk (diskcache) under
 the pooling and the truncation length. A re-run, another judge configuration or another
 process never embeds the same text twice.
 
->>> emb = Embedder(cache_dir="/tmp/sag2wb-embeddings")            # doctest: +SKIP
->>> vecs = emb.embed(["Who directed Glass Harbour?", "Glass Harbour is a 1961 film ..."])
->>> float(vecs[0] @ vecs[1])                                       # doctest: +SKIP
-0.61
->>> emb.stats()                                                    # doctest: +SKIP
+>>> emb = Embedder(cache_dir="embeddings")
+>>> vecs = emb.embed(["Who directed Glass Harbour?", "Glass Harbour is a 1974 film directed by Élodie Marchetti."])
+>>> vecs.shape, round(float(vecs[0] @ vecs[1]), 2)
+((2, 384), 0.75)
+>>> emb.stats()
 {'embedded': 2, 'memory_hits': 0, 'disk_hits': 0}
+>>> emb.close()
+>>> again = Embedder(cache_dir="embeddings")    # another process: read from the disk cache
+>>> _ = again.embed(["Who directed Glass Harbour?"])
+>>> again.stats()
+{'embedded': 0, 'memory_hits': 0, 'disk_hits': 1}
 """
 from __future__ import annotations
 
@@ -370,8 +375,11 @@ def embed_index(index, embedder: Embedder, *, progress: bool = True, batch: int 
     """Embed every unit of an index (title + text) into the embedder's cache, with a
     progress bar; units already cached cost a look-up. Returns counts and passages/s.
 
-    >>> embed_index(Index("2wiki.sqlite"), Embedder())     # doctest: +SKIP
-    {'units': 6119, 'embedded': 6119, 'cached': 0, 'seconds': 31.2, 'passages_per_s': 196.1}
+    >>> emb = Embedder(cache_dir="embeddings")
+    >>> embed_index(index, emb, progress=False)
+    {'units': 24, 'embedded': 24, 'cached': 0, 'seconds': ..., 'passages_per_s': ...}
+    >>> embed_index(index, emb, progress=False)
+    {'units': 24, 'embedded': 0, 'cached': 24, 'seconds': ..., 'passages_per_s': None}
     """
     from tqdm.auto import tqdm
 

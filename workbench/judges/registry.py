@@ -1,5 +1,21 @@
-"""Judges by name: the one place a judge spec is read and a judge is built."""
+"""Judges by name: a judge travels as a value (`JudgeSpec`), read from its text in one place
+(`JudgeSpec.parse`) and built from one registry of kinds (`JUDGE_KINDS`) that the CLI, the
+dashboard, the judge server, workers and resume fingerprints all read.
+
+>>> spec = JudgeSpec.parse("semantic:signals=model+coverage,gamma=0.5")
+>>> spec
+JudgeSpec(name='semantic', options=(('gamma', 0.5), ('signals', ('model', 'coverage'))))
+>>> str(spec), JudgeSpec.parse(str(spec)) == spec
+('semantic:gamma=0.5,signals=model+coverage', True)
+>>> spec.kind.needs_gold, JudgeSpec.parse("oracle").kind.needs_gold, JudgeSpec.parse("jev").kind.waits
+(False, True, True)
+"""
 from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
 
 from workbench.judges.base import FunctionJudge
 from workbench.judges.lexical import LexicalJudge, OracleJudge
@@ -7,6 +23,160 @@ from workbench.judgment import JudgeError
 from workbench.terms import load_python_object
 
 OFFLINE_JUDGES = ("bm25", "lexical", "oracle", "lexical-bridge", "semantic")
+FILE_SUFFIXES = (".md", ".markdown", ".txt")
+VALID = f"valid judges: {', '.join(OFFLINE_JUDGES)}, jev, or FILE.py:NAME"
+SEMANTIC_OPTIONS = {"gamma": float, "scale": float, "shift": float,
+                    "signals": lambda v: tuple(s.strip() for s in v.split("+")), "cjk": str.strip}
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """A judge as a value: a kind from `JUDGE_KINDS` and its options as sorted (name, value) pairs.
+
+    Frozen, hashable and picklable, so it is a dictionary key, a Config field and a task
+    argument that another process can build the same judge from.
+    """
+
+    name: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def parse(cls, text: "str | JudgeSpec | None", **options) -> "JudgeSpec":
+        """A spec from its CLI text (`auto`, `bm25`, `semantic:gamma=0.5`, `FILE.py:NAME`, `jev`, ...);
+        `options` (e.g. JEV's endpoint and cache) are added to it. None is `auto`.
+
+        >>> JudgeSpec.parse("my_judges.py:score")
+        JudgeSpec(name='function', options=(('target', 'my_judges.py:score'),))
+        >>> JudgeSpec.parse("semantic:depth=3")
+        Traceback (most recent call last):
+        ...
+        workbench.judgment.JudgeError: judge 'semantic:depth=3': bad option 'depth=3' (known options: gamma, scale, shift, signals, cjk)
+        """
+        if isinstance(text, JudgeSpec):
+            return text.with_options(**options) if options else text
+        text = "auto" if text is None else str(text)
+        if text in JUDGE_KINDS and text not in ("semantic", "function"):
+            return cls(text, _sorted(options))
+        if text == "semantic" or text.startswith("semantic:"):
+            return cls("semantic", _sorted({**_semantic_options(text), **options}))
+        if ":" in text and text.split(":")[0].endswith(".py"):
+            return cls("function", _sorted({"target": text, **options}))
+        raise JudgeError(f"unknown judge {text!r}; {VALID}")
+
+    def __str__(self) -> str:
+        """The canonical text: parse(str(spec)) == spec for every kind but jev (whose endpoint
+        and cache options are not part of its text)."""
+        if self.name == "function":
+            return str(self.get("target"))
+        if self.name == "semantic" and self.options:
+            return "semantic:" + ",".join(f"{k}={'+'.join(v) if k == 'signals' else _number(v)}"
+                                          for k, v in self.options if k in SEMANTIC_OPTIONS)
+        return self.name
+
+    @property
+    def kind(self) -> "JudgeKind":
+        return JUDGE_KINDS[self.name]
+
+    def get(self, option: str, default=None):
+        return dict(self.options).get(option, default)
+
+    def with_options(self, **options) -> "JudgeSpec":
+        return JudgeSpec(self.name, _sorted({**dict(self.options), **options}))
+
+    def resolve(self, index) -> "JudgeSpec":
+        """`auto`: the corpus's default judge (`default_judge`); any other spec unchanged."""
+        if self.name != "auto":
+            return self
+        return JudgeSpec.parse(default_judge(index), **dict(self.options))
+
+    def build(self, index, gold=None):
+        """The judge object (None for bm25, the lexical baseline); the oracle needs `gold`."""
+        spec = self.resolve(index)
+        return spec.kind.build(spec, index, gold)
+
+
+@dataclass(frozen=True)
+class JudgeKind:
+    """One entry of the registry: how to build it and what callers need to know about it."""
+
+    name: str
+    build: Callable[[JudgeSpec, Any, Any], Any]
+    label: str
+    needs_gold: bool = False  # built per question from its gold labels
+    waits: bool = False  # waits on I/O (HTTP): questions on threads overlap; the others compute
+    needs_index: bool = False  # reads the index's statistics (idf, titles), not only the texts it is given
+
+
+def _sorted(options: dict) -> tuple:
+    return tuple(sorted(options.items()))
+
+
+def _number(v) -> str:
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def _semantic_options(text: str) -> dict:
+    options: dict = {}
+    _, _, rest = text.partition(":")
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        name, eq, value = part.partition("=")
+        name = name.strip()
+        try:
+            if not eq:
+                raise ValueError("expected NAME=VALUE")
+            if name not in SEMANTIC_OPTIONS:
+                raise ValueError("known options: gamma, scale, shift, signals, cjk")
+            options[name] = SEMANTIC_OPTIONS[name](value)
+        except ValueError as exc:
+            raise JudgeError(f"judge {text!r}: bad option {part!r} ({exc})") from None
+    return options
+
+
+def _semantic(spec: JudgeSpec, index, gold):
+    from workbench.judges.semantic import SemanticJudge  # loads numpy and the ONNX model on first use
+
+    try:
+        return SemanticJudge(index, **{k: v for k, v in spec.options if k in SEMANTIC_OPTIONS})
+    except ValueError as exc:
+        raise JudgeError(f"judge {str(spec)!r}: {exc}") from None
+
+
+def _lexical_bridge(spec: JudgeSpec, index, gold):  # the lexical judge's coverage + the name bridge: no model
+    from workbench.judges.semantic import SemanticJudge
+
+    return SemanticJudge(index, signals=("coverage", "bridge"), name="lexical-bridge")
+
+
+def _oracle(spec: JudgeSpec, index, gold):
+    if gold is None:
+        raise JudgeError("judge 'oracle' needs gold labels (questions with supporting_titles)")
+    return OracleJudge(gold)
+
+
+def _jev(spec: JudgeSpec, index, gold):
+    from workbench.judges.jev import make_jev_judge  # httpx and diskcache only when JEV is used
+
+    return make_jev_judge(**dict(spec.options))
+
+
+def _function(spec: JudgeSpec, index, gold):
+    return load_function_judge(str(spec), timeout=spec.get("timeout", "env"))
+
+
+JUDGE_KINDS: dict[str, JudgeKind] = {k.name: k for k in [
+    JudgeKind("bm25", lambda spec, index, gold: None, "BM25 only (no judge)"),
+    JudgeKind("lexical", lambda spec, index, gold: LexicalJudge(index), "lexical evidence (offline)",
+              needs_index=True),
+    JudgeKind("lexical-bridge", _lexical_bridge, "lexical coverage + name bridge (offline, no model)",
+              needs_index=True),
+    JudgeKind("semantic", _semantic, "MiniLM relevance + coverage + name bridge (offline)", needs_index=True),
+    JudgeKind("oracle", _oracle, "gold labels (a ceiling, not a model)", needs_gold=True),
+    JudgeKind("jev", _jev, "hosted JEV (HTTP, cached)", waits=True),
+    JudgeKind("function", _function, "your function FILE.py:NAME"),
+    JudgeKind("auto", lambda spec, index, gold: spec.resolve(index).build(index, gold), "the corpus's default",
+              needs_index=True),
+]}
+
 
 def load_function_judge(spec: str, timeout: float | None | str = "env") -> FunctionJudge:
     """A FunctionJudge from `FILE.py:NAME` (timeout: seconds per call; default $SAG2WB_JUDGE_TIMEOUT or 60)."""
@@ -15,42 +185,6 @@ def load_function_judge(spec: str, timeout: float | None | str = "env") -> Funct
     except ValueError as exc:
         raise JudgeError(f"{exc}. Valid judges: {', '.join(OFFLINE_JUDGES)}, jev, or FILE.py:NAME") from None
     return FunctionJudge(fn, name=spec, timeout=timeout)
-
-
-def make_semantic_judge(spec: str, index):
-    """`semantic` or `semantic:NAME=VALUE,...` with gamma, scale, shift (numbers), signals
-    (model+coverage+bridge, any non-empty subset joined by +), cjk (coverage or model).
-
-    >>> make_semantic_judge("semantic:signals=model+coverage", index).name   # doctest: +SKIP
-    'semantic[model+coverage]'
-    """
-    from workbench.judges.semantic import SemanticJudge
-
-    options: dict = {}
-    _, _, rest = spec.partition(":")
-    for part in filter(None, (p.strip() for p in rest.split(","))):
-        name, eq, value = part.partition("=")
-        name = name.strip()
-        try:
-            if not eq:
-                raise ValueError("expected NAME=VALUE")
-            if name in ("gamma", "scale", "shift"):
-                options[name] = float(value)
-            elif name == "signals":
-                options[name] = tuple(v.strip() for v in value.split("+"))
-            elif name == "cjk":
-                options[name] = value.strip()
-            else:
-                raise ValueError("known options: gamma, scale, shift, signals, cjk")
-        except ValueError as exc:
-            raise JudgeError(f"judge {spec!r}: bad option {part!r} ({exc})") from None
-    try:
-        return SemanticJudge(index, **options)
-    except ValueError as exc:
-        raise JudgeError(f"judge {spec!r}: {exc}") from None
-
-
-FILE_SUFFIXES = (".md", ".markdown", ".txt")
 
 
 def default_judge(index=None) -> str:
@@ -62,8 +196,8 @@ def default_judge(index=None) -> str:
     identifiers, which the lexical judge's overlap bridge follows: on the bundled internal
     docs lexical scores R@10 90.74 against 82.41 for semantic).
 
-    >>> default_judge(Index(".sag2wb/internal_docs.sqlite"))   # doctest: +SKIP
-    'lexical'
+    >>> default_judge()
+    'semantic'
     """
     if index is None:
         return "semantic"
@@ -72,33 +206,33 @@ def default_judge(index=None) -> str:
     return "lexical" if files * 2 > len(docs) else "semantic"
 
 
-def resolve_judge(spec: str | None, index) -> str:
-    """`auto` (or None): the corpus's default judge; any other spec unchanged."""
-    return default_judge(index) if spec in (None, "auto") else spec
+def resolve_judge(spec, index) -> str:
+    """`auto` (or None): the corpus's default judge's text; any other spec's canonical text."""
+    return str(JudgeSpec.parse(spec).resolve(index)) if spec in (None, "auto") else str(spec)
 
 
-def make_judge(spec: str, index, gold=None, **jev_options):
-    """A judge from its CLI name: bm25 (None: the lexical baseline), lexical, lexical-bridge,
+def make_judge(spec, index, gold=None, **jev_options):
+    """A judge from its text or spec: bm25 (None: the lexical baseline), lexical, lexical-bridge,
     semantic[:options], oracle, jev, FILE.py:NAME, or auto (`default_judge(index)`)."""
-    spec = resolve_judge(spec, index)
-    if spec == "bm25":
-        return None
-    if spec == "lexical":
-        return LexicalJudge(index)
-    if spec == "lexical-bridge":  # the lexical judge's coverage + the name bridge: no model
-        from workbench.judges.semantic import SemanticJudge
+    spec = JudgeSpec.parse(spec).resolve(index)
+    if spec.name == "jev" and jev_options:
+        spec = spec.with_options(**jev_options)
+    return spec.build(index, gold)
 
-        return SemanticJudge(index, signals=("coverage", "bridge"), name="lexical-bridge")
-    if spec == "semantic" or spec.startswith("semantic:"):
-        return make_semantic_judge(spec, index)
-    if spec == "oracle":
-        if gold is None:
-            raise JudgeError("judge 'oracle' needs gold labels (questions with supporting_titles)")
-        return OracleJudge(gold)
-    if spec == "jev":
-        from workbench.judges.jev.core import make_jev_judge  # the hosted judge; optional at import time
 
-        return make_jev_judge(**jev_options)
-    if ":" in spec and spec.split(":")[0].endswith(".py"):
-        return load_function_judge(spec)
-    raise JudgeError(f"unknown judge {spec!r}; valid judges: {', '.join(OFFLINE_JUDGES)}, jev, or FILE.py:NAME")
+def judge_key(spec, judge=None) -> str:
+    """What identifies a judge's answers for resume: its own key, plus a hash of the file's
+    bytes for FILE.py:NAME (editing the function invalidates its records).
+
+    >>> judge_key("bm25"), judge_key(JudgeSpec.parse("lexical"), LexicalJudge(None))
+    ('bm25', 'lexical-v1')
+    """
+    text = str(spec)
+    key = getattr(judge, "key", None) or text
+    path = text.rsplit(":", 1)[0] if ":" in text else ""
+    if path.endswith(".py"):
+        try:
+            key += ":" + hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+        except OSError:
+            pass
+    return key

@@ -17,11 +17,19 @@ score     = 1 - (1 - relevance) * (1 - gamma * bridge).
 ("bridge",) the bridge alone, ("coverage", "bridge") needs no model at all. Every parameter
 is in `key`, so judgments cached under one configuration never answer for another.
 
->>> judge = SemanticJudge(index)                                        # doctest: +SKIP
->>> judge.judge("Where was the director of Glass Harbour born?", candidates, context)
-[0.93, 0.41]
->>> judge.explain("Where was ...", candidates, context)[0]              # doctest: +SKIP
-("scored 0.93: named by 'Glass Harbour' (0.91); relevance 0.64", {'score': 0.93, 'model': 0.71, ...})
+>>> from workbench.engine import judge_items
+>>> ids = {title: i for i, title in enc_index.documents.items()}
+>>> film, director = judge_items(enc_index, [ids["Glass Harbour"], ids["Élodie Marchetti"]])
+>>> question = "Where was the director of Glass Harbour born?"
+>>> judge = SemanticJudge(enc_index)
+>>> [round(s, 2) for s in judge.judge(question, [film, director], [])]
+[0.77, 0.58]
+>>> context = [dict(film, previous_score=0.9)]   # the film's passage names her: a bridge
+>>> [round(s, 2) for s in judge.judge(question, [director], context)]
+[0.88]
+>>> judge.explain(question, [director], context)[0]
+("scored 0.88: named by 'Glass Harbour' (0.90); relevance 0.58",
+ {'model': 0.7..., 'coverage': 0.44..., 'relevance': 0.58..., 'bridge': 0.9, 'named_by': 'Glass Harbour', ...})
 """
 from __future__ import annotations
 

@@ -1,1 +1,82 @@
-"""Hosted JEV: its payloads, HTTP client, judgment cache, and a Jev-protocol judge server."""
+"""Hosted JEV: the paper's judge through a Noul-compatible service, batched, concurrent,
+retried, and cached on disk (one entry per judgment) by a CachedJudge around it.
+
+>>> from workbench.judges.jev import make_jev_judge
+>>> judge = make_jev_judge(endpoint="openrouter", cache_dir=".sag2wb/jev-cache")   # doctest: +SKIP
+>>> judge.judge(question, candidates, context)                                    # doctest: +SKIP
+
+Modules: `payload` (instructions, request bodies, answers), `client` (endpoint, key, HTTP,
+retries), `cache` (judgment keys, the cache directory, export/import, `sag2wb cache`),
+`judge` (JEVJudge, make_jev_judge), `errors`, and `server` (a local Noul-compatible judge
+server, imported on its own).
+"""
+from workbench.judges.jev.cache import (
+    CACHE_FILE,
+    CACHE_KEY_PREFIX,
+    DEFAULT_CACHE_DIR,
+    ImportReport,
+    JudgmentStore,
+    cache_errors,
+    cache_main,
+    cache_stats,
+    check_cache_dir,
+    export_cache,
+    import_cache,
+    judgment_key,
+    judgment_keys,
+    open_cache,
+    open_store,
+)
+from workbench.judges.jev.client import (
+    ATTEMPTS,
+    CONCURRENCY,
+    DEFAULT_ENDPOINT,
+    KEY_VARIABLES,
+    PRESETS,
+    SCRUBBED_LOGGERS,
+    JEVClient,
+    Preset,
+    read_key,
+    resolve_endpoint,
+    scrub_known_keys,
+)
+from workbench.judges.jev.errors import (
+    JEVAuthError,
+    JEVCacheError,
+    JEVCacheMiss,
+    JEVError,
+    JEVInputError,
+    JEVPayloadError,
+)
+from workbench.judges.jev.judge import USAGE_COUNTERS, JEVJudge, make_jev_judge
+from workbench.judges.jev.payload import (
+    CONTEXT_NOTE,
+    CRITERIA,
+    INSTRUCTION_VERSION,
+    MAX_QUESTIONS,
+    MAX_REQUEST_TOKENS,
+    PAYLOAD_STYLES,
+    RECHECK_NOTE,
+    TASK,
+    base_state,
+    build_request,
+    context_items,
+    encode_request,
+    estimate_request_tokens,
+    estimate_tokens,
+    parse_answer,
+    plan_requests,
+    read_payload,
+)
+
+__all__ = [
+    "ATTEMPTS", "CACHE_FILE", "CACHE_KEY_PREFIX", "CONCURRENCY", "CONTEXT_NOTE", "CRITERIA", "DEFAULT_CACHE_DIR",
+    "DEFAULT_ENDPOINT", "INSTRUCTION_VERSION", "KEY_VARIABLES", "MAX_QUESTIONS", "MAX_REQUEST_TOKENS",
+    "PAYLOAD_STYLES", "PRESETS", "RECHECK_NOTE", "SCRUBBED_LOGGERS", "TASK", "USAGE_COUNTERS", "ImportReport",
+    "JEVAuthError", "JEVCacheError", "JEVCacheMiss", "JEVClient", "JEVError", "JEVInputError", "JEVJudge",
+    "JEVPayloadError", "JudgmentStore", "Preset", "base_state", "build_request", "cache_errors", "cache_main",
+    "cache_stats", "check_cache_dir", "context_items", "encode_request", "estimate_request_tokens",
+    "estimate_tokens", "export_cache", "import_cache", "judgment_key", "judgment_keys", "make_jev_judge",
+    "open_cache", "open_store", "parse_answer", "plan_requests", "read_key", "read_payload", "resolve_endpoint",
+    "scrub_known_keys",
+]

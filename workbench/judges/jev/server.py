@@ -22,6 +22,7 @@ answer. A port in use or out of range is a JudgeServerError (one line, exit 2).
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import re
 import socket
@@ -31,14 +32,14 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
-from workbench.judges.jev.core import estimate_tokens, read_payload
+from workbench.judges.jev.payload import estimate_tokens, read_payload
 from workbench.judges.base import FunctionJudge
+from workbench.index import Index
+from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError, validate_scores
 from workbench.safeio import InputError
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 LISTEN_BACKLOG = 1024  # the default of 5 drops a third of 200 simultaneous new connections (issue 10)
 DEFAULT_MAX_BODY = 16 * 2**20  # bytes; a full 32k-token request is well under 1 MiB
 DEFAULT_READ_TIMEOUT = 30.0  # seconds a client may take to send a request (and to idle between requests)
@@ -47,7 +48,28 @@ _DIGITS = re.compile(r"[0-9]{1,20}")
 
 class JudgeServerError(JudgeError, InputError):
     """The server cannot start: port in use or out of range, host not available (exit 2)."""
-HASH_JUDGES = {"hash": "hash_judge", "hash-context-free": "hash_judge_context_free"}
+
+
+# ---- built-in judges for load tests: no index, no model, deterministic ---------------------------
+# The same scores as tests/comparison_judges.py's judges of the same names (test_judge_server
+# checks that they agree), kept here so that an installed server needs no checkout.
+def _unit_float(*parts: str) -> float:
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()
+    return (int.from_bytes(digest[:8], "big") >> 11) / float(1 << 53)  # 53 bits: exact on every platform
+
+
+def hash_judge(question: str, candidates: list[dict], context: list[dict]) -> list[float]:
+    """Pseudo-random scores that depend on the context's titles and previous scores."""
+    context_key = "|".join(f"{item['title']}={item.get('previous_score')!r}" for item in context)
+    return [_unit_float(question, c["title"], context_key) for c in candidates]
+
+
+def hash_judge_context_free(question: str, candidates: list[dict], context: list[dict]) -> list[float]:
+    """The same, ignoring the context."""
+    return [_unit_float(question, c["title"]) for c in candidates]
+
+
+HASH_JUDGES = {"hash": hash_judge, "hash-context-free": hash_judge_context_free}
 
 # What each fault does to one request (see `add_fault`).
 FAULTS = {
@@ -293,25 +315,15 @@ class _Handler(BaseHTTPRequestHandler):
 def make_server_judge(spec: str, db: str | None):
     """The judge a server serves: lexical, lexical-bridge, semantic[:options] (these need an index),
     hash, hash-context-free, or FILE.py:NAME."""
-    from workbench.judges.base import FunctionJudge
-    from workbench.judgment import JudgeError
-    from workbench.judges.registry import make_judge
-
     if spec in HASH_JUDGES:
-        from workbench.terms import load_python_object
-
-        fn = load_python_object(f"{REPO_ROOT / 'benchmarks' / 'comparison_judges.py'}:{HASH_JUDGES[spec]}", "judge")
-        return FunctionJudge(fn, name=spec)
-    if spec in ("jev", "oracle"):
-        raise JudgeError(f"judge-server cannot serve {spec!r}: {'it would call itself' if spec == 'jev' else 'it needs gold labels'}")
-    index = None
-    if db is not None:
-        from workbench.index.store import Index
-
-        index = Index(db)
-    elif spec in ("lexical", "lexical-bridge") or spec.split(":")[0] == "semantic":
+        return FunctionJudge(HASH_JUDGES[spec], name=spec)
+    parsed = JudgeSpec.parse(spec)
+    if parsed.name == "jev" or parsed.kind.needs_gold:
+        raise JudgeError(f"judge-server cannot serve {spec!r}: "
+                         f"{'it would call itself' if parsed.name == 'jev' else 'it needs gold labels'}")
+    if db is None and parsed.kind.needs_index:
         raise JudgeError(f"judge-server --judge {spec} needs an index: --db DB")
-    return make_judge(spec, index)
+    return parsed.build(None if db is None else Index(db))
 
 
 def parse_fault(text: str) -> tuple[str, int, dict]:

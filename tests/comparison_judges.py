@@ -4,6 +4,11 @@ Both sides must see identical scores for identical inputs, so every judge here i
 function of the question, the candidate's title/text and the context titles (and previous
 scores), with the workbench's function-judge signature:
 ``judge(question, candidates, context) -> list[float]``.
+
+Test-only, standard library only: the comparison suite (tests/comparison) and the benchmarks
+import it from this folder, and benchmarks/reference_adapter.py loads it in the reference
+implementation's own environment, where the workbench is not installed. As a judge file:
+``sag2wb eval ... --judge tests/comparison_judges.py:hash_judge``.
 """
 from __future__ import annotations
 

@@ -1,0 +1,229 @@
+"""Any judge behind a persistent judgment store; the inner judge never knows it is cached.
+
+>>> judge = CachedJudge(LexicalJudge(index), diskcache.Cache("judgments"), cache_dir="judgments")  # doctest: +SKIP
+>>> judge.judge(question, candidates, context)    # the store first, the inner judge for the rest  # doctest: +SKIP
+>>> judge.usage()                                 # the inner's counters, cache_hits, cache_misses  # doctest: +SKIP
+
+The store is anything with `get(key, default=None)`, `set(key, value)`, `transact()` (a
+context manager) and `close()`: a `diskcache.Cache` fits. One value per judgment,
+`{"p": probability, "model": what answered, or None}`; only validated answers are stored.
+
+What an inner judge may offer (all optional):
+  cache_keys(question, candidates, context) -> [str]   the store key of each judgment (else
+      `generic_keys` from the judge's `key`, the question, the context and the candidate)
+  judge(..., on_answered=None), ajudge(..., on_answered=None)   a judge that answers in parts
+      (JEV: one HTTP request per batch) calls `on_answered(indices, probabilities, model)`
+      with each part's validated answers as they arrive; each part is stored in one
+      transaction then, so a call that fails part-way keeps the answers it did get
+  cache_miss_error(question, missing, where) -> Exception   what replay raises on a miss
+      (else a CacheMiss naming the candidate and the question)
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import math
+import threading
+from pathlib import Path
+
+from workbench.judgment import JudgeError, validate_scores
+
+GENERIC_KEY_PREFIX = "judgment-v1:"
+
+
+class CacheMiss(JudgeError):
+    """Replay (cache-only) mode met a judgment that is not in the store."""
+
+
+def generic_keys(judge_key: str, question: str, context: list[dict], candidates: list[dict]) -> list[str]:
+    """The store key of each candidate's judgment by a judge that names none: sha256 of the
+    judge's key, the question, the context (titles, texts, earlier scores) and the candidate."""
+    rest = json.dumps({"context": [[c["title"], c["text"], c.get("previous_score")] for c in context],
+                       "judge": judge_key, "question": question},
+                      ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    out = []
+    for c in candidates:
+        head = json.dumps([c["title"], c["text"]], ensure_ascii=False, separators=(",", ":"))
+        out.append(GENERIC_KEY_PREFIX + hashlib.sha256(f'{{"candidate":{head},{rest[1:]}'.encode("utf-8")).hexdigest())
+    return out
+
+
+def valid_entry(value) -> bool:
+    """Whether a stored value is a judgment: a dict whose "p" is a probability in [0, 1]."""
+    if not isinstance(value, dict):
+        return False
+    p = value.get("p")
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        return False
+    try:
+        return math.isfinite(p) and 0.0 <= p <= 1.0
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
+def _takes_on_answered(fn) -> bool:
+    try:
+        return fn is not None and "on_answered" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin or a callable without a signature
+        return False
+
+
+class CachedJudge:
+    """Any judge behind a persistent judgment store (diskcache); the inner judge never knows."""
+
+    def __init__(self, inner, store, *, cache_dir: str | Path | None = None, cache_only: bool = False):
+        self.inner, self.store = inner, store
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        self.cache_only = bool(cache_only)
+        self._keys = getattr(inner, "cache_keys", None)
+        self._streams = _takes_on_answered(getattr(inner, "judge", None))
+        self._astreams = _takes_on_answered(getattr(inner, "ajudge", None))
+        self._hits = self._misses = 0
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def key(self) -> str:
+        return self.inner.key
+
+    def __repr__(self) -> str:
+        return f"CachedJudge({self.inner!r}, cache_dir={str(self.cache_dir)!r}, cache_only={self.cache_only})"
+
+    def with_store(self, store) -> "CachedJudge":
+        """The same inner judge over another store (its own hit and miss counters): e.g. a
+        process worker's, which records new judgments to send them to the parent."""
+        return CachedJudge(self.inner, store, cache_dir=self.cache_dir, cache_only=self.cache_only)
+
+    # ---- transition: what executors.py and runs/ read of a JEV judge -----------------------
+    @property
+    def cache(self):
+        """The store (settable: swaps the store; `with_store` is the way forward)."""
+        return self.store
+
+    @cache.setter
+    def cache(self, store) -> None:
+        self.store = store
+
+    client = property(lambda self: self.inner.client)
+    payload_style = property(lambda self: self.inner.payload_style)
+    model = property(lambda self: self.inner.model)
+    family = property(lambda self: self.inner.family)
+    url = property(lambda self: self.inner.url)
+
+    # ---- judging -------------------------------------------------------------------------
+    def judge(self, question: str, candidates: list[dict], context: list[dict]) -> list[float]:
+        """One probability per candidate: the stored ones, the inner judge's for the rest
+        (each distinct judgment asked once)."""
+        if not candidates:
+            return []
+        keys, results, todo = self._lookup(question, candidates, context)
+        if todo:
+            todo_keys, asked = list(todo), list(todo.values())
+            if self._streams:
+                got = self.inner.judge(question, asked, context, on_answered=self._recorder(todo_keys))
+            else:
+                got = self._ask_whole(question, asked, context, todo_keys)
+            results.update(zip(todo_keys, got))
+        return [results[k] for k in keys]
+
+    async def ajudge(self, question: str, candidates: list[dict], context: list[dict]) -> list[float]:
+        """The async API; an inner judge without one runs on a worker thread."""
+        if not candidates:
+            return []
+        keys, results, todo = self._lookup(question, candidates, context)
+        if todo:
+            todo_keys, asked = list(todo), list(todo.values())
+            if self._astreams:
+                got = await self.inner.ajudge(question, asked, context, on_answered=self._recorder(todo_keys))
+            elif self._streams:
+                got = await asyncio.to_thread(self.inner.judge, question, asked, context,
+                                              on_answered=self._recorder(todo_keys))
+            else:
+                got = await asyncio.to_thread(self._ask_whole, question, asked, context, todo_keys)
+            results.update(zip(todo_keys, got))
+        return [results[k] for k in keys]
+
+    def _lookup(self, question, candidates, context) -> tuple[list[str], dict[str, float], dict[str, dict]]:
+        """(every candidate's key, the stored probabilities, {missing key: its first candidate});
+        counts hits and misses per candidate; a miss in replay mode is an error."""
+        if self._keys is not None:
+            keys = self._keys(question, candidates, context)
+        else:
+            keys = generic_keys(self.inner.key, question, context, candidates)
+        results: dict[str, float] = {}
+        store = self.store
+        for k in dict.fromkeys(keys):
+            value = store.get(k)
+            if valid_entry(value):
+                results[k] = float(value["p"])
+        hits = sum(1 for k in keys if k in results)
+        with self._lock:
+            self._hits += hits
+            self._misses += len(keys) - hits
+        todo: dict[str, dict] = {}
+        for k, c in zip(keys, candidates):
+            if k not in results and k not in todo:
+                todo[k] = c
+        if todo and self.cache_only:
+            raise self._miss(question, list(todo.values()))
+        return keys, results, todo
+
+    def _miss(self, question: str, missing: list[dict]) -> Exception:
+        where = self.cache_dir if self.cache_dir is not None else "the judgment store"
+        make = getattr(self.inner, "cache_miss_error", None)
+        if make is not None:
+            return make(question, missing, where)
+        return CacheMiss(f"cache-only (replay) mode: {len(missing)} judgment(s) not in {where}, e.g. candidate "
+                         f"{missing[0].get('title', '')!r} for question {question[:80]!r} ({self.inner.name})")
+
+    def _recorder(self, keys: list[str]):
+        """The `on_answered` for one call: a part's answers (indices into `keys`) stored in one
+        transaction, all of them or none."""
+
+        def on_answered(indices, probabilities, model=None) -> None:
+            store = self.store
+            with store.transact():
+                for i, p in zip(indices, probabilities):
+                    store.set(keys[i], {"p": p, "model": model})
+
+        return on_answered
+
+    def _ask_whole(self, question, asked, context, keys) -> list[float]:
+        scores = validate_scores(self.inner.name, self.inner.judge(question, asked, context), len(asked))
+        self._recorder(keys)(range(len(asked)), scores)
+        return scores
+
+    # ---- counters, closing ---------------------------------------------------------------
+    def usage(self) -> dict:
+        """The inner judge's counters plus cache_hits and cache_misses (per candidate asked)."""
+        inner = getattr(self.inner, "usage", None)
+        out = dict(inner()) if callable(inner) else {}
+        with self._lock:
+            mine = {"cache_hits": self._hits, "cache_misses": self._misses}
+        # in the place JEV's counters always had them (the order a trace's stats are written in)
+        if "judgments_sent" not in out:
+            return {**out, **mine}
+        merged = {}
+        for k, v in out.items():
+            merged[k] = v
+            if k == "judgments_sent":
+                merged.update(mine)
+        return merged
+
+    def close(self) -> None:
+        """Close the inner judge, then the store."""
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+        self.store.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

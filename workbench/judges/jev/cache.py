@@ -1,0 +1,366 @@
+"""The JEV judgment cache on disk (diskcache, one entry per judgment): its keys, checking and
+opening a cache directory, export to and import from JSONL, and `sag2wb cache`.
+
+>>> export_cache(".sag2wb/jev-cache", "study.jsonl")      # doctest: +SKIP
+1840
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.judges.cached import valid_entry
+from workbench.judges.jev.errors import JEVCacheError, JEVError, JEVInputError
+from workbench.judges.jev.payload import INSTRUCTION_VERSION, context_items
+from workbench.safeio import InputError, atomic_writer, check_output
+
+CACHE_KEY_PREFIX = "jev-judgment-v1:"
+DEFAULT_CACHE_DIR = ".sag2wb/jev-cache"
+
+
+# ---- judgment keys -------------------------------------------------------------------------
+def judgment_key(family: str, model: str, style: str, question: str, context: list[dict], candidate: dict) -> str:
+    """The cache key of one judgment: sha256 of the canonical JSON of everything that changes
+    the answer (never the API key)."""
+    return judgment_keys(family, model, style, question, context, [candidate])[0]
+
+
+def judgment_keys(family: str, model: str, style: str, question: str, context: list[dict],
+                  candidates: list[dict]) -> list[str]:
+    """`judgment_key` of each candidate, the shared part encoded once: a round's keys used to
+    re-encode the whole context per candidate, most of a JEV client's CPU per question.
+    The canonical document (sorted keys) starts with "candidate", so each key is
+    '{"candidate":' + candidate + ',' + the rest: byte for byte the same text as before."""
+    rest = json.dumps({"context": context_items(context), "endpoint_family": family, "model": model,
+                       "instruction_version": INSTRUCTION_VERSION, "payload_style": style, "question": question},
+                      ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    tail = ("," + rest[1:]).encode("utf-8")
+    out = []
+    for c in candidates:
+        head = json.dumps({"text": c["text"], "title": c["title"]}, ensure_ascii=False, separators=(",", ":"))
+        digest = hashlib.sha256(b'{"candidate":' + head.encode("utf-8"))
+        digest.update(tail)
+        out.append(CACHE_KEY_PREFIX + digest.hexdigest())
+    return out
+
+
+# ---- the cache directory -------------------------------------------------------------------
+CACHE_FILE = "cache.db"  # diskcache's SQLite file inside the cache directory
+
+
+def _cache_problem(cache_dir: Path, what: str) -> JEVCacheError:
+    return JEVCacheError(
+        f"JEV cache {what}. The cache only holds judgments that can be asked again, so deleting the cache "
+        f"directory {cache_dir} is safe (or pass another --cache-dir)")
+
+
+def _sqlite_detail(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else (exc.strerror or str(exc))
+
+
+def check_cache_dir(cache_dir: str | Path, *, must_exist: bool = False) -> Path:
+    """Check a cache directory before diskcache touches it: a directory (or absent: it is created),
+    whose cache.db is a readable, intact SQLite file. Raises JEVCacheError naming the file.
+
+    `PRAGMA quick_check` reads every page of cache.db once (70 ms for 100,000 judgments, 30 MiB): a garbled header or
+    a truncated file is named here, before any question is judged, never later as a traceback."""
+    path = Path(cache_dir)
+    if path.exists() and not path.is_dir():
+        raise JEVCacheError(f"--cache-dir {path} is a file, not a directory; give a directory (it is created "
+                            f"if missing)")
+    if not path.exists():
+        if must_exist:
+            raise JEVCacheError(f"no JEV cache at {path} (the directory does not exist)")
+        return path
+    db = path / CACHE_FILE
+    if db.exists() and not db.is_file():
+        raise _cache_problem(path, f"file {db} is a directory, not the cache's SQLite file")
+    if not db.exists():
+        if must_exist:
+            raise JEVCacheError(f"no JEV cache at {path} (it has no {CACHE_FILE})")
+        return path
+    try:
+        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            problems = [row[0] for row in con.execute("PRAGMA quick_check").fetchall()]
+        finally:
+            con.close()
+    except (sqlite3.Error, OSError) as exc:
+        raise _cache_problem(path, f"file {db} is not a readable SQLite database ({_sqlite_detail(exc)})") from None
+    if problems != ["ok"]:
+        raise _cache_problem(path, f"file {db} is damaged (SQLite integrity check: {problems[0][:120]})")
+    return path
+
+
+def open_cache(cache_dir: str | Path, *, must_exist: bool = False):
+    """The diskcache.Cache of `cache_dir`, checked first (`check_cache_dir`); created if missing
+    unless `must_exist`. Any problem is a JEVCacheError that names the file.
+
+    >>> cache = open_cache(".sag2wb/jev-cache")      # doctest: +SKIP
+    """
+    import diskcache
+
+    path = check_cache_dir(cache_dir, must_exist=must_exist)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise JEVCacheError(f"--cache-dir {path}: cannot create it ({exc.strerror}); choose another directory") from None
+    try:
+        # Paid judgments are never evicted (diskcache's default drops the oldest past 1 GB), and
+        # with no eviction a write skips the size and expiry queries it made per judgment
+        return diskcache.Cache(str(path), eviction_policy="none", cull_limit=0)
+    except (sqlite3.Error, OSError) as exc:
+        raise _cache_problem(path, f"in {path} cannot be opened ({_sqlite_detail(exc)})") from None
+
+
+@contextlib.contextmanager
+def cache_errors(cache_dir: Path | None):
+    """Turn a SQLite or OS error while reading or writing the cache into a JEVCacheError."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as exc:
+        raise _in_use_problem(cache_dir, exc) from None
+
+
+def _in_use_problem(cache_dir, exc: BaseException) -> JEVCacheError:
+    return _cache_problem(cache_dir, f"file {Path(cache_dir) / CACHE_FILE} failed while in use ({_sqlite_detail(exc)})")
+
+
+class JudgmentStore:
+    """A cache directory's diskcache.Cache as the store of a `CachedJudge`: a SQLite or OS
+    failure while in use is a JEVCacheError that names the file (`cache_errors`)."""
+
+    def __init__(self, cache, cache_dir: str | Path):
+        self.cache, self.cache_dir = cache, Path(cache_dir)
+
+    def get(self, key, default=None):
+        try:  # not `cache_errors`: a round reads hundreds of keys, a generator per read adds up
+            return self.cache.get(key, default)
+        except (sqlite3.Error, OSError) as exc:
+            raise _in_use_problem(self.cache_dir, exc) from None
+
+    def set(self, key, value) -> None:
+        with cache_errors(self.cache_dir):
+            self.cache.set(key, value)
+
+    @contextlib.contextmanager
+    def transact(self):
+        """All of one request's judgments, or none."""
+        with cache_errors(self.cache_dir), self.cache.transact():
+            yield
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+def open_store(cache_dir: str | Path | None, *, cache_only: bool = False) -> JudgmentStore:
+    """The judgment store of `cache_dir` (`open_cache`); replay (`cache_only`) needs one that exists."""
+    if cache_only and cache_dir is None:
+        raise JEVError("cache-only (replay) mode needs a cache directory (--cache-dir)")
+    if cache_only and not (Path(cache_dir) / CACHE_FILE).exists() and not Path(cache_dir).is_file():
+        raise JEVCacheError(f"cache-only (replay) mode: no cache at {cache_dir}")
+    return JudgmentStore(open_cache(cache_dir), cache_dir)
+
+
+# ---- export, import, stats -----------------------------------------------------------------
+def _is_export(path: Path) -> bool:
+    """Whether `path` looks like a file `export_cache` wrote (empty, or a first line with our key)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return False
+    if not first.strip():
+        return True
+    try:
+        rec = json.loads(first)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(rec, dict) and str(rec.get("key", "")).startswith(CACHE_KEY_PREFIX)
+
+
+def export_cache(cache_dir: str | Path, file: str | Path, *, force: bool = False) -> int:
+    """Write every judgment as one JSONL line {"key", "p", "model"}; returns the count.
+
+    The file is written atomically (safeio): a failure leaves an earlier export whole. An
+    existing file that is not an export is refused unless `force`.
+
+    >>> export_cache(".sag2wb/jev-cache", "study.jsonl")      # doctest: +SKIP
+    1840
+    """
+    file = Path(file)
+    cache_dir = Path(cache_dir)
+    if not file.parent.is_dir():
+        raise JEVInputError(f"--file {file}: the folder {file.parent} does not exist; create it first")
+    try:
+        check_output(file, inputs=[cache_dir / CACHE_FILE], ours=_is_export, force=force, what="--file")
+    except InputError as exc:
+        raise JEVInputError(str(exc)) from None
+    cache = open_cache(cache_dir, must_exist=True)
+    n = 0
+    try:
+        with atomic_writer(file) as f:
+            with cache_errors(cache_dir):
+                keys = sorted(k for k in cache.iterkeys() if isinstance(k, str) and k.startswith(CACHE_KEY_PREFIX))
+            for key in keys:
+                with cache_errors(cache_dir):
+                    value = cache.get(key)
+                if valid_entry(value):
+                    f.write(json.dumps({"key": key, "p": value["p"], "model": value.get("model")}, ensure_ascii=False) + "\n")
+                    n += 1
+    except OSError as exc:  # writing the export (a cache failure is a JEVCacheError, not an OSError)
+        raise JEVInputError(f"--file {file}: cannot write it ({exc.strerror or exc}); an earlier file there is "
+                            f"unchanged") from None
+    finally:
+        cache.close()
+    return n
+
+
+@dataclass
+class ImportReport:
+    """What `import_cache` did, line by line of the file (every line counted once)."""
+
+    lines: int = 0              # judgment lines read
+    added: int = 0              # new keys written
+    same_as_cache: int = 0      # key already cached with the same p: nothing to do
+    repeated_in_file: int = 0   # a later line repeating an earlier one with the same p
+    conflicts_kept: int = 0     # key cached with another p: the cache's value kept (no --overwrite)
+    replaced: int = 0           # key cached with another p: replaced (--overwrite)
+    first_conflict: str | None = None
+
+    def summary(self) -> str:
+        parts = [f"{self.added} new"]
+        if self.same_as_cache:
+            parts.append(f"{self.same_as_cache} already cached (identical)")
+        if self.repeated_in_file:
+            parts.append(f"{self.repeated_in_file} repeated lines in the file (identical)")
+        if self.replaced:
+            parts.append(f"{self.replaced} replaced a different cached value (--overwrite)")
+        if self.conflicts_kept:
+            parts.append(f"{self.conflicts_kept} differ from the cached value and were NOT imported "
+                         f"(kept the cache's; e.g. {self.first_conflict}; --overwrite replaces them)")
+        return f"{self.lines} judgment lines: " + ", ".join(parts)
+
+
+MAX_IMPORT_LINE = 1 << 20  # bytes; an exported line is ~120
+
+
+def _read_import_file(file: Path) -> tuple[list[tuple[str, dict, int]], int]:
+    """[(key, value, line number)] of a JSONL export, every line checked; repeated identical
+    lines are dropped (counted), a key given two different p is an error naming both lines."""
+    if not file.is_file():
+        raise JEVInputError(f"--file {file}: {'is a directory' if file.is_dir() else 'no such file'}")
+    entries: dict[str, tuple[dict, int]] = {}
+    repeated = 0
+    try:
+        f = open(file, "rb")
+    except OSError as exc:
+        raise JEVInputError(f"--file {file}: cannot read it ({exc.strerror})") from None
+    with f:
+        for n, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            where = f"{file}, line {n}"
+            if len(raw) > MAX_IMPORT_LINE:
+                raise JEVInputError(f"{where}: {len(raw)} bytes, too long for a judgment line (at most {MAX_IMPORT_LINE})")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise JEVInputError(f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                    f"exports are UTF-8 JSON lines") from None
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise JEVInputError(f"{where}: not JSON ({exc.msg})") from None
+            except RecursionError:
+                raise JEVInputError(f"{where}: JSON nested too deeply for a judgment line") from None
+            except ValueError as exc:  # e.g. an integer with thousands of digits
+                raise JEVInputError(f"{where}: unusable JSON number ({str(exc).split(';')[0]})") from None
+            if not isinstance(rec, dict) or not isinstance(rec.get("key"), str) or not rec["key"].startswith(CACHE_KEY_PREFIX):
+                raise JEVInputError(f'{where}: expected {{"key": "{CACHE_KEY_PREFIX}...", "p": ...}}')
+            if not valid_entry(rec):
+                p = rec.get("p")
+                shown = f"an integer of {len(str(p))} digits" if isinstance(p, int) and abs(p) > 10**15 else f"p={p!r}"
+                raise JEVInputError(f"{where}: {shown[:80]} is not a probability in [0, 1]")
+            model = rec.get("model")
+            if model is not None and (not isinstance(model, str) or len(model) > 200):
+                raise JEVInputError(f"{where}: model must be a string of at most 200 characters or null")
+            value = {"p": float(rec["p"]), "model": model}
+            earlier = entries.get(rec["key"])
+            if earlier is not None:
+                if earlier[0]["p"] != value["p"]:
+                    raise JEVInputError(f"{where}: key {rec['key'][:28]}... has p={value['p']!r}, but line {earlier[1]} "
+                                        f"gave it p={earlier[0]['p']!r}; keep one of the two lines")
+                repeated += 1
+                continue
+            entries[rec["key"]] = (value, n)
+    return [(k, v, n) for k, (v, n) in entries.items()], repeated
+
+
+def import_cache(cache_dir: str | Path, file: str | Path, *, overwrite: bool = False) -> ImportReport:
+    """Add the judgments of an exported JSONL file to a cache. The file is checked completely
+    before anything is written; a key already cached with another p is kept (counted in the
+    report) unless `overwrite`.
+
+    >>> import_cache("copy-cache", "study.jsonl").summary()      # doctest: +SKIP
+    '1840 judgment lines: 1840 new'
+    """
+    cache_dir = Path(cache_dir)
+    entries, repeated = _read_import_file(Path(file))
+    report = ImportReport(lines=len(entries) + repeated, repeated_in_file=repeated)
+    cache = open_cache(cache_dir)
+    try:
+        with cache_errors(cache_dir), cache.transact():
+            for key, value, n in entries:
+                old = cache.get(key)
+                if not valid_entry(old):
+                    cache.set(key, value)
+                    report.added += 1
+                elif float(old["p"]) == value["p"]:
+                    report.same_as_cache += 1
+                elif overwrite:
+                    cache.set(key, value)
+                    report.replaced += 1
+                else:
+                    report.conflicts_kept += 1
+                    if report.first_conflict is None:
+                        report.first_conflict = f"line {n}: p={value['p']!r}, cached p={float(old['p'])!r}"
+    finally:
+        cache.close()
+    return report
+
+
+def cache_stats(cache_dir: str | Path) -> dict:
+    cache = open_cache(cache_dir, must_exist=True)
+    try:
+        with cache_errors(cache_dir):
+            return {"judgments": sum(1 for k in cache.iterkeys() if isinstance(k, str) and k.startswith(CACHE_KEY_PREFIX)),
+                    "bytes": cache.volume()}
+    finally:
+        cache.close()
+
+
+# ---- `sag2wb cache` ------------------------------------------------------------------------
+def cache_main(args) -> int:
+    """`sag2wb cache export|import|stats --cache-dir DIR [--file F] [--force] [--overwrite]`."""
+    if args.action in ("export", "import") and not args.file:
+        raise JEVInputError(f"sag2wb cache {args.action} needs --file FILE.jsonl")
+    if args.action == "export":
+        n = export_cache(args.cache_dir, args.file, force=getattr(args, "force", False))
+        print(f"exported {n} judgments from {args.cache_dir} to {args.file}")
+    elif args.action == "import":
+        report = import_cache(args.cache_dir, args.file, overwrite=getattr(args, "overwrite", False))
+        print(f"imported {report.added + report.replaced} judgments from {args.file} into {args.cache_dir} "
+              f"({report.summary()})")
+        if report.conflicts_kept:
+            print(f"warning: {report.conflicts_kept} judgments in {args.file} differ from the cache and were not "
+                  f"imported; pass --overwrite to replace the cached values", file=sys.stderr)
+    else:
+        s = cache_stats(args.cache_dir)
+        print(f"{args.cache_dir}: {s['judgments']} judgments, {s['bytes'] / 2**20:.2f} MiB")
+    return 0
