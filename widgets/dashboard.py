@@ -16,7 +16,7 @@ from workbench.index.corpora import Question, load_corpus, load_questions
 from workbench.index.store import open_or_build
 from workbench.params import Params
 
-from . import views
+from . import chart_views, views
 from .chart import loader
 from .controls import JudgeControls, ParamsControls, PinControls
 from .export import ExportControls
@@ -54,10 +54,10 @@ class Dashboard:
         self.stepper = views.StepperView(m)
         self.pool = views.PoolView(m)
         self.context = views.ContextView(m)
-        self.seeds = views.SeedsView(m)
-        self.terms = views.TermsView(m)
-        self.slope = views.SlopeView(m)
-        self.trajectory = views.TrajectoryView(m)
+        self.seeds = chart_views.SeedsView(m)
+        self.terms = chart_views.TermsView(m)
+        self.slope = chart_views.SlopeView(m)
+        self.trajectory = chart_views.TrajectoryView(m)
         self.ranking = views.RankingView(m)
         self.diff = views.DiffView(m)
         self.passage = views.PassageView(m)

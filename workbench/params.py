@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 
 class ParamsError(ValueError):
@@ -84,7 +85,7 @@ class Params:
 
     def with_assignments(self, assignments: list[str]) -> "Params":
         """Apply CLI-style `name=value` strings: `["B=50", "field_weights=2,2,1", "diversity=false"]`."""
-        changes = {}
+        changes: dict[str, Any] = {}
         types = {f.name: f.type for f in fields(self)}
         for item in assignments:
             name, sep, raw = item.partition("=")
@@ -92,6 +93,7 @@ class Params:
             if not sep or name not in types:
                 raise ParamsError(f"--param {item!r}: expected name=value with name one of {sorted(types)}")
             current = getattr(self, name)
+            value: bool | int | tuple[float, ...] | str
             try:
                 if isinstance(current, bool):
                     if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):

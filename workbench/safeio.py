@@ -117,7 +117,7 @@ def append_line(path, line: str) -> None:
 
 def clean_stale_temps(directory, name: str | None = None) -> list[Path]:
     """Remove temporary files a killed writer left in `directory` (for `name`, or all)."""
-    removed = []
+    removed: list[Path] = []
     directory = Path(directory)
     if not directory.is_dir():
         return removed

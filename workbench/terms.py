@@ -322,6 +322,7 @@ def load_python_object(spec: str, what: str):
         raise ValueError(f"{what} {spec!r}: no such file {file}")
     module_name = f"sag2wb_plugin_{abs(hash(str(file.resolve())))}"
     mod_spec = importlib.util.spec_from_file_location(module_name, file)
+    assert mod_spec is not None and mod_spec.loader is not None  # a .py path always gets a source loader
     module = importlib.util.module_from_spec(mod_spec)
     try:
         mod_spec.loader.exec_module(module)
@@ -514,7 +515,8 @@ def choose_terms(
     # bound reaches the kept rows; the kept rows are the same as with every df counted.
     bounded = keep is not None and weighting in _IDF_MONOTONE and hasattr(stats, "cheap_df")
     first_stats = _Optimistic(stats, frozenset().union(*(s.question_tokens for s in seeds))) if bounded else stats
-    best: dict[str, tuple] = {}  # term -> (priority, seed, weight, kinds of that seed)
+    # term -> (priority, seed, weight, kinds of that seed)
+    best: dict[str, tuple[float, int, TermWeight, dict[str, tuple[str, str]]]] = {}
     seed_weights: dict[int, float | None] = {}
     views = []
     for seed in seeds:  # ranking order; a later seed wins only with a strictly higher priority
@@ -523,7 +525,8 @@ def choose_terms(
         weights, seed_weights[seed.unit_id] = _weigh(weighting, weighting_name, view, first_stats)
         _merge(best, weights, seed.unit_id, summary.kinds)
         views.append((view, summary.kinds, weights.keys()))
-    if bounded and first_stats.pending:
+    if bounded and isinstance(first_stats, _Optimistic) and first_stats.pending:  # bounded: always _Optimistic
+        assert keep is not None  # bounded implies keep
         exact = [v[0] for t, v in best.items() if t not in first_stats.pending and stats.df(t) != 0]
         floor = heapq.nlargest(keep, exact)[-1] if len(exact) >= keep else -_INF
         recount = {t for t in first_stats.pending if t in best and best[t][0] >= floor}

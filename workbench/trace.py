@@ -221,9 +221,9 @@ class Trace:
                 info = self.units[s.unit_id]
                 seeds.append({"round": r.round, "rank": s.rank, "unit_id": s.unit_id, "title": info.title,
                               "score": s.score, "weight": s.weight, "gold": (info.document in gold) if gold else None})
-            for i, c in enumerate(r.context, start=1):
-                context.append({"round": r.round, "position": i, "unit_id": c.unit_id,
-                                "title": self.units[c.unit_id].title, "previous_score": c.previous_score})
+            for i, ctx in enumerate(r.context, start=1):
+                context.append({"round": r.round, "position": i, "unit_id": ctx.unit_id,
+                                "title": self.units[ctx.unit_id].title, "previous_score": ctx.previous_score})
             rounds.append({
                 "round": r.round, "scored": r.scored, "candidates": len(r.candidates), "pool": len(r.pool),
                 "context": len(r.context), "seeds": len(r.seeds), "terms_selected": sum(t.selected for t in r.terms),

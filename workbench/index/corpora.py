@@ -13,46 +13,22 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-UNIT_MAX_CHARS = 2200  # SPEC §2: group adjacent paragraphs up to this many characters
-DOCUMENT_SUFFIXES = (".md", ".txt")
-
-
-class CorpusError(ValueError):
-    """A corpus or question file that cannot be used, with the file and item named."""
-
-
-@dataclass(frozen=True)
-class Unit:
-    """One indexed text unit; `document` is its original passage (evaluation identity)."""
-
-    title: str
-    heading: str
-    body: str
-    document: str
-    source: str
-    location: str
-
-
-@dataclass(frozen=True)
-class Question:
-    id: str
-    question: str
-    gold: tuple[str, ...] = ()
-    type: str | None = None
-    hops: int | None = None
-    answer: str | None = None
-    line: int = field(default=0, compare=False)  # where it stands in its file, for errors
-
+from workbench.index.readers import corpus_loader, questions_loader
+from workbench.index.units import (  # noqa: F401  (the corpus layer's names, re-exported)
+    DOCUMENT_SUFFIXES,
+    UNIT_MAX_CHARS,
+    CorpusError,
+    Question,
+    Unit,
+    json_objects,
+)
 
 def load_corpus(path: str | Path) -> list[Unit]:
     """Units from a benchmark `corpus.json`, a folder of .md/.txt documents, a JSON Lines
     corpus, a BEIR folder or `irds:NAME` (the last three: workbench/index/readers.py)."""
-    from workbench.index.readers import corpus_loader  # not at the top: readers build on this module
-
     if (loader := corpus_loader(path)) is not None:
         return loader()
     path = Path(path)
@@ -110,8 +86,6 @@ def iter_corpus(path: str | Path) -> Iterator[Unit]:
     >>> sum(1 for _ in iter_corpus("sample_corpora/encyclopedia/corpus.json"))
     169
     """
-    from workbench.index.readers import corpus_loader  # not at the top: readers build on this module
-
     if (loader := corpus_loader(path)) is not None:  # JSON Lines, BEIR folders, irds: (read whole)
         yield from loader()
         return
@@ -232,26 +206,9 @@ def document_units(text: str, rel_path: str) -> list[Unit]:
     ]
 
 
-def json_objects(path, lines, error=CorpusError):
-    """(line number, object) for every non-blank line of a JSON Lines text; a line that is
-    not a JSON object is an `error` naming the file and line (questions, BEIR, JSONL corpora)."""
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise error(f"{path}, line {n}: not valid JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise error(f"{path}, line {n}: expected a JSON object, got {type(item).__name__}")
-        yield n, item
-
-
 def load_questions(path: str | Path, split: str | None = None) -> list[Question]:
     """`*.jsonl`: one {"_id", "question", "supporting_titles", "type"?, "hops"?, "answer"?} per line;
     also a BEIR folder (`split`: its qrels/SPLIT.tsv), a TREC folder or `irds:NAME` (workbench/index/readers.py)."""
-    from workbench.index.readers import questions_loader  # not at the top: readers build on this module
-
     if (loader := questions_loader(path, split)) is not None:
         return loader()
     path = Path(path)

@@ -28,6 +28,7 @@ import math
 import re
 import sqlite3
 import threading
+from typing import cast
 
 import numpy as np
 
@@ -241,7 +242,8 @@ class Postings:
         hit = np.zeros(len(self.row_norm), dtype=bool)
         column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
         k1_plus_1 = K1 + 1.0
-        for rows, where, cols in found:
+        # no None left (checked above)
+        for rows, where, cols in cast("list[tuple[np.ndarray, np.ndarray, np.ndarray]]", found):
             if not len(rows):
                 continue  # adds 0.0 to every row in FTS5 too
             # instances are in position order, so bincount adds each row's weights in FTS5's order

@@ -23,9 +23,10 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Literal, overload
 from urllib.parse import unquote
 
-from workbench.index.corpora import CorpusError, Question, Unit, json_objects
+from workbench.index.units import CorpusError, Question, Unit, json_objects
 from workbench.safeio import InputError
 
 BEIR_CORPUS = "corpus.jsonl"
@@ -78,6 +79,14 @@ def _read_lines(path: Path, what: str) -> list[str]:
 def _json_lines(path: Path, what: str):
     """(line number, object) for every non-blank line of a JSON Lines file."""
     return json_objects(path, _read_lines(path, what), FormatError)
+
+
+@overload
+def _string_field(item: dict, name: str, where: str, required: Literal[True] = True) -> str: ...
+
+
+@overload
+def _string_field(item: dict, name: str, where: str, required: bool) -> str | None: ...
 
 
 def _string_field(item: dict, name: str, where: str, required: bool = True) -> str | None:
@@ -211,7 +220,8 @@ def load_beir_questions(folder: str | Path, split: str | None = None) -> list[Qu
         raise FormatError(f"{folder}: a BEIR folder needs {BEIR_QUERIES} (found: {_listing(folder)})")
     qrels_path = qrels_split_path(folder, split)
     qrels = read_beir_qrels(qrels_path)
-    questions, seen = [], {}
+    questions: list[Question] = []
+    seen: dict[str, int] = {}
     for n, item in _json_lines(queries, "BEIR queries file"):
         where = f"{queries}, line {n}"
         qid = decode_id(_string_field(item, "_id", where))

@@ -16,7 +16,7 @@ import unicodedata
 from pathlib import Path
 
 from workbench import text as textlib
-from workbench.index.corpora import UNIT_MAX_CHARS
+from workbench.index.units import UNIT_MAX_CHARS
 from workbench.safeio import InputError
 
 # 2: postings, row lengths, body vocabulary, title phrases and aliases stored at build time

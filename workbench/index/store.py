@@ -227,7 +227,11 @@ class Index:
         fork stays held); postings, if they were read, lose their scratch table (temp tables
         are per connection).
 
-        >>> Index("docs.sqlite").warm().reopen_after_fork()   # in a forked worker   # doctest: +SKIP
+        >>> docs = Index.build("sample_corpora/internal_docs", "docs.sqlite").warm()
+        >>> docs.reopen_after_fork() is docs   # what a forked worker calls first: same caches, own connection
+        True
+        >>> docs.search(query_expression(["role_id"]), limit=1)
+        [(7, -2.48...)]
         """
         fresh = Index(self.path)
         _INHERITED_CONNECTIONS.append(self.db)

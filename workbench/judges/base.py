@@ -6,7 +6,7 @@ import os
 import queue
 import threading
 import weakref
-from typing import Callable
+from typing import Callable, cast
 
 from workbench.judgment import JudgeError
 from workbench.safeio import InputError
@@ -68,7 +68,7 @@ class FunctionJudge:
 
     def __init__(self, fn: Callable, name: str | None = None, timeout: float | None | str = "env"):
         self.fn = fn
-        self.name = name or getattr(fn, "__name__", "function")
+        self.name = name or cast(str, getattr(fn, "__name__", "function"))
         self.key = "function:" + self.name  # the limit never changes an answer: not part of the key
         self.timeout = judge_timeout_from_env() if timeout == "env" else _check_timeout(timeout, "judge timeout")
         self._workers = _WorkerPool.for_judge(self)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 from workbench.judges.jev.errors import JEVError, JEVPayloadError
 
@@ -115,7 +116,7 @@ def base_state(question: str, context: list[dict], style: str) -> dict:
     if style not in PAYLOAD_STYLES:
         raise JEVPayloadError(f"payload style {style!r}: expected one of {', '.join(PAYLOAD_STYLES)}")
     items = context_items(context)
-    state = {"task": TASK}
+    state: dict[str, Any] = {"task": TASK}
     if style == "stateful":
         state["criteria"] = CRITERIA
     state["question"] = question
@@ -161,7 +162,9 @@ def plan_requests(model: str, question: str, candidates: list[dict], context: li
 
     A candidate that cannot fit in a request on its own is an error, never truncated."""
     base = estimate_tokens(_dumps(base_state(question, context, style)))
-    plans, current, used = [], [], base
+    plans: list[list[tuple[int, tuple[dict, dict | None]]]] = []
+    current: list[tuple[int, tuple[dict, dict | None]]] = []
+    used = base
     for i, c in enumerate(candidates):
         made = _question_entry(c, len(current) + 1, style)
         entry, passage = made

@@ -1,0 +1,160 @@
+"""`sag2wb ablate`: the paper's comparison rows on one questions file, with paired intervals."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import time
+from pathlib import Path
+
+from workbench import safeio
+from workbench.cli.common import (
+    ABLATION_TABLE_MARKER,
+    CLIError,
+    add_output_options,
+    add_parallel_options,
+    add_run_options,
+    check_outputs,
+    json_default,
+    judge_spec,
+    report_failures,
+    run_params,
+    run_work,
+    write,
+)
+from workbench.index.corpora import check_gold, load_questions
+from workbench.index.store import Index
+from workbench.judges import resolve_judge
+from workbench.metrics import is_missing
+from workbench.runs.evaluation import is_our_result, naming_path
+from workbench.runs.experiment import (
+    REFERENCE_ROW,
+    ROW_DEFINITIONS,
+    Experiment,
+    ablation_markdown,
+    ablation_report,
+    paper_ablation,
+)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("ablate", help="the paper's comparisons (bm25, H=0/1/2, no-context, matched-budget, final-only)")
+    p.add_argument("--db", required=True)
+    p.add_argument("--questions", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--quiet", action="store_true")
+    add_output_options(p)
+    add_run_options(p)
+    add_parallel_options(p)
+    p.set_defaults(func=cmd_ablate)
+
+
+def cmd_ablate(args) -> int:
+    """`sag2wb ablate --db DB --questions Q --judge J --out OUT.json`: the paper's comparisons.
+
+    Writes OUT.json (rows, intervals, notes, per-question metrics), OUT.md and OUT.html (a
+    B.1-like table), each atomically; per-question results go to OUT.json.partial.jsonl as
+    they come, so an interrupted or failed run resumes (the file is removed once every
+    question completed and OUT.json is written).
+    """
+    if args.judge == "bm25":
+        raise CLIError("the ablation compares judged policies: give --judge lexical, oracle, jev or FILE.py:NAME")
+    if args.rounds not in (None, 2):
+        raise CLIError("ablate reads H=0, 1 and 2 off the same H=2 trajectories; --rounds is not used")
+    out = Path(args.out)
+    md_path, html_path = out.with_suffix(".md"), out.with_suffix(".html")
+    if out.suffix in (".md", ".html"):
+        raise CLIError(f"--out {out}: give the .json name; the .md and .html tables are written beside it")
+    check_outputs(
+        args,
+        [(out, lambda p: is_our_result(p, "ablate")), (md_path, _our_table), (html_path, _our_table)],
+        [args.questions, args.db],
+    )
+    index = Index(args.db)
+    args.judge = resolve_judge(args.judge, index)  # auto: the corpus's default judge
+    questions = load_questions(args.questions)
+    check_gold(questions, set(index.documents.values()), args.questions)
+    no_gold = [q.id for q in questions if not q.gold]
+    if no_gold:
+        raise CLIError(
+            f"{args.questions}: {len(no_gold)} question(s) have no gold labels (supporting_titles), "
+            f"which the ablation's metrics need: {', '.join(no_gold[:5])}{' ...' if len(no_gold) > 5 else ''}"
+        )
+    params = run_params(args).replace(H=2)
+    resume = out.with_name(out.name + ".partial.jsonl")
+    with naming_path(out.parent):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        for name in (out.name, md_path.name, html_path.name):
+            safeio.clean_stale_temps(out.parent, name)  # left by a writer killed mid-write
+    t0 = time.perf_counter()
+    experiment = Experiment(
+        index,
+        questions,
+        paper_ablation(params, judge_spec(args, index)),
+        resume_path=resume,
+        progress=not args.quiet,
+        keep_going=args.keep_going,
+    )  # JEV's options: in the spec
+    results, code = run_work(args, resume, lambda executor: experiment.run(executor=executor))
+    if code is not None:
+        return code
+    seconds = time.perf_counter() - t0
+    if not results.question_ids:
+        report_failures(results.failures, len(questions), "no question completed: nothing written")
+        return safeio.EXIT_FAILED
+    report = ablation_report(results, args.judge)
+    report.update(
+        {
+            "db": str(args.db),
+            "questions_file": str(args.questions),
+            "index": index.meta.get("fingerprint"),
+            "params": params.to_dict(),
+            "seconds": round(seconds, 2),
+            "stats": results.stats,
+            "per_question": [
+                {k: (None if is_missing(v) else v) for k, v in r.items()}
+                for r in results.frame(extras=True).to_dict(orient="records")
+            ],
+        }
+    )
+    title = f"SAG2 ablation: {Path(args.questions).name}, judge {args.judge}"
+    html_text = (
+        f"<!doctype html><meta charset='utf-8'><title>SAG2 ablation</title>"
+        f"<h1>{html.escape(title)}</h1>"
+        + (f"<p><b>Note:</b> {html.escape(report['note'])}.</p>" if report.get("note") else "")
+        + (f"<p><b>Figures over {html.escape(report['scope'])}.</b></p>" if report.get("scope") else "")
+        + results.to_html(REFERENCE_ROW, "R@10", ROW_DEFINITIONS)
+        + "\n"
+        + ABLATION_TABLE_MARKER
+        + "\n"
+    )
+    write(out, json.dumps(report, ensure_ascii=False, indent=1, default=json_default, allow_nan=False))
+    write(md_path, ablation_markdown(results, report, title) + "\n" + ABLATION_TABLE_MARKER + "\n")
+    write(html_path, html_text)
+    if not results.failures:
+        resume.unlink(missing_ok=True)
+    if not args.quiet:
+        print(results.to_markdown(REFERENCE_ROW, "R@10"))
+        mb = report.get("matched_budget")
+        if mb and mb["questions_with_too_few_matches"]:
+            print(
+                f"matched-budget: {mb['questions_with_too_few_matches']} question(s) with too few BM25 matches "
+                f"({mb['missing_judgments']} judgments short)"
+            )
+    print(
+        f"ablation ({args.judge}, {len(results.question_ids)} of {len(questions)} questions) in {seconds:.1f} s -> "
+        f"{out}, {md_path.name}, {html_path.name}"
+    )
+    if results.failures:
+        return report_failures(results.failures, len(questions), results.scope)
+    return safeio.EXIT_OK
+
+
+def _our_table(path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 4096))
+            return ABLATION_TABLE_MARKER.encode() in f.read()
+    except OSError:
+        return False

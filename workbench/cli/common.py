@@ -1,0 +1,311 @@
+"""What the commands share: option groups, the judge and parameters from the options, output checks
+and writes, failure reports, and one-line messages for OS and SQLite errors."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import sqlite3
+import sys
+from importlib import resources
+from pathlib import Path
+
+from workbench import safeio
+from workbench.executors import make_executor
+from workbench.judges import JudgeSpec
+from workbench.measures import measure_name
+from workbench.params import Params
+from workbench.runs.evaluation import QuestionFailed, load_resume, naming_path
+
+# The bundled sample corpora are package data: the checkout's sample_corpora/ installs as the
+# package workbench.sample_corpora (pyproject.toml), so `sag2wb demo` runs from any folder
+# after a plain `pip install` (a regular package on disk: its files are a real folder).
+SAMPLE_CORPORA = Path(resources.files("workbench.sample_corpora"))
+SAMPLE_DOCS = SAMPLE_CORPORA / "internal_docs"
+SAMPLE_DOCS_QUESTIONS = SAMPLE_CORPORA / "internal_docs.questions.jsonl"
+
+
+# The bundled sample corpora are package data: the checkout's sample_corpora/ installs as the
+# package workbench.sample_corpora (pyproject.toml), so `sag2wb demo` runs from any folder
+# after a plain `pip install` (a regular package on disk: its files are a real folder).
+SAMPLE_CORPORA = Path(resources.files("workbench.sample_corpora"))
+
+
+SAMPLE_DOCS = SAMPLE_CORPORA / "internal_docs"
+
+
+SAMPLE_DOCS_QUESTIONS = SAMPLE_CORPORA / "internal_docs.questions.jsonl"
+
+
+class CLIError(Exception):
+    pass
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--judge",
+        default="auto",
+        help="auto, bm25, lexical, lexical-bridge, semantic[:gamma=G,signals=model+coverage+bridge], oracle "
+        "(needs gold), jev, or FILE.py:NAME (default auto: semantic for passage corpora, lexical for "
+        "a folder of files; docs/judges.md)",
+    )
+    p.add_argument("--rounds", type=int, default=None, help="expansion rounds H (0-2)")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="any Params field, e.g. --param L=10 --param field_weights=2,2,1 --param term_weighting=no_idf",
+    )
+    p.add_argument(
+        "--judge-timeout",
+        dest="run_judge_timeout",
+        default=None,
+        metavar="SECONDS",
+        help="time limit per call of a FILE.py:NAME judge (default $SAG2WB_JUDGE_TIMEOUT or 60; 0: none)",
+    )
+    g = p.add_argument_group("JEV (hosted judge)")
+    g.add_argument("--jev-endpoint", default=None, help="typesafe, openrouter, or a full URL")
+    g.add_argument("--jev-model", default=None)
+    g.add_argument("--payload-style", choices=["inline", "stateful"], default="stateful")
+    g.add_argument("--cache-dir", default=None, help="judgment cache folder (diskcache)")
+    g.add_argument("--cache-only", action="store_true", help="replay: answer from the cache, fail on a miss")
+
+
+def add_ecosystem_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("IR toolbox (docs/ecosystem.md)")
+    g.add_argument("--split", default=None, help="the qrels split when --questions is a BEIR folder (default: test)")
+    g.add_argument("--run", default=None, metavar="OUT.trec", help="also write the rankings as a TREC run")
+    g.add_argument("--qrels", default=None, metavar="OUT.qrels", help="also write the gold as TREC qrels")
+    g.add_argument(
+        "--measure",
+        action="append",
+        default=[],
+        type=measure_name,
+        metavar="NAME",
+        help="an ir_measures measure to add, e.g. nDCG@10, RR (repeatable; needs ir_measures)",
+    )
+
+
+def run_params(args) -> Params:
+    params = Params().with_assignments(args.param)
+    if args.rounds is not None:
+        params = params.replace(H=args.rounds)
+    return params
+
+
+def judge_spec(args, index) -> JudgeSpec:
+    """--judge as a value: `auto` resolved for this index, JEV's options attached."""
+    spec = JudgeSpec.parse(args.judge).resolve(index)
+    return spec.with_options(**jev_options(args)) if spec.name == "jev" else spec
+
+
+def jev_options(args) -> dict:
+    if JudgeSpec.parse(args.judge).name != "jev":
+        return {}
+    return {
+        "endpoint": args.jev_endpoint,
+        "model": args.jev_model,
+        "payload_style": args.payload_style,
+        "cache_dir": args.cache_dir,
+        "cache_only": args.cache_only,
+    }
+
+
+def add_parallel_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("many questions at once (results identical to a sequential run; docs/experiments.md)")
+    g.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="questions at once on threads, for judges that wait (default 8 for jev, else 1)",
+    )
+    g.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="a pool of N processes, for judges that compute (lexical, FILE.py:NAME)",
+    )
+    g.add_argument(
+        "--dask",
+        default=None,
+        metavar="SCHEDULER_ADDRESS",
+        help="run on a Dask cluster, e.g. tcp://10.0.0.5:8786 (pip install 'sag2-workbench[dask]')",
+    )
+
+
+def run_work(args, resume, work):
+    """`work(executor)` on the executor the options ask for: (its result, None), or (None, the
+    exit code) when a question failed or Ctrl-C stopped it (finished questions stay in `resume`)."""
+    executor = make_executor(args.concurrency, args.processes, args.dask, judge=args.judge)
+    try:
+        return work(executor), None
+    except QuestionFailed as exc:
+        return None, failed(args, exc, resume)
+    except KeyboardInterrupt:
+        return None, interrupted(args, resume)
+    finally:
+        executor.close()
+
+
+def add_output_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="go on after a failed question; metrics cover the completed ones only (exit 3)",
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing --out file that is not a sag2wb result")
+
+
+def check_outputs(args, paths, inputs) -> None:
+    """Refuse, before any work, outputs that are inputs of this command or files that are not
+    ours (--force allows the latter), and a folder we cannot write in."""
+    for path, ours in paths:
+        safeio.check_output(path, inputs=inputs, ours=ours, force=args.force)
+    out = Path(paths[0][0])
+    folder = out.parent if str(out.parent) else Path(".")
+    existing = next((d for d in [folder, *folder.parents] if d.exists()), Path("."))
+    if not existing.is_dir():
+        raise safeio.InputError(f"--out {out}: {existing} is a file, not a folder; choose another path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise safeio.InputError(
+            f"--out {out}: cannot write in {existing} (read-only or no permission); choose a writable folder"
+        )
+
+
+def write(path: Path, text: str) -> None:
+    """Atomic write (temp file, fsync, rename): a kill or a full disk leaves the old file whole."""
+    with naming_path(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        safeio.atomic_write_text(path, text)
+
+
+def json_default(v):
+    if hasattr(v, "item"):
+        return v.item()
+    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
+
+
+def fmt(v) -> str:
+    return "–" if v is None else f"{v:.2f}"
+
+
+def failed(args, exc: QuestionFailed, resume: Path) -> int:
+    """Exit 1 at the first failed question: say which, where, why, and what is kept."""
+    kept = len(load_resume(resume))
+    print(f"sag2wb {args.command}: error: {exc}", file=sys.stderr)
+    print(
+        f"sag2wb {args.command}: no results written; {kept} finished record(s) kept in {resume}: fix the cause "
+        f"and rerun the same command to resume (or pass --keep-going to skip failing questions)",
+        file=sys.stderr,
+    )
+    return safeio.EXIT_FAILED
+
+
+def interrupted(args, resume: Path) -> int:
+    kept = len(load_resume(resume))
+    print(
+        f"sag2wb {args.command}: interrupted; {kept} finished record(s) kept in {resume}: "
+        f"rerun the same command to resume",
+        file=sys.stderr,
+    )
+    return safeio.EXIT_INTERRUPTED
+
+
+def report_failures(failures: list[dict], total: int, scope: str) -> int:
+    """--keep-going's closing lines: how many failed, the first errors; exit 3."""
+    print(f"{len(failures)} of {total} questions failed; {scope}", file=sys.stderr)
+    for f in failures[:3]:
+        where = f"configuration {f['config']!r}, " if f.get("config") else ""
+        at = f" round {f['round']}" if f.get("round") is not None else ""
+        print(f"  {where}question {f['question']!r}{at}: {f['error']}", file=sys.stderr)
+    if len(failures) > 3:
+        print(f'  ... and {len(failures) - 3} more (listed under "failures" in the JSON)', file=sys.stderr)
+    return safeio.EXIT_PARTIAL
+
+
+def size(path: Path) -> str:
+    return f"{path.stat().st_size / 2**20:.2f} MiB"
+
+
+def print_ranking(trace, index, limit: int, gold=()) -> None:
+    scores = trace.final_scores()
+    gold = set(gold)
+    print(f"question: {trace.question}")
+    print(f"judge: {trace.judge}; judgments: {trace.judgments}; stop: {trace.stop}")
+    if not trace.final_ranking:
+        print("no results: " + (trace.stop or "nothing matched"))
+        return
+    for i, u in enumerate(trace.final_ranking[:limit], start=1):
+        rec = index.unit(u)
+        score = scores.get(u)
+        where = f"{rec.source} {rec.location}".strip()
+        mark = " *gold*" if rec.document in gold else ""
+        print(f"{i:3d}. {rec.title}  [{where}]  score={'%.4f' % score if score is not None else 'bm25'}{mark}")
+
+
+def explain(trace) -> None:
+    for r in trace.rounds:
+        print(
+            f"\n-- round {r.round}: {len(r.candidates)} candidates, pool {len(r.pool)}, "
+            f"context {len(r.context)}, judgments {r.judgments}" + (f", stop: {r.stop}" if r.stop else "")
+        )
+        if r.error:
+            print(f"   error: {r.error}")
+        if r.seeds:
+            print(
+                "   seeds: "
+                + "; ".join(
+                    f"{trace.units[s.unit_id].title} (score {s.score:.3f}, w {s.weight if s.weight is None else round(s.weight, 3)})"
+                    for s in r.seeds
+                )
+            )
+        sel = sorted((t for t in r.terms if t.selected), key=lambda t: t.order)
+        for t in sel:
+            res = f" -> {t.resolved!r} ({t.resolution})" if t.resolved and t.resolved != t.term else ""
+            print(
+                f"   term {t.order:2d}. {t.term!r}{res}  priority {t.priority:.3f} = (1+ln {t.tf})"
+                f" x idf {t.idf:.3f} x (1+c {t.query_connection:.3f}) x w {t.seed_weight:.3f}"
+                f"  from {trace.units[t.seed].title!r}"
+            )
+
+
+ABLATION_TABLE_MARKER = "<!-- written by sag2wb ablate -->"  # lets a rerun recognise (and replace) its own .md/.html
+
+
+OS_HINTS = {
+    errno.EACCES: "check its permissions or choose another location",
+    errno.EPERM: "check its permissions or choose another location",
+    errno.EROFS: "the file system is read-only: choose a writable location",
+    errno.ENOENT: "check the path (its folder must exist)",
+    errno.EISDIR: "it is a folder: give a file path",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: check the path",
+    errno.ENOSPC: "the disk is full: free some space and rerun (finished questions are kept for resume)",
+    errno.EDQUOT: "the disk quota is exhausted: free some space and rerun",
+    errno.EFBIG: "the file grew past this system's file-size limit: raise the limit or choose another location",
+    errno.ENAMETOOLONG: "the name is too long: choose a shorter path",
+    errno.EEXIST: "a file of that name is in the way of a folder: choose another path",
+    errno.EADDRINUSE: "another program listens on that port: choose another --port",
+    errno.EADDRNOTAVAIL: "that address is not on this machine: check --host",
+}
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line: the path, what went wrong, what to do."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    hint = OS_HINTS.get(exc.errno, "check the path and rerun")
+    return f"{exc.filename}: {what}; {hint}" if exc.filename is not None else f"{what}; {hint}"
+
+
+def sqlite_error_message(args, exc: sqlite3.Error) -> str:
+    db = getattr(args, "db", None)
+    where = f"the database {db}" if db else "a database"
+    if "locked" in str(exc):
+        return f"{where} is locked by another process ({exc}); wait for it to finish and rerun"
+    return (
+        f"{where} cannot be read ({exc}): it is damaged or not a workbench index; "
+        f"rebuild it with `sag2wb index CORPUS --db NEW.sqlite`"
+    )

@@ -1,0 +1,114 @@
+"""`sag2wb eval`: a questions file through one configuration; resumable, with TREC/ir_measures extras."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from workbench import safeio
+from workbench.cli.common import (
+    add_ecosystem_options,
+    add_output_options,
+    add_parallel_options,
+    add_run_options,
+    check_outputs,
+    fmt,
+    jev_options,
+    report_failures,
+    run_params,
+    run_work,
+    write,
+)
+from workbench.index.corpora import check_gold, load_questions
+from workbench.index.store import Index
+from workbench.judges import resolve_judge
+from workbench.measures import eval_extras
+from workbench.runs.evaluation import evaluate, is_our_result, naming_path, require_gold
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("eval", help="evaluate over a questions file")
+    p.add_argument("--db", required=True)
+    p.add_argument("--questions", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--trace-dir", default=None, help="write each question's full trace as JSON here")
+    p.add_argument("--quiet", action="store_true")
+    add_output_options(p)
+    add_ecosystem_options(p)
+    add_run_options(p)
+    add_parallel_options(p)
+    p.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args) -> int:
+    out = Path(args.out)
+    extra_outputs = [(Path(p), None) for p in (args.run, args.qrels) if p]  # TREC files: checked before any work too
+    check_outputs(args, [(out, lambda p: is_our_result(p, "eval")), *extra_outputs], [args.questions, args.db])
+    index = Index(args.db)
+    questions = load_questions(args.questions, split=args.split)
+    check_gold(questions, set(index.documents.values()), args.questions)
+    args.judge = resolve_judge(args.judge, index)  # auto: the corpus's default judge
+    require_gold(questions, args.judge, args.questions)
+    params = run_params(args)
+    resume = out.with_name(out.name + ".partial.jsonl")
+    with naming_path(out.parent):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        safeio.clean_stale_temps(out.parent, out.name)  # left by a writer killed mid-write
+    result, code = run_work(
+        args,
+        resume,
+        lambda executor: evaluate(
+            index,
+            questions,
+            args.judge,
+            params,
+            progress=not args.quiet,
+            resume_path=resume,
+            trace_dir=args.trace_dir,
+            keep_going=args.keep_going,
+            executor=executor,
+            **jev_options(args),
+        ),
+    )
+    if code is not None:
+        return code
+    extras = _eval_extras(args, result, questions)
+    data = result.to_dict()
+    write(out, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
+    if not result.failures:
+        resume.unlink(missing_ok=True)  # failed questions are retried by the next run, the rest resumed
+    m, s = data["metrics"], data["stats"]
+    usage = (
+        (
+            f"  requests {s.get('requests', 0)}  tokens in/out {s.get('input_tokens', 0)}/{s.get('output_tokens', 0)}"
+            f"  cost {s.get('cost', 0)}"
+        )
+        if "requests" in s
+        else ""
+    )
+    scope = f"  ({m['scope']})" if "scope" in m else ""
+    print(
+        f"{args.judge}: R@5 {fmt(m['R@5'])}  R@10 {fmt(m['R@10'])}  AE@10 {fmt(m['AE@10'])}  "
+        f"questions {m['questions']}  judgments {m['judgments']}{usage}{scope}  -> {out}"
+    )
+    for line in extras:
+        print(line)
+    if result.failures:
+        return report_failures(result.failures, len(questions), m["scope"])
+    return safeio.EXIT_OK
+
+
+def _eval_extras(args, result, questions) -> list[str]:
+    """--run / --qrels / --measure (workbench/measures.py)."""
+    if not (args.run or args.qrels or args.measure):
+        return []
+    return eval_extras(
+        result,
+        questions,
+        run=args.run,
+        qrels=args.qrels,
+        measures=args.measure,
+        tag=args.judge,
+        inputs=[args.db, args.questions],
+        out=args.out,
+    )
