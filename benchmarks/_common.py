@@ -1,4 +1,5 @@
 """Shared helpers for the benchmark scripts (they print figures; they assert nothing)."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,8 +12,11 @@ DEFAULT_DATA = REPO.parent / "shared" / "data"
 
 
 def data_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", default=os.environ.get("SAG2WB_SHARED_DATA", str(DEFAULT_DATA)),
-                        help="folder holding 2wiki/ (default ../shared/data)")
+    parser.add_argument(
+        "--data",
+        default=os.environ.get("SAG2WB_SHARED_DATA", str(DEFAULT_DATA)),
+        help="folder holding 2wiki/ (default ../shared/data)",
+    )
 
 
 def need(path: Path) -> Path:

@@ -7,6 +7,7 @@ kernels alive after the Voilà pages closed. No retries.
     .venv/bin/python benchmarks/bench_dashboard_browser.py            # 20 Voilà + 5 JupyterLab
     .venv/bin/python benchmarks/bench_dashboard_browser.py --voila 5 --lab 1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,12 +35,16 @@ def _report(name, loads, results):
     for r in stale:
         print(f"  stale after {r['action']}: {r['stale']}")
     if times:
-        print(f"{name}: action -> all charts updated: median {statistics.median(times):.2f} s, "
-              f"p90 {_p90(times):.2f} s, max {max(times):.2f} s (n={len(times)})")
+        print(
+            f"{name}: action -> all charts updated: median {statistics.median(times):.2f} s, "
+            f"p90 {_p90(times):.2f} s, max {max(times):.2f} s (n={len(times)})"
+        )
     draws = [r["draw_ms"] for r in results if r.get("draw_ms")]
     if draws:
-        print(f"{name}: slowest chart's Plotly.react per action (browser only): median "
-              f"{statistics.median(draws):.0f} ms, p90 {_p90(draws):.0f} ms, max {max(draws):.0f} ms")
+        print(
+            f"{name}: slowest chart's Plotly.react per action (browser only): median "
+            f"{statistics.median(draws):.0f} ms, p90 {_p90(draws):.0f} ms, max {max(draws):.0f} ms"
+        )
 
 
 def main(argv=None):
@@ -68,8 +73,10 @@ def main(argv=None):
                 xsrf_403 = log.read_text(errors="replace").count("'_xsrf' argument missing")
             _report("Voilà", args.voila, results)
             print(f"Voilà: page load to charts drawn: median {statistics.median(load_s):.1f} s")
-            print(f"Voilà: kernels alive after closing {args.voila} pages: {len(live)}; "
-                  f"'_xsrf argument missing' refusals in the log: {xsrf_403}")
+            print(
+                f"Voilà: kernels alive after closing {args.voila} pages: {len(live)}; "
+                f"'_xsrf argument missing' refusals in the log: {xsrf_403}"
+            )
         if args.lab:
             results = []
             with driver.lab_server(Path(tmp) / "lab") as (url, proc, log):

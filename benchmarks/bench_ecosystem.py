@@ -8,6 +8,7 @@ Each timing repeat runs the same configuration through `evaluate` and through
 `SAG2Retriever.transform`, each from a cold judgment memo. The two take turns, so they share
 the machine's load at the time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,14 +21,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import pyterrier as pt  # noqa: E402
+from _common import data_arg, need  # noqa: E402
 from pyterrier.measures import R  # noqa: E402
 
-from _common import data_arg, need  # noqa: E402
 from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.runs.evaluation import evaluate  # noqa: E402
 from workbench.index.store import Index  # noqa: E402
 from workbench.measures import per_question, qrels_frame, topics_frame  # noqa: E402
 from workbench.pyterrier import BM25Retriever, SAG2Retriever  # noqa: E402
+from workbench.runs.evaluation import evaluate  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -42,8 +43,10 @@ def main(argv=None) -> int:
     questions = load_questions(need(wiki / "questions-dev.jsonl"))
     topics, qrels = topics_frame(questions), qrels_frame(questions)
     print(f"{len(questions)} questions, index {db}")
-    print(f"{'judge':8s} {'ours R@5':>9s} {'irm R@5':>9s} {'pt R@5':>9s} {'ours R@10':>10s} {'irm R@10':>9s} "
-          f"{'pt R@10':>9s} {'values differing':>20s}")
+    print(
+        f"{'judge':8s} {'ours R@5':>9s} {'irm R@5':>9s} {'pt R@5':>9s} {'ours R@10':>10s} {'irm R@10':>9s} "
+        f"{'pt R@10':>9s} {'values differing':>20s}"
+    )
     for judge in ("bm25", "lexical", "oracle"):
         result = evaluate(index, questions, judge, progress=False)
         irm = per_question(result.records, questions, ["R@5", "R@10"])
@@ -52,8 +55,10 @@ def main(argv=None) -> int:
         table = pt.Experiment([system], topics, qrels, eval_metrics=[R @ 5, R @ 10])
         mean = lambda m: sum(r[m] for r in result.records) / len(result.records)  # noqa: E731
         irm_mean = lambda m: 100 * sum(v[m] for v in irm.values()) / len(irm)  # noqa: E731
-        print(f"{judge:8s} {mean('R@5'):9.4f} {irm_mean('R@5'):9.4f} {100 * table['R@5'][0]:9.4f} "
-              f"{mean('R@10'):10.4f} {irm_mean('R@10'):9.4f} {100 * table['R@10'][0]:9.4f} {differ:20d}")
+        print(
+            f"{judge:8s} {mean('R@5'):9.4f} {irm_mean('R@5'):9.4f} {100 * table['R@5'][0]:9.4f} "
+            f"{mean('R@10'):10.4f} {irm_mean('R@10'):9.4f} {100 * table['R@10'][0]:9.4f} {differ:20d}"
+        )
 
     evaluate_times, transform_times = [], []
     for _ in range(args.repeats):
@@ -65,9 +70,11 @@ def main(argv=None) -> int:
         evaluate_times.append(t1 - t0)
         transform_times.append(t2 - t1)
     e, t = statistics.median(evaluate_times), statistics.median(transform_times)
-    print(f"lexical, 100 questions, median of {args.repeats}: evaluate {e:.2f} s, SAG2Retriever.transform {t:.2f} s "
-          f"({t / e:.2f}x); runs evaluate {', '.join(f'{x:.2f}' for x in evaluate_times)}, "
-          f"transform {', '.join(f'{x:.2f}' for x in transform_times)}; JVM started: {pt.java.started()}")
+    print(
+        f"lexical, 100 questions, median of {args.repeats}: evaluate {e:.2f} s, SAG2Retriever.transform {t:.2f} s "
+        f"({t / e:.2f}x); runs evaluate {', '.join(f'{x:.2f}' for x in evaluate_times)}, "
+        f"transform {', '.join(f'{x:.2f}' for x in transform_times)}; JVM started: {pt.java.started()}"
+    )
     return 0
 
 

@@ -15,6 +15,7 @@ the same questions with the same judge between our processes, for a same-minutes
 Then, in this process: the questions re-run as new Runs sharing the judgment memo (no
 judge call); a `Run.rerun` from round 2 with a changed parameter; resident memory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,15 +34,17 @@ from _common import data_arg, need, peak_rss_mib, rss_mib  # noqa: E402
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))  # comparison_judges.py (test-only judges)
 import comparison_judges  # noqa: E402
 
-from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.engine import Run  # noqa: E402
+from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.index.store import Index, open_or_build  # noqa: E402
 from workbench.judges import FunctionJudge, JudgmentMemo  # noqa: E402
 from workbench.params import Params  # noqa: E402
 
 
 def ms(xs):
-    return f"median {statistics.median(xs) * 1000:.1f} ms, p90 {sorted(xs)[int(0.9 * len(xs)) - 1] * 1000:.1f} ms, mean {statistics.mean(xs) * 1000:.1f} ms"
+    p90 = sorted(xs)[int(0.9 * len(xs)) - 1]
+    median, mean = statistics.median(xs), statistics.mean(xs)
+    return f"median {median * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms, mean {mean * 1000:.1f} ms"
 
 
 def timed_hash_judge():
@@ -87,10 +90,25 @@ def reference_median(python: str, data: Path, workdir: Path) -> float | None:
     """The reference implementation's median seconds per question (hash judge)."""
     out = workdir / "reference.json"
     done = subprocess.run(
-        [python, str(Path(__file__).resolve().parent / "reference_adapter.py"),
-         "--corpus", str(data / "2wiki" / "corpus.json"), "--questions", str(data / "2wiki" / "questions-dev.jsonl"),
-         "--judge", "hash", "--workdir", str(workdir / "reference-index"), "--out", str(out), "--progress", "0"],
-        capture_output=True, text=True)
+        [
+            python,
+            str(Path(__file__).resolve().parent / "reference_adapter.py"),
+            "--corpus",
+            str(data / "2wiki" / "corpus.json"),
+            "--questions",
+            str(data / "2wiki" / "questions-dev.jsonl"),
+            "--judge",
+            "hash",
+            "--workdir",
+            str(workdir / "reference-index"),
+            "--out",
+            str(out),
+            "--progress",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         print(f"reference run failed: {done.stderr.strip()[-300:]}")
         return None
@@ -102,8 +120,11 @@ def main() -> None:
     data_arg(ap)
     ap.add_argument("--db", default=None)
     ap.add_argument("--processes", type=int, default=5, help="fresh processes for the first-run figure [5]")
-    ap.add_argument("--reference-python", default=os.environ.get("SAG2WB_REFERENCE_PYTHON"),
-                    help="interpreter with zleap-sag2, to time the reference between our processes")
+    ap.add_argument(
+        "--reference-python",
+        default=os.environ.get("SAG2WB_REFERENCE_PYTHON"),
+        help="interpreter with zleap-sag2, to time the reference between our processes",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -123,26 +144,38 @@ def main() -> None:
             if ref is not None:
                 reference.append(ref)
                 print(f"  reference implementation, same judge, just before: median {ref * 1000:.1f} ms per question")
-        done = subprocess.run([sys.executable, __file__, "--child", "--db", str(db), "--data", args.data],
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", "--db", str(db), "--data", args.data],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         got = json.loads(done.stdout.strip().splitlines()[-1])
         medians.append(statistics.median(got["overhead"]))
-        print(f"  process {i + 1}: first run of each question: {ms(got['first'])} (hash judge included); "
-              f"local overhead {ms(got['overhead'])}")
+        print(
+            f"  process {i + 1}: first run of each question: {ms(got['first'])} (hash judge included); "
+            f"local overhead {ms(got['overhead'])}"
+        )
     if medians:
-        print(f"local overhead per question (all rounds, instant judge), median over questions, in "
-              f"{len(medians)} fresh processes: {', '.join(f'{m * 1000:.1f}' for m in medians)} ms "
-              f"(median {statistics.median(medians) * 1000:.1f} ms, best {min(medians) * 1000:.1f} ms)")
+        print(
+            f"local overhead per question (all rounds, instant judge), median over questions, in "
+            f"{len(medians)} fresh processes: {', '.join(f'{m * 1000:.1f}' for m in medians)} ms "
+            f"(median {statistics.median(medians) * 1000:.1f} ms, best {min(medians) * 1000:.1f} ms)"
+        )
     if reference:
         ratios = [r / m for r, m in zip(reference, medians)]
-        print(f"reference implementation in the same minutes: {', '.join(f'{r * 1000:.1f}' for r in reference)} ms "
-              f"per question; it needs {min(ratios):.1f}-{max(ratios):.1f}x our time")
+        print(
+            f"reference implementation in the same minutes: {', '.join(f'{r * 1000:.1f}' for r in reference)} ms "
+            f"per question; it needs {min(ratios):.1f}-{max(ratios):.1f}x our time"
+        )
 
     memo = JudgmentMemo()
     first, overhead, rounds, runs, judge = first_runs(index, questions, memo)
     rss_ready = rss_mib()
-    print(f"this process, first runs: {ms(first)}; less the judge: {ms(overhead)}; rounds per question: "
-          f"{statistics.mean(rounds):.2f}")
+    print(
+        f"this process, first runs: {ms(first)}; less the judge: {ms(overhead)}; rounds per question: "
+        f"{statistics.mean(rounds):.2f}"
+    )
     again, rerun = [], []
     calls_before = memo.misses
     for q in questions:
@@ -155,12 +188,18 @@ def main() -> None:
         run.rerun(params=run.params.replace(incoming_limit=30)).run()
         rerun.append(time.perf_counter() - t)
 
-    print(f"same questions again from cached judgments (new Run, shared memo; judgments asked of the judge: "
-          f"{again_calls}): {ms(again)}")
-    print(f"Run.rerun from round 2 with incoming_limit=30 (rounds 0-1 kept; new judgments: "
-          f"{memo.misses - calls_before - again_calls}): {ms(rerun)}")
-    print(f"resident memory: start {rss_start:.0f} MiB, after the first {len(questions)} runs {rss_ready:.0f} MiB, "
-          f"after {len(questions) * 3} runs {rss_mib():.0f} MiB (peak {peak_rss_mib():.0f} MiB)")
+    print(
+        f"same questions again from cached judgments (new Run, shared memo; judgments asked of the judge: "
+        f"{again_calls}): {ms(again)}"
+    )
+    print(
+        f"Run.rerun from round 2 with incoming_limit=30 (rounds 0-1 kept; new judgments: "
+        f"{memo.misses - calls_before - again_calls}): {ms(rerun)}"
+    )
+    print(
+        f"resident memory: start {rss_start:.0f} MiB, after the first {len(questions)} runs {rss_ready:.0f} MiB, "
+        f"after {len(questions) * 3} runs {rss_mib():.0f} MiB (peak {peak_rss_mib():.0f} MiB)"
+    )
 
 
 if __name__ == "__main__":

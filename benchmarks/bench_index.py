@@ -3,6 +3,7 @@ and the BM25 baseline. Prints figures; asserts nothing.
 
     python benchmarks/bench_index.py [--data ../shared/data]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,8 @@ from _common import data_arg, need  # noqa: E402
 
 from workbench import text  # noqa: E402
 from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.runs.evaluation import evaluate  # noqa: E402
 from workbench.index.store import Index  # noqa: E402
+from workbench.runs.evaluation import evaluate  # noqa: E402
 
 
 def main() -> None:
@@ -64,19 +65,37 @@ def main() -> None:
     n = len(units)
     print(f"corpus: {corpus} ({n} passages)")
     print(f"jieba dictionary load (once per process): {dict_load:.2f} s")
-    print(f"plain per-passage jieba tokenization: {plain_s:.2f} s; workbench tokenizer (cold caches): {fast_s:.2f} s "
-          f"-> {plain_s / fast_s:.1f}x; token lists differing: {mismatches} of {len(fields)}")
-    print(f"index build (tokenize + FTS5 + statistics + VACUUM), {args.repeat} runs: "
-          f"median {statistics.median(builds):.2f} s (min {min(builds):.2f}, max {max(builds):.2f})")
+    print(
+        f"plain per-passage jieba tokenization: {plain_s:.2f} s; workbench tokenizer (cold caches): {fast_s:.2f} s "
+        f"-> {plain_s / fast_s:.1f}x; token lists differing: {mismatches} of {len(fields)}"
+    )
+    print(
+        f"index build (tokenize + FTS5 + statistics + VACUUM), {args.repeat} runs: "
+        f"median {statistics.median(builds):.2f} s (min {min(builds):.2f}, max {max(builds):.2f})"
+    )
     print(f"build + dictionary load: {statistics.median(builds) + dict_load:.2f} s")
     size = statistics.median(sizes)
     print(f"database size: {size / 2**20:.2f} MiB = {size / 1024 / n:.2f} KiB per passage")
     m = result.metrics
-    print(f"BM25 baseline on {m['questions']} dev questions: R@5 {m['R@5']:.2f}  R@10 {m['R@10']:.2f}  "
-          f"AE@10 {m['AE@10']:.2f}  ({bm25_s:.2f} s)")
-    print(json.dumps({"passages": n, "build_s": statistics.median(builds), "dict_load_s": dict_load,
-                      "plain_tokenize_s": plain_s, "fast_tokenize_s": fast_s, "mismatches": mismatches,
-                      "db_bytes": size, "kib_per_passage": size / 1024 / n, **m}))
+    print(
+        f"BM25 baseline on {m['questions']} dev questions: R@5 {m['R@5']:.2f}  R@10 {m['R@10']:.2f}  "
+        f"AE@10 {m['AE@10']:.2f}  ({bm25_s:.2f} s)"
+    )
+    print(
+        json.dumps(
+            {
+                "passages": n,
+                "build_s": statistics.median(builds),
+                "dict_load_s": dict_load,
+                "plain_tokenize_s": plain_s,
+                "fast_tokenize_s": fast_s,
+                "mismatches": mismatches,
+                "db_bytes": size,
+                "kib_per_passage": size / 1024 / n,
+                **m,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
     on the dev questions (payloads built for each call; no HTTP needed).
 (c) wall time of one 3-round question against a server that answers in 200 ms.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,12 +19,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench.judges import jev  # noqa: E402
-from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.engine import Run  # noqa: E402
+from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.index.store import Index  # noqa: E402
+from workbench.judges import (
+    LexicalJudge,  # noqa: E402
+    jev,  # noqa: E402
+)
 from workbench.judges.jev.server import JudgeServer  # noqa: E402
-from workbench.judges import LexicalJudge  # noqa: E402
 from workbench.params import Params  # noqa: E402
 
 
@@ -54,12 +57,14 @@ def main() -> int:
     # (a) requests: first run, identical second run, rerun from round 2 with new parameters
     sample = questions[:5]
     with JudgeServer(lexical) as server:
+
         def run_all(params, cache):
             judge = jev.make_jev_judge(server.url, cache_dir=cache)
             before = server.requests
             traces = [Run(index, q, params, judge).run() for q in sample]
             judge.close()
             return server.requests - before, sum(t.judgments for t in traces), traces
+
         cache = tmp / "cache-a"
         first, judged, _ = run_all(Params(), cache)
         second, _, _ = run_all(Params(), cache)
@@ -76,10 +81,12 @@ def main() -> int:
             again = r.rerun(params=new_params).run()
             new_judgments += again.rounds[2].judgments if len(again.rounds) > 2 else 0
         judge.close()
-    print(f"(a) {len(sample)} questions, {judged} judgments: first run {first} requests, identical second run "
-          f"{second} requests; rerun from round 2 with incoming_limit=30: "
-          f"{server.requests - before_req} requests for {server.questions - before_q} new judgments "
-          f"(round-2 judgments in the reruns: {new_judgments})")
+    print(
+        f"(a) {len(sample)} questions, {judged} judgments: first run {first} requests, identical second run "
+        f"{second} requests; rerun from round 2 with incoming_limit=30: "
+        f"{server.requests - before_req} requests for {server.questions - before_q} new judgments "
+        f"(round-2 judgments in the reruns: {new_judgments})"
+    )
 
     # (b) estimated input tokens, stateful vs inline, over every judge call on the dev questions
     rec = Recording(lexical)
@@ -96,9 +103,12 @@ def main() -> int:
             tokens[style] += sum(jev.estimate_request_tokens(b) for _, b in plans)
     judgments = sum(len(c) for _, c, _ in rec.calls)
     saving = 1 - tokens["stateful"] / tokens["inline"]
-    print(f"(b) {len(questions)} questions, {len(rec.calls)} judge calls, {judgments} judgments "
-          f"({time.perf_counter() - t0:.1f} s): inline {tokens['inline']:,} est. tokens in {requests['inline']} requests; "
-          f"stateful {tokens['stateful']:,} in {requests['stateful']} requests: {100 * saving:.1f}% fewer")
+    print(
+        f"(b) {len(questions)} questions, {len(rec.calls)} judge calls, {judgments} judgments "
+        f"({time.perf_counter() - t0:.1f} s): inline {tokens['inline']:,} est. tokens in "
+        f"{requests['inline']} requests; "
+        f"stateful {tokens['stateful']:,} in {requests['stateful']} requests: {100 * saving:.1f}% fewer"
+    )
 
     # (c) wall time of one 3-round question with a 200 ms server
     with JudgeServer(lexical, delay=0.2) as server:
@@ -112,9 +122,11 @@ def main() -> int:
     t0 = time.perf_counter()
     Run(index, questions[0], Params(), lexical).run()
     local = time.perf_counter() - t0
-    print(f"(c) one question, {len(trace.rounds)} rounds, {trace.judgments} judgments, "
-          f"{server.requests - before} requests at 200 ms each: {wall:.2f} s wall "
-          f"(the same question with the lexical judge in process: {local:.2f} s)")
+    print(
+        f"(c) one question, {len(trace.rounds)} rounds, {trace.judgments} judgments, "
+        f"{server.requests - before} requests at 200 ms each: {wall:.2f} s wall "
+        f"(the same question with the lexical judge in process: {local:.2f} s)"
+    )
     return 0
 
 

@@ -15,6 +15,7 @@ embedding cached, corpus embedding rate, peak RSS. It asserts nothing (docs/judg
 The embedding cache for the accuracy runs is --cache-dir (default a temp dir: the first
 run embeds what the questions reach; `sag2wb embed` beforehand makes it warm).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,14 +31,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import REPO, data_arg, need, peak_rss_mib  # noqa: E402
 
 from workbench.index.corpora import load_questions  # noqa: E402
-from workbench.runs.experiment import Config, Experiment, paired_interval  # noqa: E402
 from workbench.index.store import open_or_build  # noqa: E402
 from workbench.params import Params  # noqa: E402
+from workbench.runs.experiment import Config, Experiment, paired_interval  # noqa: E402
 
 JUDGES = ["bm25", "lexical", "lexical-bridge", "semantic", "oracle"]
-ABLATION = [("relevance only", "semantic:signals=model+coverage"), ("model only", "semantic:signals=model"),
-            ("bridge only", "semantic:signals=bridge"), ("coverage+bridge", "semantic:signals=coverage+bridge"),
-            ("both", "semantic")]
+ABLATION = [
+    ("relevance only", "semantic:signals=model+coverage"),
+    ("model only", "semantic:signals=model"),
+    ("bridge only", "semantic:signals=bridge"),
+    ("coverage+bridge", "semantic:signals=coverage+bridge"),
+    ("both", "semantic"),
+]
 
 
 def compare_judges(title: str, index, questions, judges, reference: str = "lexical", by_type: bool = True) -> None:
@@ -110,8 +115,10 @@ def speed(index, questions, n_cold: int, repeats: int, precision: str = "float")
             emb.close()
     lexical = statistics.median(per_question(index, qs, LexicalJudge(index)))
     print(f"per question over {len(qs)} questions (median of per-question times, then median of {repeats} runs):")
-    print(f"  cold, empty embedding cache      {statistics.median(cold):7.3f} s  "
-          f"({statistics.median(embedded):.0f} passages embedded per question)")
+    print(
+        f"  cold, empty embedding cache      {statistics.median(cold):7.3f} s  "
+        f"({statistics.median(embedded):.0f} passages embedded per question)"
+    )
     print(f"  every embedding on disk          {statistics.median(disk):7.3f} s")
     print(f"  every embedding in memory        {statistics.median(memory):7.3f} s")
     print(f"  lexical judge, same questions    {lexical:7.3f} s")
@@ -121,8 +128,10 @@ def speed(index, questions, n_cold: int, repeats: int, precision: str = "float")
             emb = Embedder(Path(tmp) / "cache", model=model)
             rates.append(embed_index(_SubIndex(index, 256, offset=rep * 256), emb, progress=False)["passages_per_s"])
             emb.close()
-    print(f"corpus embedding (sag2wb embed), 256 passages x {repeats}: {statistics.median(rates):.1f} passages/s "
-          f"(runs: {', '.join(f'{x:.1f}' for x in rates)})")
+    print(
+        f"corpus embedding (sag2wb embed), 256 passages x {repeats}: {statistics.median(rates):.1f} passages/s "
+        f"(runs: {', '.join(f'{x:.1f}' for x in rates)})"
+    )
 
 
 # multiply-adds per word piece of all-MiniLM-L6-v2's weight matrices (6 layers: Q, K, V, output
@@ -168,11 +177,15 @@ def embedding_rate(corpus_file: Path, n: int, repeats: int, configs) -> None:
         gflops.append(sgemm_gflops())
     tokens = sum(pieces) / len(pieces)
     gflop = 2 * MACS_PER_TOKEN * tokens / 1e9
-    print(f"\n## embedding rate: {n} passages x {repeats} slices of {corpus_file.parent.name}, "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
-    print(f"{tokens:.1f} word pieces per passage (cut at {next(iter(models.values())).max_tokens}) -> "
-          f"{gflop:.2f} GFLOP per passage; numpy float32 matmul now: median {statistics.median(gflops):.0f} GFLOPS "
-          f"(runs {', '.join(f'{g:.0f}' for g in gflops)})")
+    print(
+        f"\n## embedding rate: {n} passages x {repeats} slices of {corpus_file.parent.name}, "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n"
+    )
+    print(
+        f"{tokens:.1f} word pieces per passage (cut at {next(iter(models.values())).max_tokens}) -> "
+        f"{gflop:.2f} GFLOP per passage; numpy float32 matmul now: median {statistics.median(gflops):.0f} GFLOPS "
+        f"(runs {', '.join(f'{g:.0f}' for g in gflops)})"
+    )
     print(f"{'precision':9s} {'batch':>5s} {'threads':>7s} {'passages/s':>10s} {'GFLOPS implied':>14s}  runs")
     for c in configs:
         r = statistics.median(rates[c])
@@ -197,16 +210,22 @@ def main() -> None:
     ap.add_argument("--cold-questions", type=int, default=10)
     ap.add_argument("--embed-passages", type=int, default=128, help="passages per slice for --only embedding")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--precision", choices=["int8", "float", "both"], default="int8",
-                    help="embedding model precision for the speed section (workbench.embeddings.PRECISIONS)")
+    ap.add_argument(
+        "--precision",
+        choices=["int8", "float", "both"],
+        default="int8",
+        help="embedding model precision for the speed section (workbench.embeddings.PRECISIONS)",
+    )
     ap.add_argument("--cache-dir", default=None, help="embedding cache for the accuracy runs (default: a temp dir)")
     ap.add_argument("--work", default=None, help="folder for the indexes (default: a temp dir)")
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-judges-"))
     work.mkdir(parents=True, exist_ok=True)
     os.environ["SAG2WB_EMBED_CACHE"] = args.cache_dir or str(work / "embeddings")
-    print(f"# bench_judges: embedding cache {os.environ['SAG2WB_EMBED_CACHE']}; load average {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} cores")
+    print(
+        f"# bench_judges: embedding cache {os.environ['SAG2WB_EMBED_CACHE']}; load average {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} cores"
+    )
     judges = [(j, j) for j in JUDGES]
     data = Path(args.data)
     if args.only == "embedding":  # not in the default run: a tuning table, not a goal
@@ -220,11 +239,16 @@ def main() -> None:
     if args.only in (None, "2wiki"):
         compare_judges("2Wiki dev", index, questions, judges)
         if not args.skip_ablation:
-            compare_judges("2Wiki dev, the semantic judge's own ablation", index, questions,
-                           [("lexical", "lexical")] + ABLATION, by_type=False)
+            compare_judges(
+                "2Wiki dev, the semantic judge's own ablation",
+                index,
+                questions,
+                [("lexical", "lexical")] + ABLATION,
+                by_type=False,
+            )
     if args.only in (None, "2wiki", "speed"):
         if not args.skip_speed:
-            for precision in (["int8", "float"] if args.precision == "both" else [args.precision]):
+            for precision in ["int8", "float"] if args.precision == "both" else [args.precision]:
                 speed(index, questions, args.cold_questions, args.repeats, precision)
     if args.only in (None, "hotpotqa"):
         index, _ = open_or_build(need(data / "hotpotqa-sample" / "corpus.json"), work / "hotpotqa.sqlite")
@@ -235,11 +259,21 @@ def main() -> None:
         compare_judges("bundled encyclopedia", index, load_questions(enc / "questions.jsonl"), judges + ABLATION[:3])
         index, _ = open_or_build(REPO / "sample_corpora" / "internal_docs", work / "internal_docs.sqlite")
         docs_q = load_questions(REPO / "sample_corpora" / "internal_docs.questions.jsonl")
-        compare_judges("bundled internal docs (English and Chinese questions)", index, docs_q,
-                       judges + [("semantic, no model for CJK", "semantic:cjk=coverage")], by_type=False)
+        compare_judges(
+            "bundled internal docs (English and Chinese questions)",
+            index,
+            docs_q,
+            judges + [("semantic, no model for CJK", "semantic:cjk=coverage")],
+            by_type=False,
+        )
         zh = [q for q in docs_q if any("\u4e00" <= ch <= "\u9fff" for ch in q.question)]
-        compare_judges("bundled internal docs, the Chinese questions only", index, zh,
-                       judges + [("semantic, no model for CJK", "semantic:cjk=coverage")], by_type=False)
+        compare_judges(
+            "bundled internal docs, the Chinese questions only",
+            index,
+            zh,
+            judges + [("semantic, no model for CJK", "semantic:cjk=coverage")],
+            by_type=False,
+        )
     print(f"\npeak RSS {peak_rss_mib():.0f} MiB")
 
 

@@ -14,6 +14,7 @@ and one question with the oracle judge, which costs nothing), per-question media
 p90 over the 100 dev questions (oracle judge), and the same after a one-passage update
 (`sag2wb index --add`), when the code has it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -111,8 +112,11 @@ def child(code: str, *args: str, env=None, cwd=None) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     data_arg(ap)
-    ap.add_argument("--sizes", default="6000,60000,300000,600000",
-                    help="comma-separated corpus sizes (CI: 6000) [6000,60000,300000,600000]")
+    ap.add_argument(
+        "--sizes",
+        default="6000,60000,300000,600000",
+        help="comma-separated corpus sizes (CI: 6000) [6000,60000,300000,600000]",
+    )
     ap.add_argument("--work", default="/tmp/sag2wb-scale", help="folder for corpora and indexes (reused)")
     ap.add_argument("--code", default=None, help="a checkout whose workbench/ to measure instead of this one")
     ap.add_argument("--keep", action="store_true", help="keep the indexes (corpora are always kept)")
@@ -127,10 +131,14 @@ def main() -> None:
         env["PYTHONPATH"] = str(Path(args.code).resolve())
     code_name = args.code or "this checkout"
     print(f"code: {code_name}; machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
-    print("Wall times on a shared machine; CPU seconds beside them (build: all processes; open + first "
-          "question: the process, from start, imports included).")
-    print("| passages | build s (CPU s) | passages/s | peak RSS build (worker) | DB | open + 1st question (CPU) | "
-          "per question median / p90 (CPU median) | one-passage update | after update: median / p90 |")
+    print(
+        "Wall times on a shared machine; CPU seconds beside them (build: all processes; open + first "
+        "question: the process, from start, imports included)."
+    )
+    print(
+        "| passages | build s (CPU s) | passages/s | peak RSS build (worker) | DB | open + 1st question (CPU) | "
+        "per question median / p90 (CPU median) | one-passage update | after update: median / p90 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for size in [int(s) for s in args.sizes.split(",")]:
         size = max(size, len(originals))
@@ -151,21 +159,38 @@ def main() -> None:
         extra = work / f"extra-{size}.json"
         extra.write_text(json.dumps([{"title": f"Added passage {size}", "text": "An added passage about Lothair II."}]))
         t = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "workbench.cli", "index", str(path), "--db", str(db),
-                               "--add", str(extra)], capture_output=True, text=True, env=env, cwd=work)
+        done = subprocess.run(
+            [sys.executable, "-m", "workbench.cli", "index", str(path), "--db", str(db), "--add", str(extra)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=work,
+        )
         if done.returncode == 0:
             update = f"{time.perf_counter() - t:.1f} s"
             after = child(QUERY, str(db), str(questions), env=env, cwd=work)
-        ms = lambda r: (f"{r['median'] * 1000:.0f} / {r['p90'] * 1000:.0f} ms ({r['cpu_median'] * 1000:.0f} ms)"
-                        if "median" in r else r.get("error", "-"))
-        print(f"| {size:,} | {build['wall']:.1f} ({build['cpu']:.0f}) | {size / build['wall']:,.0f} | "
-              f"{build['rss_mib']:.0f} MiB ({build['worker_rss_mib']:.0f} MiB) | {db.stat().st_size / 2**20:.0f} MiB | "
-              f"{query.get('open_first', float('nan')):.2f} s ({query.get('open_first_cpu', float('nan')):.2f} s) | "
-              f"{ms(query)} | {update} | {ms(after) if after else '-'} |", flush=True)
+
+        def ms(r):
+            return (
+                f"{r['median'] * 1000:.0f} / {r['p90'] * 1000:.0f} ms ({r['cpu_median'] * 1000:.0f} ms)"
+                if "median" in r
+                else r.get("error", "-")
+            )
+
+        print(
+            f"| {size:,} | {build['wall']:.1f} ({build['cpu']:.0f}) | {size / build['wall']:,.0f} | "
+            f"{build['rss_mib']:.0f} MiB ({build['worker_rss_mib']:.0f} MiB) | {db.stat().st_size / 2**20:.0f} MiB | "
+            f"{query.get('open_first', float('nan')):.2f} s ({query.get('open_first_cpu', float('nan')):.2f} s) | "
+            f"{ms(query)} | {update} | {ms(after) if after else '-'} |",
+            flush=True,
+        )
         if "gold_in_top10" in query:
-            print(f"    (gold passages in the top 10 over 99 questions: {query['gold_in_top10']}"
-                  f"{', after update: ' + str(after['gold_in_top10']) if 'gold_in_top10' in after else ''};"
-                  f" load average now {os.getloadavg()[0]:.1f})", file=sys.stderr)
+            print(
+                f"    (gold passages in the top 10 over 99 questions: {query['gold_in_top10']}"
+                f"{', after update: ' + str(after['gold_in_top10']) if 'gold_in_top10' in after else ''};"
+                f" load average now {os.getloadavg()[0]:.1f})",
+                file=sys.stderr,
+            )
         if not args.keep:
             db.unlink(missing_ok=True)
 

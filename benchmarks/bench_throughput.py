@@ -16,6 +16,7 @@ Runs alternate (sequential, parallel, sequential, ...) so each ratio is measured
 same minutes; the figures are medians. "identical" compares every question's record and
 trace JSON with `stats` excluded. The machine is shared: say how loaded it was.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,17 +34,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import data_arg, need  # noqa: E402
+from workbench.executors import Dask, Processes, Threads  # noqa: E402
 from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.runs.evaluation import evaluate  # noqa: E402
 from workbench.index.store import Index  # noqa: E402
 from workbench.judges import JudgmentMemo  # noqa: E402
-from workbench.executors import Dask, Processes, Threads  # noqa: E402
+from workbench.runs.evaluation import evaluate  # noqa: E402
 
 
 def fingerprint(result) -> str:
     """Everything that must be identical: records and traces, without stats."""
-    body = {"records": result.records, "failures": result.failures,
-            "traces": {k: json.loads(t.to_json(stats=False)) for k, t in result.traces.items()}}
+    body = {
+        "records": result.records,
+        "failures": result.failures,
+        "traces": {k: json.loads(t.to_json(stats=False)) for k, t in result.traces.items()},
+    }
     return json.dumps(body, sort_keys=True)
 
 
@@ -67,9 +71,23 @@ def ratio_spread(base: list, par: list) -> str:
 
 def start_server(delay_ms: int):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "judge-server", "--judge", "hash", "--port",
-                             str(port), "--delay-ms", str(delay_ms)], stdout=subprocess.PIPE, text=True,
-                            cwd=Path(__file__).resolve().parent.parent)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "workbench.cli",
+            "judge-server",
+            "--judge",
+            "hash",
+            "--port",
+            str(port),
+            "--delay-ms",
+            str(delay_ms),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     proc.stdout.readline()  # "serving judge ..." once it listens
     return proc, f"http://127.0.0.1:{port}/v1/systemone"
 
@@ -92,9 +110,13 @@ def main() -> int:
     data_arg(ap)
     ap.add_argument("--questions", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3, help="repeats of the JEV and Dask comparisons (minutes each)")
-    ap.add_argument("--lexical-repeats", type=int, default=9,
-                    help="repeats of the lexical comparisons: seconds each, and their ratio swings most with the "
-                         "machine's load, so more of them steady the median")
+    ap.add_argument(
+        "--lexical-repeats",
+        type=int,
+        default=9,
+        help="repeats of the lexical comparisons: seconds each, and their ratio swings most with the "
+        "machine's load, so more of them steady the median",
+    )
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--db", default=None, help="an existing 2Wiki index (default: build one in a temp folder)")
     ap.add_argument("--skip", action="append", default=[], choices=["jev", "lexical", "dask"])
@@ -108,7 +130,9 @@ def main() -> int:
         print(f"index: {index.N} units built in {t:.1f} s")
     questions = load_questions(data / "questions-dev.jsonl")[: args.questions]
     n = len(questions)
-    print(f"{n} 2Wiki dev questions; {args.repeats} repeats (JEV, Dask), {args.lexical_repeats} (lexical); {load_line()}")
+    print(
+        f"{n} 2Wiki dev questions; {args.repeats} repeats (JEV, Dask), {args.lexical_repeats} (lexical); {load_line()}"
+    )
     evaluate(index, questions, "lexical", progress=False)  # warm-up: this process's index caches and jieba
     rows = []
 
@@ -116,6 +140,7 @@ def main() -> int:
     if "jev" not in args.skip:
         server, url = start_server(200)
         try:
+
             def jev_run(executor, k):
                 opts = {"endpoint": url, "cache_dir": str(tmp / f"cache-{k}"), "timeout": 60}
                 return evaluate(index, questions, "jev", progress=False, keep_traces=True, executor=executor, **opts)
@@ -128,11 +153,20 @@ def main() -> int:
                 par_t.append(t)
                 same.append(fingerprint(par) == fingerprint(base))
                 requests = base.stats.get("requests")
-                print(f"  (a) repeat {r + 1}: sequential {seq_t[-1]:.1f} s, concurrency {args.concurrency} "
-                      f"{par_t[-1]:.1f} s, identical {same[-1]}", flush=True)
-            rows.append((f"(a) JEV, 200 ms server: sequential vs --concurrency {args.concurrency}",
-                         statistics.median(seq_t), statistics.median(par_t), all(same),
-                         f"{requests} requests per run; " + ratio_spread(seq_t, par_t)))
+                print(
+                    f"  (a) repeat {r + 1}: sequential {seq_t[-1]:.1f} s, concurrency {args.concurrency} "
+                    f"{par_t[-1]:.1f} s, identical {same[-1]}",
+                    flush=True,
+                )
+            rows.append(
+                (
+                    f"(a) JEV, 200 ms server: sequential vs --concurrency {args.concurrency}",
+                    statistics.median(seq_t),
+                    statistics.median(par_t),
+                    all(same),
+                    f"{requests} requests per run; " + ratio_spread(seq_t, par_t),
+                )
+            )
         finally:
             server.terminate()
             server.wait()
@@ -151,10 +185,20 @@ def main() -> int:
             finally:
                 pool.close(wait=True)
             rec_same.append(fingerprint(got) == fingerprint(base))
-            print(f"  (b) repeat {r + 1}, records only: 1 process {rec_seq[-1]:.2f} s, 2 processes {rec_pool[-1]:.2f} s "
-                  f"(pool started inside), identical {rec_same[-1]}", flush=True)
-        rows.append(("(b) lexical, records only (eval without --traces)", statistics.median(rec_seq),
-                     statistics.median(rec_pool), all(rec_same), ratio_spread(rec_seq, rec_pool)))
+            print(
+                f"  (b) repeat {r + 1}, records only: 1 process {rec_seq[-1]:.2f} s, 2 processes {rec_pool[-1]:.2f} s "
+                f"(pool started inside), identical {rec_same[-1]}",
+                flush=True,
+            )
+        rows.append(
+            (
+                "(b) lexical, records only (eval without --traces)",
+                statistics.median(rec_seq),
+                statistics.median(rec_pool),
+                all(rec_same),
+                ratio_spread(rec_seq, rec_pool),
+            )
+        )
         seq_t, cold_t, warm_t, same, seq_cpu, pool_cpu = [], [], [], [], [], []
         for r in range(args.lexical_repeats):
             c0 = time.process_time()
@@ -164,46 +208,79 @@ def main() -> int:
             pool = Processes(2)
             c0, k0 = time.process_time(), children_cpu()
             try:
-                t, cold = timed(lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True,
-                                                 executor=pool))
+                t, cold = timed(
+                    lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True, executor=pool)
+                )
                 cold_t.append(t)
-                t, warm = timed(lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True,
-                                                 executor=pool))
+                t, warm = timed(
+                    lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True, executor=pool)
+                )
                 warm_t.append(t)
             finally:
                 pool.close(wait=True)  # the workers' CPU time is counted once they exited
             # CPU per run of the pool (cold and warm runs together, halved): the caller's + the workers'
             pool_cpu.append(((time.process_time() - c0) / 2, (children_cpu() - k0) / 2))
             same.append(fingerprint(cold) == fingerprint(base) == fingerprint(warm))
-            print(f"  (b) repeat {r + 1}: 1 process {seq_t[-1]:.1f} s, 2 processes {cold_t[-1]:.1f} s cold / "
-                  f"{warm_t[-1]:.1f} s warm, identical {same[-1]}; CPU per run: 1 process {seq_cpu[-1]:.2f} s, "
-                  f"pool {pool_cpu[-1][0]:.2f} s caller + {pool_cpu[-1][1]:.2f} s workers", flush=True)
+            print(
+                f"  (b) repeat {r + 1}: 1 process {seq_t[-1]:.1f} s, 2 processes {cold_t[-1]:.1f} s cold / "
+                f"{warm_t[-1]:.1f} s warm, identical {same[-1]}; CPU per run: 1 process {seq_cpu[-1]:.2f} s, "
+                f"pool {pool_cpu[-1][0]:.2f} s caller + {pool_cpu[-1][1]:.2f} s workers",
+                flush=True,
+            )
         caller, workers = (statistics.median(x[i] for x in pool_cpu) for i in (0, 1))
         # on an idle 2-core machine the pool's run cannot beat (caller + workers) / 2 CPU seconds
-        print(f"  (b) CPU medians: 1 process {statistics.median(seq_cpu):.2f} s; pool {caller:.2f} s caller + "
-              f"{workers:.2f} s workers -> CPU-bound speed-up on 2 idle cores <= "
-              f"{statistics.median(seq_cpu) / ((caller + workers) / 2):.2f}x", flush=True)
-        rows.append(("(b) lexical, traces kept: 1 process vs 2 (cold pool)", statistics.median(seq_t),
-                     statistics.median(cold_t), all(same), ratio_spread(seq_t, cold_t)))
-        rows.append(("(b) lexical, traces kept: 1 process vs 2 (warm pool)", statistics.median(seq_t),
-                     statistics.median(warm_t), all(same), ratio_spread(seq_t, warm_t)))
+        print(
+            f"  (b) CPU medians: 1 process {statistics.median(seq_cpu):.2f} s; pool {caller:.2f} s caller + "
+            f"{workers:.2f} s workers -> CPU-bound speed-up on 2 idle cores <= "
+            f"{statistics.median(seq_cpu) / ((caller + workers) / 2):.2f}x",
+            flush=True,
+        )
+        rows.append(
+            (
+                "(b) lexical, traces kept: 1 process vs 2 (cold pool)",
+                statistics.median(seq_t),
+                statistics.median(cold_t),
+                all(same),
+                ratio_spread(seq_t, cold_t),
+            )
+        )
+        rows.append(
+            (
+                "(b) lexical, traces kept: 1 process vs 2 (warm pool)",
+                statistics.median(seq_t),
+                statistics.median(warm_t),
+                all(same),
+                ratio_spread(seq_t, warm_t),
+            )
+        )
 
     # (c) Dask LocalCluster, 2 worker processes
     if "dask" not in args.skip:
         from distributed import Client, LocalCluster
 
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                          silence_logs=50) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             t_seq, base = timed(lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True))
-            t_dask, got = timed(lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True,
-                                                 executor=Dask(client)))
-            rows.append(("(c) lexical on a 2-worker Dask LocalCluster (first run)", t_seq, t_dask,
-                         fingerprint(got) == fingerprint(base), ""))
+            t_dask, got = timed(
+                lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True, executor=Dask(client))
+            )
+            rows.append(
+                (
+                    "(c) lexical on a 2-worker Dask LocalCluster (first run)",
+                    t_seq,
+                    t_dask,
+                    fingerprint(got) == fingerprint(base),
+                    "",
+                )
+            )
             server, url = start_server(200)
             try:
                 opts = {"endpoint": url, "cache_dir": str(tmp / "cache-dask-seq"), "timeout": 60}
-                t_seq, base = timed(lambda: evaluate(index, questions, "jev", progress=False, keep_traces=True,
-                                                     **opts))
+                t_seq, base = timed(lambda: evaluate(index, questions, "jev", progress=False, keep_traces=True, **opts))
                 killed = []
 
                 def kill_one(outcome):
@@ -216,11 +293,28 @@ def main() -> int:
                         killed.append(pid)
 
                 opts = {**opts, "cache_dir": str(tmp / "cache-dask")}
-                t_dask, got = timed(lambda: evaluate(index, questions, "jev", progress=False, keep_traces=True,
-                                                     memo=JudgmentMemo(), executor=Dask(client), on_arrival=kill_one,
-                                                     **opts))
-                rows.append(("(c) JEV on Dask, one worker SIGKILLed mid-run", t_seq, t_dask,
-                             fingerprint(got) == fingerprint(base), f"worker killed: {bool(killed)}"))
+                t_dask, got = timed(
+                    lambda: evaluate(
+                        index,
+                        questions,
+                        "jev",
+                        progress=False,
+                        keep_traces=True,
+                        memo=JudgmentMemo(),
+                        executor=Dask(client),
+                        on_arrival=kill_one,
+                        **opts,
+                    )
+                )
+                rows.append(
+                    (
+                        "(c) JEV on Dask, one worker SIGKILLed mid-run",
+                        t_seq,
+                        t_dask,
+                        fingerprint(got) == fingerprint(base),
+                        f"worker killed: {bool(killed)}",
+                    )
+                )
             finally:
                 server.terminate()
                 server.wait()

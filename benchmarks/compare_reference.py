@@ -10,6 +10,7 @@ difference, field by field, so each can be explained.
         --questions ../shared/data/2wiki/questions-dev.jsonl --judge hash \
         --reference /work/refout/2wiki-hash.json [--db /tmp/2wiki.sqlite] [--json diff.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,20 +25,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))  # comparison_judges.py (test-only judges)
 import comparison_judges  # noqa: E402
 
-from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.engine import Run  # noqa: E402
+from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.index.store import open_or_build  # noqa: E402
 from workbench.judges import FunctionJudge, OracleJudge  # noqa: E402
 from workbench.params import Params  # noqa: E402
 
-FIELDS = [("candidates", "candidates"), ("terms", "terms"), ("pool", "pool"), ("context", "context"),
-          ("ranking", "ranked_after")]
+FIELDS = [
+    ("candidates", "candidates"),
+    ("terms", "terms"),
+    ("pool", "pool"),
+    ("context", "context"),
+    ("ranking", "ranked_after"),
+]
 
 
 def our_rounds(trace) -> list[dict]:
     """The CLI's per-round record, plus each round's ranking (the other side lists it)."""
-    return [{**summary, "ranking": trace.titles(r.ranking) if r.scored else [], "scored": r.scored}
-            for summary, r in zip(trace.summary()["rounds"], trace.rounds)]
+    return [
+        {**summary, "ranking": trace.titles(r.ranking) if r.scored else [], "scored": r.scored}
+        for summary, r in zip(trace.summary()["rounds"], trace.rounds)
+    ]
 
 
 def first_difference(a: list, b: list):
@@ -45,7 +53,7 @@ def first_difference(a: list, b: list):
         if x != y:
             return i, x, y
     if len(a) != len(b):
-        return min(len(a), len(b)), a[len(b):][:1], b[len(a):][:1]
+        return min(len(a), len(b)), a[len(b) :][:1], b[len(a) :][:1]
     return None
 
 
@@ -65,8 +73,15 @@ def compare(trace, ref_q: dict) -> list[dict]:
                     continue
                 b = b[: trace.params.B]  # the other side lists the whole scored pool; SPEC keeps the first B
             if a != b:
-                diffs.append({"round": o["round"], "field": mine, "first": first_difference(a, b),
-                              "ours_len": len(a), "theirs_len": len(b)})
+                diffs.append(
+                    {
+                        "round": o["round"],
+                        "field": mine,
+                        "first": first_difference(a, b),
+                        "ours_len": len(a),
+                        "theirs_len": len(b),
+                    }
+                )
         if "scores" in t and o["scored"]:
             common = set(o["scores"]) & set(t["scores"])
             bad = [k for k in common if o["scores"][k] != t["scores"][k]]
@@ -109,9 +124,11 @@ def main(argv=None) -> int:
         else:
             identical += 1
     elapsed = time.perf_counter() - t0
-    print(f"{len(questions)} questions, judge {args.judge}: {identical} identical trajectories "
-          f"(every round's candidates, terms, pool, context, scores, ranking and the final ranking); "
-          f"{len(all_diffs)} with differences  [{elapsed:.1f} s]")
+    print(
+        f"{len(questions)} questions, judge {args.judge}: {identical} identical trajectories "
+        f"(every round's candidates, terms, pool, context, scores, ranking and the final ranking); "
+        f"{len(all_diffs)} with differences  [{elapsed:.1f} s]"
+    )
     for (rnd, field), n in sorted(counts.items(), key=lambda x: (str(x[0][0]), x[0][1])):
         print(f"  round {rnd}: {field}: {n} questions")
     for qid, diffs in list(all_diffs.items())[:10]:

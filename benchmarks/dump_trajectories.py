@@ -5,6 +5,7 @@ judge, to compare two versions of the engine or two postings modes byte for byte
         --questions ../shared/data/2wiki/questions-dev.jsonl --out before.jsonl [--max-postings 0]
     cmp before.jsonl after.jsonl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))  # comparison_judges.py (test-only judges)
 import comparison_judges  # noqa: E402
 
-from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.engine import Run  # noqa: E402
+from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.index.store import Index  # noqa: E402
 from workbench.judges import FunctionJudge, OracleJudge  # noqa: E402
 from workbench.judges.lexical import LexicalJudge

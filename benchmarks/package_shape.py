@@ -4,6 +4,7 @@ longest functions and modules over 600 lines.
 
     python benchmarks/package_shape.py [ROOT]      # ROOT: a checkout (default: this one)
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,8 +23,9 @@ def module_name(root: Path, path: Path) -> str:
 def imports_of(tree: ast.AST, name: str, is_package: bool, known: set[str]):
     """(target module, function-local?) for every import in a module."""
     out = []
-    in_functions = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    for n in ast.walk(f)}
+    in_functions = {
+        id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(f)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -37,7 +39,7 @@ def imports_of(tree: ast.AST, name: str, is_package: bool, known: set[str]):
         else:
             continue
         local = id(node) in in_functions
-        out += [(t, local) for t in targets if t.split(".")[0] in ("workbench", "widgets")][:1 if local else None]
+        out += [(t, local) for t in targets if t.split(".")[0] in ("workbench", "widgets")][: 1 if local else None]
     return out
 
 
@@ -106,7 +108,9 @@ def main(root: Path) -> None:
     print(f"import circles (strongly connected sets of modules): {len(circles)}")
     for c in circles:
         print(f"  {len(c)} modules: {', '.join(c)}")
-    print("modules over 600 lines: " + (", ".join(f"{n} ({lines})" for lines, n in sorted(big, reverse=True)) or "none"))
+    print(
+        "modules over 600 lines: " + (", ".join(f"{n} ({lines})" for lines, n in sorted(big, reverse=True)) or "none")
+    )
     print("longest functions: " + ", ".join(f"{n} ({lines})" for lines, n in sorted(functions, reverse=True)[:8]))
 
 

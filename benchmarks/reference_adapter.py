@@ -20,6 +20,7 @@ Judges (from tests/comparison_judges.py, plus two local ones):
   hash              comparison_judges.hash_judge (context-dependent)
   hash_context_free comparison_judges.hash_judge_context_free
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,6 +48,8 @@ try:
         SearchOptions,
         SearchRequest,
         SearchScope,
+    )
+    from zleap.sag2 import (
         __version__ as REF_VERSION,
     )
     from zleap.sag2.benchmark import corpus_chunks
@@ -113,15 +116,11 @@ class RecordingScorer:
             {
                 "query": query,
                 "pool": [(c["id"], c.get("chunk_id"), c["title"]) for c in candidates],
-                "context": [
-                    (e["id"], e["title"], e.get("previous_jev_score")) for e in evidence
-                ],
+                "context": [(e["id"], e["title"], e.get("previous_jev_score")) for e in evidence],
                 "scores": scores,
             }
         )
-        scored = [
-            {**c, "jev_score": s, "jev_model": JUDGE_MODEL} for c, s in zip(candidates, scores)
-        ]
+        scored = [{**c, "jev_score": s, "jev_model": JUDGE_MODEL} for c, s in zip(candidates, scores)]
         usage = {
             "requests": 1,
             "judgments": len(candidates),
@@ -228,9 +227,7 @@ def build_rounds(trace, calls, doc_title, unit_title, max_hops):
                     )
                 rec["term_queries"] = queries
                 if queries:
-                    rec["ranking_expression"] = (entry.get("expansion_queries") or [{}])[0].get(
-                        "ranking_expression"
-                    )
+                    rec["ranking_expression"] = (entry.get("expansion_queries") or [{}])[0].get("ranking_expression")
             rec["stop"] = None
             if not doc_ids:
                 if hop == 0:
@@ -271,8 +268,7 @@ def build_rounds(trace, calls, doc_title, unit_title, max_hops):
                 first = out[0]
                 first["query_expression"] = expr[len(head) : -1]
                 first["query_tokens"] = [
-                    m.replace('""', '"')
-                    for m in re.findall(r'"((?:[^"]|"")*)"', first["query_expression"])
+                    m.replace('""', '"') for m in re.findall(r'"((?:[^"]|"")*)"', first["query_expression"])
                 ]
                 break
     if out:
@@ -288,9 +284,7 @@ def build_rounds(trace, calls, doc_title, unit_title, max_hops):
 async def run(args):
     corpus = json.loads(Path(args.corpus).read_text(encoding="utf-8"))
     questions = [
-        json.loads(line)
-        for line in Path(args.questions).read_text(encoding="utf-8").splitlines()
-        if line.strip()
+        json.loads(line) for line in Path(args.questions).read_text(encoding="utf-8").splitlines() if line.strip()
     ]
     if args.limit:
         questions = questions[: args.limit]
@@ -316,9 +310,7 @@ async def run(args):
         # SPEC: one unit per benchmark passage. The reference's benchmark helper splits
         # passages longer than its default size unless told otherwise, so by default we
         # pass a size above the longest passage (--chunk-chars N restores a split).
-        chunk_chars = args.chunk_chars or (
-            max((len(d["text"].strip()) for d in corpus), default=0) + 1
-        )
+        chunk_chars = args.chunk_chars or (max((len(d["text"].strip()) for d in corpus), default=0) + 1)
         chunk_set = corpus_chunks(corpus, DATA_SOURCE, chunk_chars=chunk_chars)
         ref = await engine.index(chunk_set)
         index_seconds = time.perf_counter() - t0
@@ -341,9 +333,7 @@ async def run(args):
                 judge = JUDGES[args.judge]
             scorer.reset(judge)
             t1 = time.perf_counter()
-            result = await engine.search(
-                SearchRequest(query=q["question"], scope=scope, options=options)
-            )
+            result = await engine.search(SearchRequest(query=q["question"], scope=scope, options=options))
             search_seconds.append(time.perf_counter() - t1)
             trace = [dict(t) for t in result.trace]
             for call in scorer.calls:
@@ -352,13 +342,9 @@ async def run(args):
                     chunk_unit[chunk_id] = uid
             # unit ids seen only in the trace (never scored) map through their document id
             for entry in trace:
-                for uid, did in zip(
-                    entry.get("candidate_ids") or [], entry.get("candidate_document_ids") or []
-                ):
+                for uid, did in zip(entry.get("candidate_ids") or [], entry.get("candidate_document_ids") or []):
                     unit_title.setdefault(uid, doc_title(did))
-            rounds = build_rounds(
-                trace, scorer.calls, doc_title, lambda u: unit_title.get(u), max_hops
-            )
+            rounds = build_rounds(trace, scorer.calls, doc_title, lambda u: unit_title.get(u), max_hops)
             if args.judge == "bm25":
                 rounds = rounds[:1]
                 first = rounds[0] if rounds else {}
@@ -388,14 +374,10 @@ async def run(args):
                     "question": q["question"],
                     "ranking": ranking,
                     "judgments": judgments,
-                    "ranking_units": [
-                        chunk_unit.get(h.chunk_id, h.chunk_id) for h in result.chunks
-                    ]
+                    "ranking_units": [chunk_unit.get(h.chunk_id, h.chunk_id) for h in result.chunks]
                     if args.judge != "bm25"
                     else [],
-                    "final_scores": {
-                        h.title.strip(): h.score for h in result.chunks if h.score is not None
-                    }
+                    "final_scores": {h.title.strip(): h.score for h in result.chunks if h.score is not None}
                     if args.judge != "bm25"
                     else {},
                     "rounds": rounds,
@@ -403,8 +385,7 @@ async def run(args):
             )
             if args.progress and number % args.progress == 0:
                 print(
-                    f"{number}/{len(questions)} questions, "
-                    f"{sum(search_seconds):.1f}s searching",
+                    f"{number}/{len(questions)} questions, {sum(search_seconds):.1f}s searching",
                     file=sys.stderr,
                 )
 
@@ -451,9 +432,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", required=True, help="corpus.json: list of {title, text}")
     parser.add_argument("--questions", required=True, help="questions .jsonl")
-    parser.add_argument(
-        "--judge", required=True, choices=["bm25", "oracle", "hash", "hash_context_free"]
-    )
+    parser.add_argument("--judge", required=True, choices=["bm25", "oracle", "hash", "hash_context_free"])
     parser.add_argument("--out", required=True, help="output JSON path")
     parser.add_argument("--limit", type=int, default=0, help="first N questions only")
     parser.add_argument(

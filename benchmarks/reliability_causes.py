@@ -7,6 +7,7 @@ Every case runs the real `sag2wb` of `--src` in its own process (PYTHONPATH=SRC)
 real index; the judge is a function file whose faults a `mode` file switches (see
 tests/reliability_world.py). Prints: case, exit code, what the user saw and what the files hold.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,12 +55,25 @@ class World:
         return [sys.executable, "-c", code, *map(str, args)]
 
     def run(self, *args, prelude=None, **extra):
-        return subprocess.run(self.cmd(args, prelude), capture_output=True, text=True, cwd=self.root,
-                              env=self.env(**extra), timeout=300)
+        return subprocess.run(
+            self.cmd(args, prelude), capture_output=True, text=True, cwd=self.root, env=self.env(**extra), timeout=300
+        )
 
     def eval(self, out, *extra, judge=None, prelude=None):
-        return self.run("eval", "--db", self.db, "--questions", self.q, "--judge", judge or self.judge,
-                        "--out", out, "--quiet", *extra, prelude=prelude)
+        return self.run(
+            "eval",
+            "--db",
+            self.db,
+            "--questions",
+            self.q,
+            "--judge",
+            judge or self.judge,
+            "--out",
+            out,
+            "--quiet",
+            *extra,
+            prelude=prelude,
+        )
 
 
 def seen(p) -> str:
@@ -88,9 +102,14 @@ def case_keep_going(w: World) -> str:
 def interrupt_at_q4(w: World, out: Path, partial: Path) -> int:
     """Start an eval and send Ctrl-C once three records are saved (the judge sleeps on q4),
     unless it ended before; return its exit code."""
-    proc = subprocess.Popen(w.cmd(["eval", "--db", w.db, "--questions", w.q, "--judge", w.judge, "--out", out,
-                                   "--quiet"]), cwd=w.root, env=w.env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        w.cmd(["eval", "--db", w.db, "--questions", w.q, "--judge", w.judge, "--out", out, "--quiet"]),
+        cwd=w.root,
+        env=w.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     while proc.poll() is None and not (partial.exists() and len(partial.read_text().splitlines()) >= 3):
         time.sleep(0.05)
     if proc.poll() is None:
@@ -132,9 +151,13 @@ def case_kill9(w: World, tries: int = 5) -> str:
     before = out.read_bytes()
     bad = 0
     for _ in range(tries):
-        proc = subprocess.Popen(w.cmd(["eval", "--db", w.db, "--questions", w.q, "--judge", "lexical", "--out", out,
-                                       "--quiet"], PAUSE_AT), cwd=w.root, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, env=w.env(SAG2WB_TEST_TARGET=out.name, SAG2WB_TEST_POINT="write"))
+        proc = subprocess.Popen(
+            w.cmd(["eval", "--db", w.db, "--questions", w.q, "--judge", "lexical", "--out", out, "--quiet"], PAUSE_AT),
+            cwd=w.root,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=w.env(SAG2WB_TEST_TARGET=out.name, SAG2WB_TEST_POINT="write"),
+        )
         proc.stderr.readline()
         proc.kill()
         proc.wait()
@@ -195,7 +218,7 @@ def case_garbled(w: World, command: str) -> str:
     g = w.root / "garbled.sqlite"
     data = bytearray(w.db.read_bytes())
     for start in range(2 * 4096, len(data), 3 * 4096):
-        data[start:start + 4096] = b"\xde\xad" * 2048
+        data[start : start + 4096] = b"\xde\xad" * 2048
     g.write_bytes(bytes(data))
     if command == "search":
         p = w.run("search", "--db", g, "Where was the director of Glass Harbour born?", "--judge", "lexical")
@@ -210,8 +233,9 @@ def case_top(w: World) -> str:
 
 
 def case_question(w: World, value: str) -> str:
-    w.q.write_text(json.dumps(QUESTIONS[0]) + "\n" + f'{{"_id": "q9", "question": {value}, '
-                   f'"supporting_titles": ["Ostrow"]}}\n')
+    w.q.write_text(
+        json.dumps(QUESTIONS[0]) + "\n" + f'{{"_id": "q9", "question": {value}, "supporting_titles": ["Ostrow"]}}\n'
+    )
     p = w.run("eval", "--db", w.db, "--questions", w.q, "--out", w.root / "qn.json", "--quiet")
     w.write_questions(QUESTIONS)
     return seen(p)

@@ -8,6 +8,7 @@ CLI), so it runs on old trees too. Every CLI case is a real `sag2wb` process of 
 (PYTHONPATH=SRC); servers listen on 127.0.0.1. Prints: case, exit code / outcome, what the
 user saw. Figures in docs/reliability-judges.md come from this script.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,10 @@ FILM_WORLD = [
     ("Mara Quell", "Mara Quell was a film director. She was born in Tessaly and studied painting."),
     ("Tessaly", "Tessaly is a river town known for bridges."),
 ]
-SIX = [{"unit_id": i, "title": f"Town {i}", "text": f"Town {i} lies on a river.", "document": f"Town {i}"}
-       for i in range(6)]
+SIX = [
+    {"unit_id": i, "title": f"Town {i}", "text": f"Town {i} lies on a river.", "document": f"Town {i}"}
+    for i in range(6)
+]
 
 
 def show(case: str, outcome: str) -> None:
@@ -50,8 +53,13 @@ def last_line(text: str) -> str:
 def cli(*args, env=None, timeout=60) -> tuple[int | str, str]:
     """(exit code or 'hung', the last line of stderr, with a traceback marked)."""
     try:
-        r = subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)], capture_output=True, text=True,
-                           timeout=timeout, env={**os.environ, **(env or {})})
+        r = subprocess.run(
+            [sys.executable, "-m", "workbench.cli", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **(env or {})},
+        )
     except subprocess.TimeoutExpired:
         return f"hung (killed after {timeout} s)", ""
     tb = "TRACEBACK " if "Traceback" in r.stderr else ""
@@ -61,8 +69,16 @@ def cli(*args, env=None, timeout=60) -> tuple[int | str, str]:
 # ---- 1. function judge time limit ----------------------------------------------------------
 def function_judge(work: Path, db: Path):
     (work / "sleepy.py").write_text("import time\n\ndef judge(q, c, x):\n    time.sleep(10 ** 6)\n")
-    code, said = cli("search", "--db", db, QUESTION, "--judge", f"{work / 'sleepy.py'}:judge",
-                     env={"SAG2WB_JUDGE_TIMEOUT": "2"}, timeout=20)
+    code, said = cli(
+        "search",
+        "--db",
+        db,
+        QUESTION,
+        "--judge",
+        f"{work / 'sleepy.py'}:judge",
+        env={"SAG2WB_JUDGE_TIMEOUT": "2"},
+        timeout=20,
+    )
     show("function judge sleeps forever (limit 2 s)", f"exit {code}: {said}")
 
 
@@ -70,9 +86,8 @@ def function_judge(work: Path, db: Path):
 def jev_client(work: Path):
     import logging
 
-    from workbench.judges import jev
+    from workbench.judges import FunctionJudge, jev
     from workbench.judges.jev.server import JudgeServer
-    from workbench.judges import FunctionJudge
     from workbench.judgment import JudgmentMemo
 
     os.environ["JEV_API_KEY"] = SECRET
@@ -97,16 +112,23 @@ def jev_client(work: Path):
     try:
         for mode in ("nonjson", "answer", "model", "500"):
             d = work / f"echo-{mode}"
-            judge = jev.make_jev_judge(endpoint=f"http://127.0.0.1:{httpd.server_address[1]}/{mode}", cache_dir=d,
-                                       backoff_base=0.01, attempts=2)
+            judge = jev.make_jev_judge(
+                endpoint=f"http://127.0.0.1:{httpd.server_address[1]}/{mode}",
+                cache_dir=d,
+                backoff_base=0.01,
+                attempts=2,
+            )
             try:
                 msg = repr(JudgmentMemo().judge(judge, QUESTION, SIX[:2], []))
             except Exception as exc:
                 msg = f"{type(exc).__name__}: {exc}"
             judge.close()
             in_files = [p.name for p in d.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
-            show(f"server echoes the key: {mode}", f"key in message {SECRET in msg}, in cache files {bool(in_files)}, "
-                 f"in log records {any(SECRET in line for line in log_lines)}")
+            show(
+                f"server echoes the key: {mode}",
+                f"key in message {SECRET in msg}, in cache files {bool(in_files)}, "
+                f"in log records {any(SECRET in line for line in log_lines)}",
+            )
             log_lines.clear()
     finally:
         httpd.shutdown()
@@ -117,8 +139,16 @@ def jev_client(work: Path):
 def caches(work: Path, db: Path):
     from workbench.judges import jev
 
-    lines = [json.dumps({"key": jev.CACHE_KEY_PREFIX + hashlib.sha256(str(i).encode()).hexdigest(),
-                         "p": (i % 100) / 100, "model": "m"}) for i in range(3000)]
+    lines = [
+        json.dumps(
+            {
+                "key": jev.CACHE_KEY_PREFIX + hashlib.sha256(str(i).encode()).hexdigest(),
+                "p": (i % 100) / 100,
+                "model": "m",
+            }
+        )
+        for i in range(3000)
+    ]
     good = work / "good.jsonl"
     good.write_text("\n".join(lines) + "\n")
     for name in ("garbled", "truncated", "dbdir", "good"):
@@ -134,23 +164,46 @@ def caches(work: Path, db: Path):
     for kind in ("garbled", "truncated", "dbdir", "afile"):
         code, said = cli("cache", "stats", "--cache-dir", work / kind)
         show(f"cache {kind}: cache stats", f"exit {code}: {said}")
-        code, said = cli("search", "--db", db, QUESTION, "--judge", "jev", "--jev-endpoint", "http://127.0.0.1:9/x",
-                         "--cache-dir", work / kind, "--rounds", "0")
+        code, said = cli(
+            "search",
+            "--db",
+            db,
+            QUESTION,
+            "--judge",
+            "jev",
+            "--jev-endpoint",
+            "http://127.0.0.1:9/x",
+            "--cache-dir",
+            work / kind,
+            "--rounds",
+            "0",
+        )
         show(f"cache {kind}: search --judge jev", f"exit {code}: {said}")
     code, said = cli("cache", "export", "--cache-dir", work / "good", "--file", work / "nodir" / "x.jsonl")
     show("cache export, missing folder", f"exit {code}: {said}")
     code, said = cli("cache", "export", "--cache-dir", work / "good", "--file", work / "afile")
-    show("cache export over a file that is not an export", f"exit {code}: {said}; file now starts "
-         f"{(work / 'afile').read_text()[:12]!r}")
+    show(
+        "cache export over a file that is not an export",
+        f"exit {code}: {said}; file now starts {(work / 'afile').read_text()[:12]!r}",
+    )
     prev = work / "prev.jsonl"
     prev.write_text("\n".join(lines[:3]) + "\n")
-    code_text = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000)); "
-                 "from workbench.cli.main import main; sys.exit(main(sys.argv[1:]))")
-    r = subprocess.run([sys.executable, "-c", code_text, "cache", "export", "--cache-dir", str(work / "good"),
-                        "--file", str(prev)], capture_output=True, text=True, timeout=60)
-    show("cache export on a full disk (RLIMIT_FSIZE)", f"exit {r.returncode}: "
-         f"{'TRACEBACK ' if 'Traceback' in r.stderr else ''}{last_line(r.stderr)[:80]}; earlier export now "
-         f"{len(prev.read_text().splitlines())} lines (was 3)")
+    code_text = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000)); "
+        "from workbench.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code_text, "cache", "export", "--cache-dir", str(work / "good"), "--file", str(prev)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    show(
+        "cache export on a full disk (RLIMIT_FSIZE)",
+        f"exit {r.returncode}: "
+        f"{'TRACEBACK ' if 'Traceback' in r.stderr else ''}{last_line(r.stderr)[:80]}; earlier export now "
+        f"{len(prev.read_text().splitlines())} lines (was 3)",
+    )
     key = jev.CACHE_KEY_PREFIX + "0" * 64
     edge = {
         "huge": f'{{"key": "{key}", "p": 1{"0" * 5000}}}\n'.encode(),
@@ -202,8 +255,12 @@ def first_line(answer: bytes) -> str:
 def judge_server(work: Path, connections: int):
     from workbench.judges import jev
 
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "judge-server", "--judge", "hash", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench.cli", "judge-server", "--judge", "hash", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     port = int(proc.stdout.readline().split("http://127.0.0.1:")[1].split("/")[0])
 
     def rss_mb() -> int:
@@ -223,13 +280,16 @@ def judge_server(work: Path, connections: int):
                         failed.append(1)
                 except OSError:
                     failed.append(1)
+
             threads = [threading.Thread(target=one) for _ in range(connections)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
             show(f"{connections} simultaneous new connections, trial {trial + 1}", f"{len(failed)} failed")
-        big = json.dumps(jev.build_request("m", QUESTION, [{**SIX[0], "text": "x" * 10_000_000}], [], "stateful")).encode()
+        big = json.dumps(
+            jev.build_request("m", QUESTION, [{**SIX[0], "text": "x" * 10_000_000}], [], "stateful")
+        ).encode()
         request = b"POST /v1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(big), big)
         rss = [rss_mb()]
         for _ in range(6):
@@ -238,16 +298,23 @@ def judge_server(work: Path, connections: int):
         show("server RSS (MB) after 0..6 requests of 10 MB", ", ".join(map(str, rss)))
         for length in (b"abc", b"-1", b"1000000000000", None):
             head = b"POST /v1 HTTP/1.1\r\nHost: x\r\n" + (b"Content-Length: " + length + b"\r\n" if length else b"")
-            show(f"Content-Length {length.decode() if length else '(none)'}", first_line(exchange(port, head + b"\r\n{}")))
+            show(
+                f"Content-Length {length.decode() if length else '(none)'}",
+                first_line(exchange(port, head + b"\r\n{}")),
+            )
         t0 = time.perf_counter()
-        answer = exchange(port, b"POST /v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"half", finish=False,
-                          guard=45)
+        answer = exchange(
+            port, b'POST /v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"half', finish=False, guard=45
+        )
         show("half-sent request (client guard 45 s)", f"{first_line(answer)} after {time.perf_counter() - t0:.1f} s")
     finally:
         proc.terminate()
         stderr = proc.communicate(timeout=30)[1]
-    show("server stderr", f"{stderr.count('Traceback')} tracebacks "
-         f"{' / '.join(line for line in stderr.splitlines() if 'Error' in line)[:100]}")
+    show(
+        "server stderr",
+        f"{stderr.count('Traceback')} tracebacks "
+        f"{' / '.join(line for line in stderr.splitlines() if 'Error' in line)[:100]}",
+    )
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
@@ -265,8 +332,11 @@ def main() -> int:
     args = parser.parse_args()
     if not args.inner:  # re-run with the source tree first on the path, for this process and its children
         env = {**os.environ, "PYTHONPATH": str(Path(args.src).resolve())}
-        return subprocess.call([sys.executable, __file__, "--inner", "--src", args.src,
-                                "--connections", str(args.connections)], env=env, cwd=tempfile.gettempdir())
+        return subprocess.call(
+            [sys.executable, __file__, "--inner", "--src", args.src, "--connections", str(args.connections)],
+            env=env,
+            cwd=tempfile.gettempdir(),
+        )
     import workbench
 
     print(f"source tree: {Path(workbench.__file__).parent.parent}")

@@ -10,6 +10,7 @@ import it from this folder, and benchmarks/reference_adapter.py loads it in the 
 implementation's own environment, where the workbench is not installed. As a judge file:
 ``sag2wb eval ... --judge tests/comparison_judges.py:hash_judge``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,9 +25,7 @@ def _unit_float(*parts: str) -> float:
 def hash_judge(question: str, candidates: list[dict], context: list[dict]) -> list[float]:
     """Pseudo-random but deterministic scores that depend on the context (so context
     construction differences show up as score differences)."""
-    context_key = "|".join(
-        f"{item['title']}={item.get('previous_score')!r}" for item in context
-    )
+    context_key = "|".join(f"{item['title']}={item.get('previous_score')!r}" for item in context)
     return [_unit_float(question, c["title"], context_key) for c in candidates]
 
 

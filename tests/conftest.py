@@ -1,4 +1,5 @@
 """Shared fixtures: small hand-checkable indexes built from inline passages."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,10 @@ SHARED_DATA = Path(os.environ.get("SAG2WB_SHARED_DATA", REPO.parent / "shared" /
 
 def units_from(passages) -> list[Unit]:
     """[(title, text), ...] -> benchmark-style units (one unit per passage)."""
-    return [Unit(title=t, heading="", body=x, document=t, source="inline", location=f"item {i}")
-            for i, (t, x) in enumerate(passages)]
+    return [
+        Unit(title=t, heading="", body=x, document=t, source="inline", location=f"item {i}")
+        for i, (t, x) in enumerate(passages)
+    ]
 
 
 def build_index(tmp_path, passages, name="ix.sqlite") -> Index:
@@ -65,8 +68,10 @@ BRIDGE_WORLD = [
 
 def title_judge(scores: dict, default: float = 0.1):
     """A function judge that scores by title, for hand-checked trajectories."""
+
     def judge(question, candidates, context):
         return [scores.get(c["title"], default) for c in candidates]
+
     return judge
 
 

@@ -5,6 +5,7 @@ tree. The first path segment picks where the header goes: `nonjson` (a 200 body 
 JSON), `answer` (as every answer's value), `type` (as every answer's type), `model` (a valid
 answer whose model name carries it), `escaped` (JSON \\u escapes), or an HTTP status (in the body).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,13 @@ class EchoHandler(BaseHTTPRequestHandler):
             payload = {"model": f"echo {auth}", "answers": {k: {"type": "noul", "noul": 0.5} for k in keys}}
         elif mode == "escaped":  # the key spelled with JSON \u escapes: only equal after decoding
             spelled = "".join(f"\\u{ord(ch):04x}" for ch in key)
-            payload = ('{"model": "' + spelled + '", "answers": {' + ",".join(
-                f'"{k}": {{"type": "noul", "noul": "{spelled}"}}' for k in keys) + "}}").encode()
+            payload = (
+                '{"model": "'
+                + spelled
+                + '", "answers": {'
+                + ",".join(f'"{k}": {{"type": "noul", "noul": "{spelled}"}}' for k in keys)
+                + "}}"
+            ).encode()
         else:  # an HTTP status, with the key in the body
             status, payload = int(mode), f"refused {auth}".encode()
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()

@@ -2,6 +2,7 @@
 a questions file, a function judge whose behaviour a `mode` file switches (ok, raise, nan,
 count, sleep), and `sag2wb(...)`, which runs the real command in its own process and checks
 that no traceback ever reaches the user."""
+
 from __future__ import annotations
 
 import contextlib
@@ -18,18 +19,30 @@ from workbench.index.store import Index
 from .conftest import BRIDGE_WORLD, REPO, units_from
 
 QUESTIONS = [
-    {"_id": "q1", "type": "bridge", "question": "Where was the director of Glass Harbour born?",
-     "supporting_titles": ["Glass Harbour", "Mara Quell", "Tessaly"]},
-    {"_id": "q2", "type": "bridge", "question": "Which band is from Ostrow?",
-     "supporting_titles": ["Glass Harbor (band)", "Ostrow"]},
+    {
+        "_id": "q1",
+        "type": "bridge",
+        "question": "Where was the director of Glass Harbour born?",
+        "supporting_titles": ["Glass Harbour", "Mara Quell", "Tessaly"],
+    },
+    {
+        "_id": "q2",
+        "type": "bridge",
+        "question": "Which band is from Ostrow?",
+        "supporting_titles": ["Glass Harbor (band)", "Ostrow"],
+    },
     {"_id": "q3", "type": "comparison", "question": "What did Mara Quell paint?", "supporting_titles": ["Mara Quell"]},
-    {"_id": "q4", "type": "comparison", "question": "Which town is known for bridges?",
-     "supporting_titles": ["Tessaly"]},
+    {
+        "_id": "q4",
+        "type": "comparison",
+        "question": "Which town is known for bridges?",
+        "supporting_titles": ["Tessaly"],
+    },
 ]
 
 # Scores by word overlap (deterministic); the `mode` file beside it turns on faults: for the
 # question about Ostrow (q2) raise, nan or count (one score short); sleep (60 s) for q4.
-JUDGE = '''
+JUDGE = """
 import math, time
 from pathlib import Path
 
@@ -50,7 +63,7 @@ def judge(question, candidates, context):
     if "sleep" in mode and "bridges" in question:
         time.sleep(60)
     return scores
-'''
+"""
 
 
 def make_world(root: Path, questions=QUESTIONS) -> dict:
@@ -84,8 +97,9 @@ def env() -> dict:
     return e
 
 
-def sag2wb(*args, cwd=None, timeout=120, python_prelude: str | None = None,
-           process: bool = False) -> subprocess.CompletedProcess:
+def sag2wb(
+    *args, cwd=None, timeout=120, python_prelude: str | None = None, process: bool = False
+) -> subprocess.CompletedProcess:
     """Run `sag2wb ARGS` and assert no traceback reaches stderr. In this process by default
     (`workbench.cli.main`, the console script's own entry; an exception escaping it fails the
     test), or as a real process with `process=True` or a `python_prelude` (code that installs a

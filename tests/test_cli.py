@@ -1,4 +1,5 @@
 """The sag2wb command-line contract."""
+
 import json
 import os
 import socket
@@ -17,12 +18,25 @@ def corpus(tmp_path):
     f = tmp_path / "corpus.json"
     f.write_text(json.dumps([{"title": t, "text": x} for t, x in BRIDGE_WORLD]))
     q = tmp_path / "q.jsonl"
-    q.write_text("\n".join(json.dumps(x) for x in [
-        {"_id": "q1", "type": "bridge", "question": "Where was the director of Glass Harbour born?",
-         "supporting_titles": ["Glass Harbour", "Mara Quell", "Tessaly"]},
-        {"_id": "q2", "type": "bridge", "question": "Which band is from Ostrow?",
-         "supporting_titles": ["Glass Harbor (band)"]},
-    ]))
+    q.write_text(
+        "\n".join(
+            json.dumps(x)
+            for x in [
+                {
+                    "_id": "q1",
+                    "type": "bridge",
+                    "question": "Where was the director of Glass Harbour born?",
+                    "supporting_titles": ["Glass Harbour", "Mara Quell", "Tessaly"],
+                },
+                {
+                    "_id": "q2",
+                    "type": "bridge",
+                    "question": "Which band is from Ostrow?",
+                    "supporting_titles": ["Glass Harbor (band)"],
+                },
+            ]
+        )
+    )
     db = tmp_path / "ix.sqlite"
     assert main(["index", str(f), "--db", str(db)]) == 0
     return f, q, db
@@ -38,8 +52,31 @@ def test_index_prints_units_time_and_size(corpus, capsys, tmp_path):
 def test_eval_contract(corpus, tmp_path):
     _, q, db = corpus
     out = tmp_path / "out.json"
-    assert main(["eval", "--db", str(db), "--questions", str(q), "--judge", "oracle", "--out", str(out),
-                 "--param", "s=1", "--param", "L=6", "--param", "p=1", "--quiet", "--trace-dir", str(tmp_path / "traces")]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--db",
+                str(db),
+                "--questions",
+                str(q),
+                "--judge",
+                "oracle",
+                "--out",
+                str(out),
+                "--param",
+                "s=1",
+                "--param",
+                "L=6",
+                "--param",
+                "p=1",
+                "--quiet",
+                "--trace-dir",
+                str(tmp_path / "traces"),
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     assert set(data["metrics"]) == {"R@5", "R@10", "AE@10", "questions", "judgments"}
     q1 = data["questions"][0]
@@ -48,6 +85,7 @@ def test_eval_contract(corpus, tmp_path):
     assert set(q1["rounds"][1]) >= {"round", "candidates", "terms", "pool", "context", "scores", "stop"}
     assert q1["rounds"][1]["candidates"] == ["Mara Quell"] and "mara quell" in q1["rounds"][1]["terms"]
     from workbench.runs.evaluation import trace_file_name
+
     assert (tmp_path / "traces" / trace_file_name("q1")).exists() and trace_file_name("q1").startswith("q1-")
     assert not (tmp_path / "out.json.partial.jsonl").exists()
 
@@ -61,8 +99,24 @@ def test_eval_bm25_has_no_judgments(corpus, tmp_path):
 
 def test_search_explain(corpus, capsys):
     _, _, db = corpus
-    assert main(["search", "--db", str(db), "Where was the director of Glass Harbour born?", "--judge", "lexical",
-                 "--explain", "--param", "s=1", "--param", "L=6"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                "--db",
+                str(db),
+                "Where was the director of Glass Harbour born?",
+                "--judge",
+                "lexical",
+                "--explain",
+                "--param",
+                "s=1",
+                "--param",
+                "L=6",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "1. " in out and "[corpus.json item" in out and "round 1" in out and "term  1." in out
 
@@ -75,8 +129,10 @@ def test_search_punctuation_only_question(corpus, capsys):
 
 def test_function_judge_from_file(corpus, tmp_path, capsys):
     _, _, db = corpus
-    (tmp_path / "j.py").write_text("def judge(question, candidates, context):\n"
-                                   "    return [0.9 if c['title'] == 'Glass Harbor (band)' else 0.2 for c in candidates]\n")
+    (tmp_path / "j.py").write_text(
+        "def judge(question, candidates, context):\n"
+        "    return [0.9 if c['title'] == 'Glass Harbor (band)' else 0.2 for c in candidates]\n"
+    )
     assert main(["search", "--db", str(db), "glass", "--judge", f"{tmp_path / 'j.py'}:judge"]) == 0
     out = capsys.readouterr().out
     assert f"judge: {tmp_path / 'j.py'}:judge; judgments: " in out
@@ -89,10 +145,13 @@ def test_function_judge_from_file(corpus, tmp_path, capsys):
     assert "  1. Glass Harbour  [corpus.json item 0]  score=bm25" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("judge, message", [
-    ("nonsense", "unknown judge 'nonsense'; valid judges: bm25, lexical, oracle"),
-    ("missing.py:judge", "no such file"),
-])
+@pytest.mark.parametrize(
+    "judge, message",
+    [
+        ("nonsense", "unknown judge 'nonsense'; valid judges: bm25, lexical, oracle"),
+        ("missing.py:judge", "no such file"),
+    ],
+)
 def test_bad_judges_are_named(corpus, capsys, judge, message):
     _, _, db = corpus
     assert main(["search", "--db", str(db), "glass", "--judge", judge]) == 2
@@ -114,7 +173,7 @@ def test_malformed_corpus_leaves_no_database(tmp_path, capsys):
     f = tmp_path / "bad.json"
     f.write_text('[{"title": "A"}]')
     assert main(["index", str(f), "--db", str(tmp_path / "x.sqlite")]) == 2
-    assert "item 0: missing \"text\"" in capsys.readouterr().err
+    assert 'item 0: missing "text"' in capsys.readouterr().err
     assert not (tmp_path / "x.sqlite").exists()
 
 
@@ -164,13 +223,16 @@ def test_the_network_block_refuses_connections_and_lookups(tmp_path):
     env, log = _offline_env(tmp_path)
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
-        probe = ("import socket\n"
-                 f"try:\n    socket.socket().connect(('127.0.0.1', {port}))\n"
-                 "except ConnectionRefusedError as e:\n    print('refused:', e)\n"
-                 "try:\n    socket.getaddrinfo('example.com', 80)\n"
-                 "except ConnectionRefusedError as e:\n    print('refused:', e)\n")
-        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
-                              cwd=tmp_path, env=env)
+        probe = (
+            "import socket\n"
+            f"try:\n    socket.socket().connect(('127.0.0.1', {port}))\n"
+            "except ConnectionRefusedError as e:\n    print('refused:', e)\n"
+            "try:\n    socket.getaddrinfo('example.com', 80)\n"
+            "except ConnectionRefusedError as e:\n    print('refused:', e)\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env
+        )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("refused: network blocked by the test") == 2, proc.stdout
     attempts = log.read_text().splitlines()
@@ -180,8 +242,14 @@ def test_the_network_block_refuses_connections_and_lookups(tmp_path):
 
 def test_demo_runs_offline_on_the_bundled_corpus(tmp_path):
     env, log = _offline_env(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "workbench.cli", "demo", "--db", str(tmp_path / "demo.sqlite")],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "workbench.cli", "demo", "--db", str(tmp_path / "demo.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "After login" in proc.stdout and "R@10" in proc.stdout and "oracle" in proc.stdout
     # every judge ran (the semantic one with its model), with the network refused, and nothing
@@ -196,12 +264,42 @@ def test_bm25_baseline_on_2wiki_dev_matches_the_reference_figures(tmp_path):
     db = tmp_path / "2wiki.sqlite"
     assert main(["index", str(shared_data("2wiki", "corpus.json")), "--db", str(db)]) == 0
     out = tmp_path / "bm25.json"
-    assert main(["eval", "--db", str(db), "--questions", str(shared_data("2wiki", "questions-dev.jsonl")),
-                 "--judge", "bm25", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--db",
+                str(db),
+                "--questions",
+                str(shared_data("2wiki", "questions-dev.jsonl")),
+                "--judge",
+                "bm25",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     m = json.loads(out.read_text())["metrics"]
     assert (m["R@5"], m["R@10"], m["AE@10"], m["questions"]) == (66.25, 68.25, 34.0, 100)
     out = tmp_path / "oracle.json"
-    assert main(["eval", "--db", str(db), "--questions", str(shared_data("2wiki", "questions-dev.jsonl")),
-                 "--judge", "oracle", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--db",
+                str(db),
+                "--questions",
+                str(shared_data("2wiki", "questions-dev.jsonl")),
+                "--judge",
+                "oracle",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     m = json.loads(out.read_text())["metrics"]
     assert (m["R@5"], m["R@10"], m["AE@10"]) == (97.75, 97.75, 93.0)

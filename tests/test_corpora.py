@@ -1,4 +1,5 @@
 """Corpus and question loading: formats and the errors that name file and item."""
+
 import json
 
 import pytest
@@ -15,20 +16,26 @@ def write(path, text, encoding="utf-8"):
 def test_benchmark_corpus_one_unit_per_passage(tmp_path):
     f = write(tmp_path / "corpus.json", json.dumps([{"title": "A", "text": "x"}, {"title": "B", "text": "y"}]))
     units = load_corpus(f)
-    assert [(u.title, u.body, u.document, u.location) for u in units] == [("A", "x", "A", "item 0"), ("B", "y", "B", "item 1")]
+    assert [(u.title, u.body, u.document, u.location) for u in units] == [
+        ("A", "x", "A", "item 0"),
+        ("B", "y", "B", "item 1"),
+    ]
 
 
-@pytest.mark.parametrize("content, message", [
-    ("[{\"title\": \"A\", \"text\": \"x\"},", "not valid JSON"),
-    ("{\"title\": \"A\"}", "expected a JSON list"),
-    ("[]", "the corpus is empty"),
-    ("[{\"title\": \"A\", \"text\": \"x\"}, {\"title\": \"B\"}]", "item 1: missing \"text\""),
-    ("[{\"text\": \"x\"}]", "item 0: missing \"title\""),
-    ("[{\"title\": \"A\", \"text\": \"  \"}]", "item 0 ('A'): empty \"text\""),
-    ("[{\"title\": \"A\", \"text\": 3}]", "\"text\" must be a string"),
-    ("[{\"title\": \"A\", \"text\": \"x\"}, {\"title\": \"A\", \"text\": \"y\"}]", "item 1: duplicate title 'A' (first at item 0)"),
-    ("[\"just a string\"]", "item 0: expected an object"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('[{"title": "A", "text": "x"},', "not valid JSON"),
+        ('{"title": "A"}', "expected a JSON list"),
+        ("[]", "the corpus is empty"),
+        ('[{"title": "A", "text": "x"}, {"title": "B"}]', 'item 1: missing "text"'),
+        ('[{"text": "x"}]', 'item 0: missing "title"'),
+        ('[{"title": "A", "text": "  "}]', "item 0 ('A'): empty \"text\""),
+        ('[{"title": "A", "text": 3}]', '"text" must be a string'),
+        ('[{"title": "A", "text": "x"}, {"title": "A", "text": "y"}]', "item 1: duplicate title 'A' (first at item 0)"),
+        ('["just a string"]', "item 0: expected an object"),
+    ],
+)
 def test_malformed_corpus_errors_name_file_and_item(tmp_path, content, message):
     f = write(tmp_path / "corpus.json", content)
     with pytest.raises(CorpusError) as err:
@@ -78,22 +85,34 @@ def test_empty_folder(tmp_path):
 
 
 def test_questions_file(tmp_path):
-    f = write(tmp_path / "q.jsonl", "\n".join([
-        json.dumps({"_id": "2hop__1", "question": "Q1?", "supporting_titles": ["A", "B"], "type": "compositional"}),
-        "",
-        json.dumps({"_id": "x", "question": "Q2?", "supporting_titles": ["A"], "hops": 1, "answer": "yes"}),
-    ]))
+    f = write(
+        tmp_path / "q.jsonl",
+        "\n".join(
+            [
+                json.dumps(
+                    {"_id": "2hop__1", "question": "Q1?", "supporting_titles": ["A", "B"], "type": "compositional"}
+                ),
+                "",
+                json.dumps({"_id": "x", "question": "Q2?", "supporting_titles": ["A"], "hops": 1, "answer": "yes"}),
+            ]
+        ),
+    )
     qs = load_questions(f)
     assert [(q.id, q.gold, q.hops, q.type, q.line) for q in qs] == [
-        ("2hop__1", ("A", "B"), 2, "compositional", 1), ("x", ("A",), 1, None, 3)]
+        ("2hop__1", ("A", "B"), 2, "compositional", 1),
+        ("x", ("A",), 1, None, 3),
+    ]
 
 
-@pytest.mark.parametrize("line, message", [
-    ("{\"question\": \"q\"}", "line 1: missing \"_id\""),
-    ("{\"_id\": 1}", "line 1: missing \"question\""),
-    ("{\"_id\": 1, \"question\": \"q\", \"supporting_titles\": \"A\"}", "must be a list of strings"),
-    ("not json", "line 1: not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"question": "q"}', 'line 1: missing "_id"'),
+        ('{"_id": 1}', 'line 1: missing "question"'),
+        ('{"_id": 1, "question": "q", "supporting_titles": "A"}', "must be a list of strings"),
+        ("not json", "line 1: not valid JSON"),
+    ],
+)
 def test_bad_questions_name_the_line(tmp_path, line, message):
     f = write(tmp_path / "q.jsonl", line)
     with pytest.raises(CorpusError, match=message):
@@ -101,7 +120,11 @@ def test_bad_questions_name_the_line(tmp_path, line, message):
 
 
 def test_unknown_gold_title_names_the_line(tmp_path):
-    f = write(tmp_path / "q.jsonl", json.dumps({"_id": "a", "question": "q", "supporting_titles": ["A"]}) + "\n"
-              + json.dumps({"_id": "b", "question": "q", "supporting_titles": ["Nope"]}))
+    f = write(
+        tmp_path / "q.jsonl",
+        json.dumps({"_id": "a", "question": "q", "supporting_titles": ["A"]})
+        + "\n"
+        + json.dumps({"_id": "b", "question": "q", "supporting_titles": ["Nope"]}),
+    )
     with pytest.raises(CorpusError, match=r"line 2 \(question 'b'\): unknown gold title\(s\) \['Nope'\]"):
         check_gold(load_questions(f), {"A"}, f)

@@ -1,19 +1,37 @@
 """SPEC §3: each step of the procedure on small hand-checked examples, and the Run API."""
+
 import math
 
 import pytest
 
 from workbench.engine import (
-    History, Run, build_context, build_pool, diversify, question_expression, rank, repair_names,
-    resolve_term, retrieve_expansion, select_seeds, truncated_trace,
+    History,
+    Run,
+    build_context,
+    build_pool,
+    diversify,
+    question_expression,
+    rank,
+    repair_names,
+    resolve_term,
+    retrieve_expansion,
+    select_seeds,
 )
 from workbench.judges import FunctionJudge
 from workbench.judges.lexical import LexicalJudge
 from workbench.params import Params
+from workbench.runs.policies import truncated_trace
 from workbench.terms import SeedView, analyze_body, choose_terms
 from workbench.trace import (
-    STOP_EMPTY_QUESTION, STOP_JUDGE_ERROR, STOP_MAX_ROUNDS, STOP_NO_CANDIDATES, STOP_NO_NEW_CANDIDATES,
-    STOP_NO_SEEDS, Candidate, PoolEntry, Trace,
+    STOP_EMPTY_QUESTION,
+    STOP_JUDGE_ERROR,
+    STOP_MAX_ROUNDS,
+    STOP_NO_CANDIDATES,
+    STOP_NO_NEW_CANDIDATES,
+    STOP_NO_SEEDS,
+    Candidate,
+    PoolEntry,
+    Trace,
 )
 
 from .conftest import BRIDGE_WORLD, build_index, title_judge
@@ -99,15 +117,19 @@ def test_select_seeds_skips_units_already_expanded():
 def _view(ix, unit, score, m, question=QUESTION):
     from workbench.text import tokenize
 
-    return SeedView(unit, 1, ix.unit(unit).title, score, m, analyze_body(ix.unit(unit).body),
-                    frozenset(tokenize(question)))
+    return SeedView(
+        unit, 1, ix.unit(unit).title, score, m, analyze_body(ix.unit(unit).body), frozenset(tokenize(question))
+    )
 
 
 def test_term_priority_components_hand_checked(bridge):
     choices, weights = choose_terms([_view(bridge, 1, 0.9, 0.9)], bridge, "sag2", L=5)
     by = {c.term: c for c in choices}
+
     # N = 8; df(glass) = 3 (units 1, 4 ... 'glass harbor' body of 4 says "Glass Harbor is a band")
-    idf = lambda df: math.log(1 + (8 - df + 0.5) / (df + 0.5))
+    def idf(df):
+        return math.log(1 + (8 - df + 0.5) / (df + 0.5))
+
     c = idf(bridge.df("glass")) + idf(bridge.df("harbour"))  # the sentence's question tokens, in order
     t = by["1961"].weight
     assert (t.tf, t.df, t.seed_weight) == (1, 1, 1.0)
@@ -146,8 +168,14 @@ def test_collation_tie_break_is_pyuca_not_code_points(tmp_path):
 def test_term_resolution_title_subphrase(tmp_path):
     ix = build_index(tmp_path, [("Glass Harbour", "a film"), ("Other", "the glass harbour pier")])
     # 'old glass harbour' has no match; its longest title sub-phrase 'glass harbour' has one
-    assert resolve_term(ix, "old glass harbour", "name", "Old Glass Harbour", seen=set()) == ("glass harbour", "title phrase")
-    assert resolve_term(ix, "old glass harbour", "name", "Old Glass Harbour", seen={1, 2}) == ("old glass harbour", "as is")
+    assert resolve_term(ix, "old glass harbour", "name", "Old Glass Harbour", seen=set()) == (
+        "glass harbour",
+        "title phrase",
+    )
+    assert resolve_term(ix, "old glass harbour", "name", "Old Glass Harbour", seen={1, 2}) == (
+        "old glass harbour",
+        "as is",
+    )
     assert resolve_term(ix, "film", "token", "film", seen=set()) == ("film", "as is")
 
 
@@ -159,9 +187,13 @@ def test_term_resolution_name_repair(tmp_path):
 def test_expansion_interleaves_per_term_lists_of_unseen_units(tmp_path):
     from workbench.trace import Term
 
-    ix = build_index(tmp_path, [("A", "alpha"), ("B", "alpha beta"), ("C", "beta"), ("D", "alpha alpha"), ("E", "gamma")])
-    terms = [Term("alpha", "token", "alpha", 1, 1, 3, 1.0, 0, 1, 1, 2.0, True, 1),
-             Term("beta", "token", "beta", 1, 1, 2, 1.0, 0, 1, 1, 1.0, True, 2)]
+    ix = build_index(
+        tmp_path, [("A", "alpha"), ("B", "alpha beta"), ("C", "beta"), ("D", "alpha alpha"), ("E", "gamma")]
+    )
+    terms = [
+        Term("alpha", "token", "alpha", 1, 1, 3, 1.0, 0, 1, 1, 2.0, True, 1),
+        Term("beta", "token", "beta", 1, 1, 2, 1.0, 0, 1, 1, 1.0, True, 2),
+    ]
     expr, cands, res = retrieve_expansion(ix, terms, '"gamma"', seen={1}, params=Params())
     assert expr == '"alpha" OR "beta" OR "gamma"'
     bm25 = ix.bm25_all(expr)
@@ -182,8 +214,14 @@ def test_expansion_interleaves_per_term_lists_of_unseen_units(tmp_path):
 
 # ---- pools and context --------------------------------------------------------------------
 def _hist(**kw):
-    base = dict(seen=frozenset({1, 4, 5}), expanded=(1,), protected=(5,), latest={1: 0.9, 5: 0.1, 4: 0.1},
-                fusion={}, previous_ranking=(1, 5, 4))
+    base = dict(
+        seen=frozenset({1, 4, 5}),
+        expanded=(1,),
+        protected=(5,),
+        latest={1: 0.9, 5: 0.1, 4: 0.1},
+        fusion={},
+        previous_ranking=(1, 5, 4),
+    )
     base.update(kw)
     return History(**base)
 
@@ -198,13 +236,22 @@ def test_round1_pool_and_context():
 
 
 def test_final_round_pool_refills_from_history_and_limits_incoming():
-    hist = _hist(seen=frozenset({1, 2, 4, 5}), expanded=(1, 2), latest={1: 0.9, 2: 0.8, 5: 0.1, 4: 0.1},
-                 previous_ranking=(1, 2, 5))
+    hist = _hist(
+        seen=frozenset({1, 2, 4, 5}),
+        expanded=(1, 2),
+        latest={1: 0.9, 2: 0.8, 5: 0.1, 4: 0.1},
+        previous_ranking=(1, 2, 5),
+    )
     cands = [Candidate(8, 1, -1.0), Candidate(3, 2, -0.5)]
     pool = build_pool(2, cands, hist, Params(incoming_limit=1))
     # U2 = [5, 1, 2, 8, 3]; incoming = [8]; 4 refill slots: scored members of U2 first, then by score (ties: id)
-    assert pool == (PoolEntry(5, "protected"), PoolEntry(1, "seed"), PoolEntry(2, "seed"), PoolEntry(4, "history"),
-                    PoolEntry(8, "new"))
+    assert pool == (
+        PoolEntry(5, "protected"),
+        PoolEntry(1, "seed"),
+        PoolEntry(2, "seed"),
+        PoolEntry(4, "history"),
+        PoolEntry(8, "new"),
+    )
     ctx = build_context(2, cands, hist, Params(context_size=2))
     assert [(c.unit_id, c.previous_score) for c in ctx] == [(1, 0.9), (2, 0.8)]
 
@@ -303,7 +350,9 @@ def test_rerun_with_larger_h_continues_a_finished_run(bridge):
     run.run()
     more = run.rerun(params=run.params.replace(H=2))
     trace = more.run()
-    assert len(trace.rounds) == 3 and trace.rounds[0] == run.rounds[0].__class__(**{**run.rounds[0].__dict__, "stop": None})
+    assert len(trace.rounds) == 3 and trace.rounds[0] == run.rounds[0].__class__(
+        **{**run.rounds[0].__dict__, "stop": None}
+    )
 
 
 def test_truncated_trace_reads_h1_from_the_same_trajectory(bridge):
@@ -332,7 +381,10 @@ def test_frames_have_documented_columns(bridge):
     assert list(frames["passages"].columns) == PASSAGE_COLUMNS
     assert list(frames["terms"].columns) == TERM_COLUMNS
     assert list(frames["seeds"].columns) == SEED_COLUMNS
-    assert frames["seeds"][["round", "rank", "unit_id", "score", "weight"]].values.tolist() == [[1, 1, 1, 0.9, 1.0], [2, 1, 2, 0.8, 1.0]]
+    assert frames["seeds"][["round", "rank", "unit_id", "score", "weight"]].values.tolist() == [
+        [1, 1, 1, 0.9, 1.0],
+        [2, 1, 2, 0.8, 1.0],
+    ]
     p = frames["passages"]
     row = p[(p["round"] == 2) & (p["unit_id"] == 1)].iloc[0]
     assert row["previous_score"] == 0.9 and row["score_change"] == 0.0 and row["origin"] == "seed"

@@ -1,13 +1,19 @@
 """SPEC §3 Evaluation: unique-passage recall, complete evidence, bootstrap, resume."""
+
 import json
 
 import pytest
 
 from workbench.index.corpora import Question
-from workbench.runs.evaluation import (
-    all_evidence_at, evaluate, mean_metrics, paired_bootstrap, question_metrics, recall_at,
-)
 from workbench.params import Params
+from workbench.runs.evaluation import (
+    all_evidence_at,
+    evaluate,
+    mean_metrics,
+    paired_bootstrap,
+    question_metrics,
+    recall_at,
+)
 
 from .conftest import BRIDGE_WORLD, build_index
 
@@ -18,16 +24,22 @@ def test_recall_and_all_evidence_by_hand():
     assert all_evidence_at(docs, ["a", "b"], 5) == 1.0 and all_evidence_at(docs, ["a", "c"], 5) == 0.0
     assert question_metrics(docs, ["a", "c"]) == {"R@5": 50.0, "R@10": 100.0, "AE@10": 100.0}
     assert mean_metrics([{"R@5": 50.0, "R@10": 100.0, "AE@10": 100.0}, {"R@5": 0.0, "R@10": 50.0, "AE@10": 0.0}]) == {
-        "R@5": 25.0, "R@10": 75.0, "AE@10": 50.0}
+        "R@5": 25.0,
+        "R@10": 75.0,
+        "AE@10": 50.0,
+    }
 
 
 def test_units_map_to_unique_documents_first_occurrence(tmp_path):
-    from workbench.index.corpora import Unit
     from workbench.engine import Run
+    from workbench.index.corpora import Unit
     from workbench.index.store import Index
 
-    units = [Unit("A", "", "alpha one", "a.md", "a.md", "l1"), Unit("A", "", "alpha two", "a.md", "a.md", "l2"),
-             Unit("B", "", "alpha three", "b.md", "b.md", "l1")]
+    units = [
+        Unit("A", "", "alpha one", "a.md", "a.md", "l1"),
+        Unit("A", "", "alpha two", "a.md", "a.md", "l2"),
+        Unit("B", "", "alpha three", "b.md", "b.md", "l1"),
+    ]
     ix = Index.build(units, tmp_path / "ix.sqlite")
     trace = Run(ix, "alpha", Params(H=0), None).run()
     assert trace.documents() == ["a.md", "b.md"]  # two units of a.md count once
@@ -64,12 +76,16 @@ def counting_oracle(log):
 
 def test_evaluate_resumes_from_partial_records(tmp_path):
     ix = build_index(tmp_path, BRIDGE_WORLD)
-    qs = [Question("q1", "Where was the director of Glass Harbour born?", ("Glass Harbour", "Tessaly"), "bridge", 2),
-          Question("q2", "Which band is from Ostrow?", ("Glass Harbor (band)", "Ostrow"), "bridge", 2)]
+    qs = [
+        Question("q1", "Where was the director of Glass Harbour born?", ("Glass Harbour", "Tessaly"), "bridge", 2),
+        Question("q2", "Which band is from Ostrow?", ("Glass Harbor (band)", "Ostrow"), "bridge", 2),
+    ]
     q1_text, q2_text = qs[0].question, qs[1].question
     resume = tmp_path / "partial.jsonl"
     fresh_log = []
-    full = evaluate(ix, qs, "oracle", Params(), progress=False, resume_path=resume, judge_for=counting_oracle(fresh_log))
+    full = evaluate(
+        ix, qs, "oracle", Params(), progress=False, resume_path=resume, judge_for=counting_oracle(fresh_log)
+    )
     assert len(resume.read_text().splitlines()) == 2
     assert set(fresh_log) == {q1_text, q2_text} and full.stats["resumed_questions"] == 0
     # an interrupted run: only q1 recorded, plus a line cut in half
@@ -96,8 +112,10 @@ def test_evaluate_resumes_from_partial_records(tmp_path):
 
 def test_by_type_and_hops_tables(tmp_path):
     ix = build_index(tmp_path, BRIDGE_WORLD)
-    qs = [Question("q1", "Where was the director of Glass Harbour born?", ("Glass Harbour", "Tessaly"), "bridge", 2),
-          Question("q2", "Which band is from Ostrow?", ("Glass Harbor (band)",), "single", 1)]
+    qs = [
+        Question("q1", "Where was the director of Glass Harbour born?", ("Glass Harbour", "Tessaly"), "bridge", 2),
+        Question("q2", "Which band is from Ostrow?", ("Glass Harbor (band)",), "single", 1),
+    ]
     res = evaluate(ix, qs, "lexical", Params(), progress=False)
     assert set(res.by("type").index) == {"bridge", "single"}
     assert set(res.by("hops").index) == {1, 2}

@@ -1,22 +1,29 @@
 """Experiments and `sag2wb ablate` (issue 6) on the encyclopedia sample corpus with offline judges:
 the paper's rows from one set of trajectories, shared judgments, resume, refusals, errors."""
+
 import json
 import math
 from pathlib import Path
 
 import pytest
 
-from workbench.runs import experiment as ex
 from workbench.cli.main import main as cli_main
-from workbench.index.corpora import load_corpus, load_questions
 from workbench.engine import Run
-from workbench.runs.experiment import (
-    ABLATION_ROWS, Config, Experiment, ExperimentError, final_only_trace, paired_interval, paper_ablation,
-)
+from workbench.index.corpora import load_corpus, load_questions
 from workbench.index.store import Index
-from workbench.judgment import JudgmentMemo
 from workbench.judges.lexical import OracleJudge
+from workbench.judgment import JudgmentMemo
 from workbench.params import Params
+from workbench.runs import experiment as ex
+from workbench.runs.experiment import (
+    ABLATION_ROWS,
+    Config,
+    Experiment,
+    ExperimentError,
+    final_only_trace,
+    paired_interval,
+    paper_ablation,
+)
 from workbench.terms import TERM_WEIGHTINGS, TermWeight, TermWeightingError, register_term_weighting
 
 REPO = Path(__file__).resolve().parent.parent
@@ -121,8 +128,9 @@ def test_compare_and_tables(ablation):
     _, res = ablation
     c = res.compare("H=0", "H=2")
     assert c["questions"] == 40 and c["low"] <= c["difference"] <= c["high"]
-    mean_diff = (res.frame().query("config == 'H=0'")["R@10"].mean()
-                 - res.frame().query("config == 'H=2'")["R@10"].mean())
+    mean_diff = (
+        res.frame().query("config == 'H=0'")["R@10"].mean() - res.frame().query("config == 'H=2'")["R@10"].mean()
+    )
     assert c["difference"] == pytest.approx(mean_diff, abs=1e-3)
     table = res.table("H=2")
     assert table.loc["H=2", "ci_R@10_vs_H=2"] == (0.0, 0.0)
@@ -192,17 +200,23 @@ def test_variant_comparison_and_errors(enc, questions):
 
     register_term_weighting("idf_squared_test", idf_squared)
     try:
-        res = Experiment(enc, questions[:8], [
-            Config("sag2", Params(H=1), "lexical"),
-            Config("idf²", Params(H=1, term_weighting="idf_squared_test"), "lexical"),
-        ], progress=False).run()
+        res = Experiment(
+            enc,
+            questions[:8],
+            [
+                Config("sag2", Params(H=1), "lexical"),
+                Config("idf²", Params(H=1, term_weighting="idf_squared_test"), "lexical"),
+            ],
+            progress=False,
+        ).run()
         c = res.compare("idf²", "sag2")
         assert c["questions"] == 8 and not math.isnan(c["difference"])
 
         register_term_weighting("nan_test", lambda seed, stats: {t: float("nan") for t in seed.candidate_terms})
         with pytest.raises(TermWeightingError) as err:
-            Experiment(enc, questions[:2], [Config("bad", Params(term_weighting="nan_test"), "lexical")],
-                       progress=False).run()
+            Experiment(
+                enc, questions[:2], [Config("bad", Params(term_weighting="nan_test"), "lexical")], progress=False
+            ).run()
         assert "'nan_test'" in str(err.value) and "configuration 'bad'" in str(err.value)
     finally:
         TERM_WEIGHTINGS.pop("idf_squared_test", None)
@@ -232,8 +246,9 @@ def test_ablate_command(enc, questions, tmp_path, capsys):
     out = tmp_path / "abl" / "oracle.json"
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(line + "\n" for line in (ENC / "questions.jsonl").read_text().splitlines()[:10]))
-    rc = cli_main(["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "oracle",
-                   "--out", str(out), "--quiet"])
+    rc = cli_main(
+        ["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "oracle", "--out", str(out), "--quiet"]
+    )
     assert rc == 0
     data = json.loads(out.read_text())
     assert list(data["rows"]) == list(ABLATION_ROWS)
@@ -248,10 +263,28 @@ def test_ablate_command(enc, questions, tmp_path, capsys):
     assert "<table>" in out.with_suffix(".html").read_text()
     assert not (out.parent / "oracle.json.partial.jsonl").exists()
 
-    assert cli_main(["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "bm25",
-                     "--out", str(out)]) == 2
-    assert cli_main(["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "lexical",
-                     "--out", str(out), "--param", "term_weighting=nope"]) == 2
+    assert (
+        cli_main(["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "bm25", "--out", str(out)])
+        == 2
+    )
+    assert (
+        cli_main(
+            [
+                "ablate",
+                "--db",
+                str(enc.path),
+                "--questions",
+                str(qfile),
+                "--judge",
+                "lexical",
+                "--out",
+                str(out),
+                "--param",
+                "term_weighting=nope",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "needs a judge" in err or "compares judged policies" in err
     assert "unknown term weighting 'nope'" in err and "registered:" in err
@@ -259,15 +292,32 @@ def test_ablate_command(enc, questions, tmp_path, capsys):
 
 def test_questions_without_gold(enc, questions, tmp_path):
     from workbench.index.corpora import Question
+
     qs = [questions[0], Question("nogold", "Who directed Glass Harbour?")]
-    res = Experiment(enc, qs, [Config("a", Params(H=0), "lexical"), Config("b", Params(H=0, L=5), "lexical")],
-                     progress=False).run()
+    res = Experiment(
+        enc, qs, [Config("a", Params(H=0), "lexical"), Config("b", Params(H=0, L=5), "lexical")], progress=False
+    ).run()
     with pytest.raises(ExperimentError, match="no value .*nogold"):
         res.compare("a", "b")
     qfile = tmp_path / "nogold.jsonl"
     qfile.write_text('{"_id": "nogold", "question": "Who directed Glass Harbour?"}\n')
-    assert cli_main(["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "lexical",
-                     "--out", str(tmp_path / "x.json"), "--quiet"]) == 2
+    assert (
+        cli_main(
+            [
+                "ablate",
+                "--db",
+                str(enc.path),
+                "--questions",
+                str(qfile),
+                "--judge",
+                "lexical",
+                "--out",
+                str(tmp_path / "x.json"),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
 
 
 def test_ablate_with_a_file_variant(enc, tmp_path):
@@ -276,7 +326,24 @@ def test_ablate_with_a_file_variant(enc, tmp_path):
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(line + "\n" for line in (ENC / "questions.jsonl").read_text().splitlines()[:4]))
     out = tmp_path / "flat.json"
-    assert cli_main(["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "lexical", "--out", str(out),
-                     "--quiet", "--param", f"term_weighting={rules}:flat"]) == 0
+    assert (
+        cli_main(
+            [
+                "ablate",
+                "--db",
+                str(enc.path),
+                "--questions",
+                str(qfile),
+                "--judge",
+                "lexical",
+                "--out",
+                str(out),
+                "--quiet",
+                "--param",
+                f"term_weighting={rules}:flat",
+            ]
+        )
+        == 0
+    )
     data = json.loads(out.read_text())
     assert data["params"]["term_weighting"] == f"{rules}:flat" and data["rows"]["H=2"]["judgments"] > 0

@@ -1,14 +1,15 @@
 """An index updated in place answers exactly as a full rebuild of the same documents:
 same BM25 scores, rankings, statistics and whole trajectories (unit ids compared through
 the documents they stand for)."""
+
 import json
 import shutil
 import sqlite3
 import subprocess
 import sys
 
-from workbench.index.corpora import load_corpus, load_questions
 from workbench.engine import Run
+from workbench.index.corpora import load_corpus, load_questions
 from workbench.index.store import Index, query_expression
 from workbench.judges.lexical import LexicalJudge
 from workbench.params import Params
@@ -20,22 +21,25 @@ ENCYCLOPEDIA = REPO / "sample_corpora" / "encyclopedia"
 
 
 def sag2wb(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "workbench.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "workbench.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def identity(index: Index) -> dict[int, tuple]:
     """unit id -> what the unit is (its document, place and text)."""
-    return {r[-1]: r[:-1] for r in index.db.execute(
-        "SELECT document, source, location, heading, body, id FROM units")}
+    return {r[-1]: r[:-1] for r in index.db.execute("SELECT document, source, location, heading, body, id FROM units")}
 
 
 def statistics(path) -> dict:
     db = sqlite3.connect(path)
-    out = {t: sorted(db.execute(f"SELECT * FROM {t}").fetchall())
-           for t in ("terms", "title_phrases", "aliases", "diversity_df")}
-    out["meta"] = {k: v for k, v in db.execute("SELECT key, value FROM meta")
-                   if k in ("units", "documents", "fingerprint")}
+    out = {
+        t: sorted(db.execute(f"SELECT * FROM {t}").fetchall())
+        for t in ("terms", "title_phrases", "aliases", "diversity_df")
+    }
+    out["meta"] = {
+        k: v for k, v in db.execute("SELECT key, value FROM meta") if k in ("units", "documents", "fingerprint")
+    }
     db.close()
     return out
 
@@ -88,18 +92,23 @@ def test_folder_update_with_an_added_a_changed_and_a_removed_file(tmp_path):
     files = sorted(p for p in folder.rglob("*.md"))
     removed, changed = files[0], files[len(files) // 2]
     removed.unlink()
-    changed.write_text(changed.read_text(encoding="utf-8") + "\n\nA new paragraph about role_id and billing retries.\n",
-                       encoding="utf-8")
-    (folder / "api" / "added-notes.md").write_text("# Added notes\n\nThe gateway reads role_id from the session.\n",
-                                                   encoding="utf-8")
+    changed.write_text(
+        changed.read_text(encoding="utf-8") + "\n\nA new paragraph about role_id and billing retries.\n",
+        encoding="utf-8",
+    )
+    (folder / "api" / "added-notes.md").write_text(
+        "# Added notes\n\nThe gateway reads role_id from the session.\n", encoding="utf-8"
+    )
     done = sag2wb("index", "docs", "--db", "ix.sqlite", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "1 added, 1 changed, 1 removed" in done.stdout
     assert sag2wb("index", "docs", "--db", "full.sqlite", cwd=tmp_path).returncode == 0
     updated, rebuilt = Index(tmp_path / "ix.sqlite"), Index(tmp_path / "full.sqlite")
     questions = load_questions(REPO / "sample_corpora" / "internal_docs.questions.jsonl")
-    expressions = [query_expression(t) for t in (["role_id"], ["billing", "retries"], ["gateway", "session"],
-                                                 ["paragraph"], ["权限"])]
+    expressions = [
+        query_expression(t)
+        for t in (["role_id"], ["billing", "retries"], ["gateway", "session"], ["paragraph"], ["权限"])
+    ]
     assert_same_answers(updated, rebuilt, questions, expressions)
     # nothing changed: nothing tokenized
     done = sag2wb("index", "docs", "--db", "ix.sqlite", cwd=tmp_path)
@@ -140,10 +149,15 @@ def test_killed_update_leaves_the_old_index(tmp_path):
     (tmp_path / "corpus.json").write_text(json.dumps([{"title": "A", "text": "alpha words"}]), encoding="utf-8")
     assert sag2wb("index", "corpus.json", "--db", "ix.sqlite", cwd=tmp_path).returncode == 0
     before = hashlib.sha256((tmp_path / "ix.sqlite").read_bytes()).hexdigest()
-    (tmp_path / "extra.json").write_text(json.dumps([{"title": f"P{i}", "text": f"word{i} text {i}"}
-                                                     for i in range(20_000)]), encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "index", "corpus.json", "--db", "ix.sqlite",
-                             "--add", "extra.json"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    (tmp_path / "extra.json").write_text(
+        json.dumps([{"title": f"P{i}", "text": f"word{i} text {i}"} for i in range(20_000)]), encoding="utf-8"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench.cli", "index", "corpus.json", "--db", "ix.sqlite", "--add", "extra.json"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     journal = tmp_path / "ix.sqlite-journal"
     deadline = time.monotonic() + 240
     while not journal.exists() and proc.poll() is None and time.monotonic() < deadline:

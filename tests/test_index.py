@@ -1,4 +1,5 @@
 """SPEC §2 index: FTS5 weights, quoting, df/idf, title phrases, accent aliases, safety."""
+
 import math
 import sqlite3
 
@@ -16,7 +17,7 @@ def test_quote_doubles_inner_quotes_and_expression_is_or_of_phrases():
 
 
 def test_fts5_operator_text_is_searched_as_text(tmp_path):
-    ix = build_index(tmp_path, [("NEAR (AND)", "OR NOT * ^ : \"x\" plain words"), ("Other", "plain")])
+    ix = build_index(tmp_path, [("NEAR (AND)", 'OR NOT * ^ : "x" plain words'), ("Other", "plain")])
     for term in ["near", "and", "or", "not", '"x"', "*", "^", ":", "NEAR(a b)", "a AND b"]:
         ix.matches(term)  # never raises: every term is one quoted phrase
     assert ix.matches("near") == {1}  # the title's NEAR is an ordinary word
@@ -68,7 +69,9 @@ def test_fold_accents_drops_marks_after_latin_letters_only():
 
 
 def test_accent_aliases_unique_and_different(tmp_path):
-    ix = build_index(tmp_path, [("José Arriaga", "a"), ("Jose Arriaga", "b"), ("Élodie Marchetti", "c"), ("Plain", "d")])
+    ix = build_index(
+        tmp_path, [("José Arriaga", "a"), ("Jose Arriaga", "b"), ("Élodie Marchetti", "c"), ("Plain", "d")]
+    )
     # 'jose arriaga' folds from two titles (one is itself): no alias; 'plain' equals its fold
     assert ix.aliases == {"elodie marchetti": "élodie marchetti"}
 
@@ -76,15 +79,38 @@ def test_accent_aliases_unique_and_different(tmp_path):
 def test_alias_spans_find_what_one_expression_of_all_keys_finds(tmp_path):
     import regex
 
-    titles = ["José Arriaga", "José", "Élodie Marchetti", "Élodie", "Zürich (city)", "Ærø", "São Paulo", "Ça va",
-              "Mötley Crüe", "Mötley"]
+    titles = [
+        "José Arriaga",
+        "José",
+        "Élodie Marchetti",
+        "Élodie",
+        "Zürich (city)",
+        "Ærø",
+        "São Paulo",
+        "Ça va",
+        "Mötley Crüe",
+        "Mötley",
+    ]
     ix = build_index(tmp_path, [(t, "x") for t in titles])
     keys = sorted(ix.aliases, key=lambda k: (-len(k), k))  # the expression the engine used before
-    pattern = regex.compile(r"(?<![\p{L}\p{N}])(?:" + "|".join(regex.escape(k) for k in keys) + r")(?![\p{L}\p{N}])",
-                            regex.IGNORECASE)
-    texts = ["Where was Jose Arriaga born?", "JOSE ARRIAGA and jose", "xjose jose2 jose_ (jose)", "Elodie Marchetti's",
-             "elodie marchettix elodie", "Zurich (city) and Zurich (city)x", "Sao Paulo, Sao Paulo", "ca va? Ca Va!",
-             "Motley Crue Motley", "jose arriagajose arriaga", "", "Jose", "aero aerø"]
+    pattern = regex.compile(
+        r"(?<![\p{L}\p{N}])(?:" + "|".join(regex.escape(k) for k in keys) + r")(?![\p{L}\p{N}])", regex.IGNORECASE
+    )
+    texts = [
+        "Where was Jose Arriaga born?",
+        "JOSE ARRIAGA and jose",
+        "xjose jose2 jose_ (jose)",
+        "Elodie Marchetti's",
+        "elodie marchettix elodie",
+        "Zurich (city) and Zurich (city)x",
+        "Sao Paulo, Sao Paulo",
+        "ca va? Ca Va!",
+        "Motley Crue Motley",
+        "jose arriagajose arriaga",
+        "",
+        "Jose",
+        "aero aerø",
+    ]
     for text in texts:
         assert list(ix.alias_spans(text)) == [m.span() for m in pattern.finditer(text)], text
     assert list(ix.alias_spans("x Jose Arriaga")) == [(2, 14)]  # the longest key wins
@@ -103,7 +129,9 @@ def test_mismatched_tokenizer_is_refused_with_a_clear_message(tmp_path, monkeypa
     ix = build_index(tmp_path, [("A", "alpha")])
     ix.close()
     monkeypatch.setattr(index_mod.textlib, "TOKENIZER_VERSION", "sag2-text-999")
-    with pytest.raises(IndexProblem, match=r"tokenizer_version: index has 'sag2-text-1', this workbench uses 'sag2-text-999'.*Rebuild"):
+    with pytest.raises(
+        IndexProblem, match=r"tokenizer_version: index has 'sag2-text-1', this workbench uses 'sag2-text-999'.*Rebuild"
+    ):
         Index(ix.path)
 
 
@@ -119,7 +147,9 @@ def test_failed_build_leaves_no_index(tmp_path, monkeypatch):
 
 def test_half_built_file_is_not_an_index(tmp_path):
     db = sqlite3.connect(tmp_path / "half.sqlite")
-    db.executescript("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES ('schema','sag2wb-index-1');")
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES ('schema','sag2wb-index-1');"
+    )
     db.commit()
     db.close()
     with pytest.raises(IndexProblem, match="incomplete"):
@@ -134,8 +164,11 @@ def test_half_built_file_is_not_an_index(tmp_path):
 def test_diversity_df_counts_original_documents(tmp_path):
     from workbench.index.corpora import Unit
 
-    units = [Unit("A", "", "Alpha beta", "doc1", "s", "l1"), Unit("A", "", "alpha_gamma", "doc1", "s", "l2"),
-             Unit("B", "", "alpha", "doc2", "s", "l1")]
+    units = [
+        Unit("A", "", "Alpha beta", "doc1", "s", "l1"),
+        Unit("A", "", "alpha_gamma", "doc1", "s", "l2"),
+        Unit("B", "", "alpha", "doc2", "s", "l1"),
+    ]
     ix = Index.build(units, tmp_path / "ix.sqlite")
     assert ix.D == 2 and ix.N == 3
     # [^\W_]+ splits at '_'; counts are per original document

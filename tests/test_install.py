@@ -7,6 +7,7 @@ installed with --no-deps into a fresh venv whose dependencies come from this tes
 checkout. The checkout is never on that interpreter's path, so a module or data file missing
 from the wheel fails here instead of being found in the working tree.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,11 @@ def _run(args, **kw) -> subprocess.CompletedProcess:
 def _checkout_files(folder: str) -> list[str]:
     """The files of one package folder of the checkout, as paths relative to the checkout."""
     skip = {"__pycache__", ".ipynb_checkpoints", ".sag2wb"}
-    return sorted(p.relative_to(REPO).as_posix() for p in (REPO / folder).rglob("*")
-                  if p.is_file() and not skip & set(p.relative_to(REPO).parts) and p.suffix not in (".pyc", ".sqlite"))
+    return sorted(
+        p.relative_to(REPO).as_posix()
+        for p in (REPO / folder).rglob("*")
+        if p.is_file() and not skip & set(p.relative_to(REPO).parts) and p.suffix not in (".pyc", ".sqlite")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +77,13 @@ def test_the_wheel_holds_every_module_and_data_file_of_the_checkout(installed):
     with zipfile.ZipFile(installed["wheel"]) as z:
         shipped = set(z.namelist())
     for folder, target in PACKAGE_DIRS.items():
-        expected = [target + f[len(folder):] for f in _checkout_files(folder)]
+        expected = [target + f[len(folder) :] for f in _checkout_files(folder)]
         assert expected, folder
         missing = [f for f in expected if f not in shipped]
-        assert not missing, (f"not in the wheel (add the package to [tool.setuptools] packages or a glob to "
-                             f"package-data in pyproject.toml): {missing}")
+        assert not missing, (
+            f"not in the wheel (add the package to [tool.setuptools] packages or a glob to "
+            f"package-data in pyproject.toml): {missing}"
+        )
 
 
 def test_sag2wb_demo_runs_from_the_installed_package_outside_the_checkout(installed):
@@ -93,11 +99,13 @@ def test_sag2wb_demo_runs_from_the_installed_package_outside_the_checkout(instal
 
 
 def test_the_installed_package_reads_its_files_from_the_venv_not_the_checkout(installed):
-    probe = ("import importlib, importlib.resources as r, json, sys, widgets, workbench\n"
-             "cli = importlib.import_module('workbench.cli.common')\n"
-             "print(json.dumps({'workbench': workbench.__file__, 'widgets': widgets.__file__,"
-             " 'corpora': str(r.files('workbench.sample_corpora')), 'demo_docs': str(cli.SAMPLE_DOCS),"
-             " 'demo_questions': str(cli.SAMPLE_DOCS_QUESTIONS), 'path': sys.path}))\n")
+    probe = (
+        "import importlib, importlib.resources as r, json, sys, widgets, workbench\n"
+        "cli = importlib.import_module('workbench.cli.common')\n"
+        "print(json.dumps({'workbench': workbench.__file__, 'widgets': widgets.__file__,"
+        " 'corpora': str(r.files('workbench.sample_corpora')), 'demo_docs': str(cli.SAMPLE_DOCS),"
+        " 'demo_questions': str(cli.SAMPLE_DOCS_QUESTIONS), 'path': sys.path}))\n"
+    )
     where = json.loads(_run([installed["python"], "-c", probe], cwd=installed["cwd"], env=installed["env"]).stdout)
     venv = installed["venv"].resolve()
     for name in ("workbench", "widgets", "corpora", "demo_docs", "demo_questions"):

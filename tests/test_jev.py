@@ -1,5 +1,6 @@
 """JEV over HTTP against a real local server on 127.0.0.1 (workbench.judge_server): payloads,
 batching, retries, faults, the disk cache, replay, export/import, event loops, the key."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,20 +11,37 @@ import time
 
 import pytest
 
-from workbench.judges import jev
 from workbench.cli.main import main as cli_main
-from workbench.index.corpora import Unit
 from workbench.engine import Run
+from workbench.index.corpora import Unit
 from workbench.index.store import Index
-from workbench.judges import FunctionJudge
+from workbench.judges import FunctionJudge, jev
 from workbench.judges.jev.server import JudgeServer
 from workbench.params import Params
 
 SECRET = "sk-test-SECRET-123"
 QUESTION = "Where was the director of the harbour film born?"
 PARAMS = Params(B=4, s=2, L=3, p=1, incoming_limit=2, context_size=2)  # three rounds on the corpus below
-NAMES = ["Alder", "Birchwood", "Cedarholm", "Dunmore", "Elmstead", "Fernvale", "Glenrock", "Hazelton", "Ivybridge",
-         "Juniper", "Kestrel", "Larchmont", "Maplewood", "Northfen", "Oakhurst", "Pinecrest", "Quarry", "Rowan"]
+NAMES = [
+    "Alder",
+    "Birchwood",
+    "Cedarholm",
+    "Dunmore",
+    "Elmstead",
+    "Fernvale",
+    "Glenrock",
+    "Hazelton",
+    "Ivybridge",
+    "Juniper",
+    "Kestrel",
+    "Larchmont",
+    "Maplewood",
+    "Northfen",
+    "Oakhurst",
+    "Pinecrest",
+    "Quarry",
+    "Rowan",
+]
 
 
 def corpus() -> list[Unit]:
@@ -116,8 +134,17 @@ def test_no_recheck_note_without_previous_scores():
 
 def test_instructions_carry_the_papers_decision_rules():
     text = jev.CRITERIA.lower()
-    for phrase in ("itself", "necessary", "intermediate", "relation", "only in the context", "topic",
-                   "background", "own knowledge", "quoted data"):
+    for phrase in (
+        "itself",
+        "necessary",
+        "intermediate",
+        "relation",
+        "only in the context",
+        "topic",
+        "background",
+        "own knowledge",
+        "quoted data",
+    ):
         assert phrase in text, phrase
 
 
@@ -139,8 +166,10 @@ def test_requests_respect_the_token_budget_and_never_truncate(style):
 
 def test_stateful_sends_fewer_estimated_tokens_than_inline():
     ctx = [{"unit_id": 100 + i, "title": f"C{i}", "text": "context words " * 20} for i in range(4)]
-    total = {s: sum(jev.estimate_request_tokens(b) for _, b in jev.plan_requests("m", "Q?", CANDIDATES, ctx, s))
-             for s in jev.PAYLOAD_STYLES}
+    total = {
+        s: sum(jev.estimate_request_tokens(b) for _, b in jev.plan_requests("m", "Q?", CANDIDATES, ctx, s))
+        for s in jev.PAYLOAD_STYLES
+    }
     assert total["stateful"] < 0.85 * total["inline"]
 
 
@@ -150,7 +179,10 @@ def test_cache_key_covers_what_changes_the_answer_and_not_the_api_key(monkeypatc
     monkeypatch.setenv("JEV_API_KEY", SECRET)
     assert jev.judgment_key(*args) == base and SECRET not in base
     variants = [
-        ("fam2", *args[1:]), (args[0], "m2", *args[2:]), (*args[:2], "inline", *args[3:]), (*args[:3], "Q2?", *args[4:]),
+        ("fam2", *args[1:]),
+        (args[0], "m2", *args[2:]),
+        (*args[:2], "inline", *args[3:]),
+        (*args[:3], "Q2?", *args[4:]),
         (*args[:4], [{"title": "C", "text": "t", "previous_score": 0.6}], args[5]),
         (*args[:4], [{"title": "C", "text": "t"}], args[5]),
         (*args[:5], {**CANDIDATES[0], "text": "changed"}),
@@ -168,38 +200,59 @@ def test_cache_keys_are_byte_for_byte_the_canonical_document_hash():
     import json
 
     def canonical_key(family, model, style, question, context, candidate):
-        doc = {"endpoint_family": family, "model": model, "instruction_version": jev.INSTRUCTION_VERSION,
-               "payload_style": style, "question": question, "context": jev.context_items(context),
-               "candidate": {"title": candidate["title"], "text": candidate["text"]}}
+        doc = {
+            "endpoint_family": family,
+            "model": model,
+            "instruction_version": jev.INSTRUCTION_VERSION,
+            "payload_style": style,
+            "question": question,
+            "context": jev.context_items(context),
+            "candidate": {"title": candidate["title"], "text": candidate["text"]},
+        }
         text = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
         return jev.CACHE_KEY_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-    contexts = [[], [{"title": "北京 \"q\"", "text": "line\nbreak é", "previous_score": 0.123456789}],
-                [{"title": "C", "text": "t"}, {"title": "D", "text": "u\u2028v", "previous_score": None}]]
-    cands = [{"title": "Ünïcode", "text": "text with \"quotes\" and \\ slashes"}, {"title": "", "text": ""},
-             {"title": "T", "text": "Emoji \U0001F600 and 中文"}]
+    contexts = [
+        [],
+        [{"title": '北京 "q"', "text": "line\nbreak é", "previous_score": 0.123456789}],
+        [{"title": "C", "text": "t"}, {"title": "D", "text": "u\u2028v", "previous_score": None}],
+    ]
+    cands = [
+        {"title": "Ünïcode", "text": 'text with "quotes" and \\ slashes'},
+        {"title": "", "text": ""},
+        {"title": "T", "text": "Emoji \U0001f600 and 中文"},
+    ]
     for style in jev.PAYLOAD_STYLES:
         for ctx in contexts:
-            got = jev.judgment_keys("fam", "m/x", style, "Q \"?\" 问", ctx, cands)
-            assert got == [canonical_key("fam", "m/x", style, "Q \"?\" 问", ctx, c) for c in cands]
+            got = jev.judgment_keys("fam", "m/x", style, 'Q "?" 问', ctx, cands)
+            assert got == [canonical_key("fam", "m/x", style, 'Q "?" 问', ctx, c) for c in cands]
 
 
 def test_encoded_request_is_the_body_and_its_estimate():
     ctx = [{"unit_id": 1, "title": "北京", "text": "context é", "previous_score": 0.5}]
     for style in jev.PAYLOAD_STYLES:
-        for idx, body in jev.plan_requests("m\"1", "Q 问?", CANDIDATES, ctx, style, max_questions=2):
-            assert body == jev.build_request("m\"1", "Q 问?", [CANDIDATES[i] for i in idx], ctx, style)
+        for idx, body in jev.plan_requests('m"1', "Q 问?", CANDIDATES, ctx, style, max_questions=2):
+            assert body == jev.build_request('m"1', "Q 问?", [CANDIDATES[i] for i in idx], ctx, style)
             content, estimate = jev.encode_request(body)
             assert content == jev.payload._dumps(body).encode("utf-8")
             # what the service reads: the body without its "model" member
-            assert estimate == jev.estimate_tokens(jev.payload._dumps({"state": body["state"], "questions": body["questions"]}))
+            assert estimate == jev.estimate_tokens(
+                jev.payload._dumps({"state": body["state"], "questions": body["questions"]})
+            )
 
 
 # ---- endpoint and key ----------------------------------------------------------------------
 def test_presets_and_urls():
-    assert jev.resolve_endpoint("typesafe", None)[:3] == ("https://api.typesafe.ai/v1/systemone", "jev-latest", "typesafe")
+    assert jev.resolve_endpoint("typesafe", None)[:3] == (
+        "https://api.typesafe.ai/v1/systemone",
+        "jev-latest",
+        "typesafe",
+    )
     assert jev.resolve_endpoint("openrouter", None)[:3] == (
-        "https://openrouter.ai/api/alpha/decisions", "typesafe/jev-1.13", "openrouter")
+        "https://openrouter.ai/api/alpha/decisions",
+        "typesafe/jev-1.13",
+        "openrouter",
+    )
     a = jev.resolve_endpoint("http://127.0.0.1:4001/v1/systemone", None)
     b = jev.resolve_endpoint("http://127.0.0.1:4002/v1/systemone", None)
     assert a[2] == b[2] == "url:127.0.0.1/v1/systemone"  # a local server's port does not split the cache
@@ -277,12 +330,15 @@ def test_slow_responses_past_the_timeout(make, server, tmp_path):
     assert cached_count(tmp_path / "cache") == 2
 
 
-@pytest.mark.parametrize("kind, message", [
-    ("malformed", "the answer is not JSON"),
-    ("missing", r"1 of 2 questions unanswered \(c2\)"),
-    ("out-of-range", "answer 'c1' is 1.5, not a probability in"),
-    ("wrong-type", "answer 'c1' has type 'choice', expected 'noul'"),
-])
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("malformed", "the answer is not JSON"),
+        ("missing", r"1 of 2 questions unanswered \(c2\)"),
+        ("out-of-range", "answer 'c1' is 1.5, not a probability in"),
+        ("wrong-type", "answer 'c1' has type 'choice', expected 'noul'"),
+    ],
+)
 def test_bad_answers_fail_the_batch_clearly_and_are_not_cached(make, server, tmp_path, kind, message):
     server.add_fault(kind)
     judge = make()
@@ -384,8 +440,24 @@ def test_export_import_round_trip(make, server, index, tmp_path, capsys):
 
 
 def test_cli_search_with_jev(server, index, tmp_path, capsys):
-    code = cli_main(["search", "--db", str(index.path), QUESTION, "--judge", "jev", "--jev-endpoint", server.url,
-                     "--cache-dir", str(tmp_path / "cli-cache"), "--payload-style", "inline", "--rounds", "1"])
+    code = cli_main(
+        [
+            "search",
+            "--db",
+            str(index.path),
+            QUESTION,
+            "--judge",
+            "jev",
+            "--jev-endpoint",
+            server.url,
+            "--cache-dir",
+            str(tmp_path / "cli-cache"),
+            "--payload-style",
+            "inline",
+            "--rounds",
+            "1",
+        ]
+    )
     assert code == 0 and "judge: jev (jev-latest via url:127.0.0.1/v1/systemone)" in capsys.readouterr().out
     assert server.requests >= 1 and json.loads(server.bodies[0]["questions"]["c1"]["instructions"].rsplit("\n", 1)[1])
 
@@ -458,8 +530,11 @@ def test_a_request_cancelled_before_it_is_sent_never_reaches_the_server(make, se
         second = asyncio.ensure_future(judge.ajudge(QUESTION, CANDIDATES[1:2], []))
         # the second request has taken the client's one slot (the first's was given back when it
         # was cancelled) and is queued for the busy thread: counted, in flight, not yet sent
-        await asyncio.to_thread(wait_until, lambda: counters["http_requests"] == 2 and judge.client.in_flight == 1,
-                                "the second request to be queued")
+        await asyncio.to_thread(
+            wait_until,
+            lambda: counters["http_requests"] == 2 and judge.client.in_flight == 1,
+            "the second request to be queued",
+        )
         assert server.requests - before == 1
         second.cancel()
         # its cancellation has reached the queued request once the slot is free again
@@ -513,9 +588,12 @@ def test_api_key_never_written_anywhere(monkeypatch, tmp_path, index, caplog):
                     errors.append(exc)
                 srv.faults.clear()
             judge.close()
-            failed = Run(index, "A failing question about Rowan?", PARAMS,
-                         jev.make_jev_judge(srv.url, cache_dir=cache_dir, model="other", timeout=0.5,
-                                            backoff_base=0.01))
+            failed = Run(
+                index,
+                "A failing question about Rowan?",
+                PARAMS,
+                jev.make_jev_judge(srv.url, cache_dir=cache_dir, model="other", timeout=0.5, backoff_base=0.01),
+            )
             srv.add_fault("403", 10)
             (tmp_path / "failed.json").write_text(failed.run().to_json(), encoding="utf-8")
             failed.judge.close()

@@ -1,4 +1,5 @@
 """The local Noul-compatible server: wire format, served judges, fault specs, bad requests."""
+
 from __future__ import annotations
 
 import json
@@ -7,18 +8,19 @@ from argparse import Namespace
 import httpx
 import pytest
 
-from workbench.judges import jev
-from workbench.index.corpora import Unit
-from workbench.index.store import Index
-from workbench.judges.jev.server import FAULTS, JudgeServer, make_server_judge, parse_fault
-from workbench.judges import FunctionJudge
-from workbench.judgment import JudgeError
-from workbench.judges.lexical import LexicalJudge
 from tests import comparison_judges
 from tests.comparison_judges import hash_judge
+from workbench.index.corpora import Unit
+from workbench.index.store import Index
+from workbench.judges import FunctionJudge, jev
+from workbench.judges.jev.server import FAULTS, JudgeServer, make_server_judge, parse_fault
+from workbench.judges.lexical import LexicalJudge
+from workbench.judgment import JudgeError
 
-CANDIDATES = [{"unit_id": i, "title": t, "text": f"{t} lies on the river Vell.", "document": t}
-              for i, t in enumerate(["Ardmore", "Brask", "Coln"])]
+CANDIDATES = [
+    {"unit_id": i, "title": t, "text": f"{t} lies on the river Vell.", "document": t}
+    for i, t in enumerate(["Ardmore", "Brask", "Coln"])
+]
 CONTEXT = [{"unit_id": 10, "title": "Vell", "text": "The Vell flows past Ardmore.", "previous_score": 0.8}]
 
 
@@ -42,12 +44,18 @@ def test_serves_the_hash_judge_over_the_wire_format(hash_server, style):
     assert data["usage"]["input_tokens"] == jev.estimate_request_tokens(body) and data["usage"]["output_tokens"] == 3
 
 
-@pytest.mark.parametrize("name, test_only", [("hash", comparison_judges.hash_judge),
-                                             ("hash-context-free", comparison_judges.hash_judge_context_free)])
+@pytest.mark.parametrize(
+    "name, test_only",
+    [("hash", comparison_judges.hash_judge), ("hash-context-free", comparison_judges.hash_judge_context_free)],
+)
 def test_the_built_in_hash_judges_score_as_the_comparison_judges(name, test_only):
     """The server's own copies (an installed server has no tests folder) give the same floats."""
     served = make_server_judge(name, None)
-    for context in ([], CONTEXT, [{**CONTEXT[0], "previous_score": None}, {"title": "Ardmore", "previous_score": 0.25}]):
+    for context in (
+        [],
+        CONTEXT,
+        [{**CONTEXT[0], "previous_score": None}, {"title": "Ardmore", "previous_score": 0.25}],
+    ):
         for question in ("Which town is on the Vell?", "Wer wohnt in Köln?"):
             assert served.judge(question, CANDIDATES, context) == test_only(question, CANDIDATES, context)
 
@@ -110,8 +118,9 @@ def test_cannot_serve_jev_or_oracle():
 def test_cli_parser_accepts_server_options():
     from workbench.cli.main import build_parser
 
-    args = build_parser().parse_args(["judge-server", "--judge", "hash", "--port", "0", "--delay-ms", "200",
-                                      "--fault", "429:1", "--fault", "500x5"])
+    args = build_parser().parse_args(
+        ["judge-server", "--judge", "hash", "--port", "0", "--delay-ms", "200", "--fault", "429:1", "--fault", "500x5"]
+    )
     assert isinstance(args, Namespace) and args.delay_ms == 200 and args.fault == ["429:1", "500x5"]
 
 

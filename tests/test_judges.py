@@ -1,5 +1,6 @@
 """The name bridge, the model-free lexical-bridge judge, judge options and cache keys,
 default judges per corpus, and explanations in traces (no embedding model needed here)."""
+
 from __future__ import annotations
 
 import json
@@ -9,9 +10,9 @@ import pytest
 
 from workbench.engine import Run
 from workbench.index.store import open_or_build
-from workbench.judgment import JudgeError
 from workbench.judges.registry import default_judge, make_judge, resolve_judge
 from workbench.judges.semantic import NameMatcher, SemanticJudge, name_bridge, title_name
+from workbench.judgment import JudgeError
 from workbench.trace import Trace
 
 from .conftest import BRIDGE_WORLD, build_index
@@ -38,14 +39,17 @@ def test_title_names_drop_the_disambiguator_and_ignore_short_titles():
     assert title_name("Kiev") == "kiev"
 
 
-@pytest.mark.parametrize("text, named", [
-    ("She directed Glass Harbour in 1961.", True),
-    ("she directed GLASS HARBOUR.", True),                # case-folded
-    ("the film Glass Harbours was lost", False),           # word boundary at the end
-    ("Moglass Harbour is elsewhere", False),               # word boundary at the start
-    ("Glass\nHarbour", False),                             # a name is one phrase
-    ("(Glass Harbour)", True),
-])
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("She directed Glass Harbour in 1961.", True),
+        ("she directed GLASS HARBOUR.", True),  # case-folded
+        ("the film Glass Harbours was lost", False),  # word boundary at the end
+        ("Moglass Harbour is elsewhere", False),  # word boundary at the start
+        ("Glass\nHarbour", False),  # a name is one phrase
+        ("(Glass Harbour)", True),
+    ],
+)
 def test_name_bridge_needs_the_whole_title_between_word_boundaries(text, named):
     bridge, by = name_bridge(NameMatcher(), cand(9, "Glass Harbour (film)"), [ctx(1, "Mara Quell", text)])
     assert (bridge, by is not None) == ((1.0, True) if named else (0.0, False))
@@ -62,8 +66,10 @@ def test_name_bridge_takes_the_strongest_naming_passage_by_its_previous_score():
 
 
 def test_a_passage_never_bridges_to_itself_or_its_own_document():
-    context = [ctx(7, "Mara Quell", "Mara Quell was a director."),
-               ctx(8, "Mara Quell", "Mara Quell later taught.", document="Mara Quell")]
+    context = [
+        ctx(7, "Mara Quell", "Mara Quell was a director."),
+        ctx(8, "Mara Quell", "Mara Quell later taught.", document="Mara Quell"),
+    ]
     assert name_bridge(NameMatcher(), cand(7, "Mara Quell", document="Mara Quell"), context) == (0.0, None)
 
 
@@ -93,8 +99,14 @@ def test_every_parameter_is_in_the_cache_key(tmp_path):
     index = build_index(tmp_path, BRIDGE_WORLD)
     base = SemanticJudge(index, signals=("coverage", "bridge"))
     keys = {base.key}
-    for options in ({"gamma": 0.5}, {"scale": 5.0}, {"shift": 0.2}, {"signals": ("coverage",)},
-                    {"signals": ("bridge",)}, {"signals": ("coverage",), "gamma": 0.5}):
+    for options in (
+        {"gamma": 0.5},
+        {"scale": 5.0},
+        {"shift": 0.2},
+        {"signals": ("coverage",)},
+        {"signals": ("bridge",)},
+        {"signals": ("coverage",), "gamma": 0.5},
+    ):
         keys.add(SemanticJudge(index, **{"signals": ("coverage", "bridge"), **options}).key)
     assert len(keys) == 7
     # the same configuration written differently is the same judge
@@ -104,13 +116,16 @@ def test_every_parameter_is_in_the_cache_key(tmp_path):
     assert SemanticJudge(index, signals=("coverage", "bridge"), cjk="coverage").key == base.key  # no model: no CJK rule
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("semantic:gamma=2", "gamma must be in [0, 1]"),
-    ("semantic:signals=model+magic", "signals must be a non-empty subset"),
-    ("semantic:speed=3", "known options: gamma, scale, shift, signals, cjk"),
-    ("semantic:gamma", "expected NAME=VALUE"),
-    ("semantic:cjk=guess", "cjk must be 'coverage' or 'model'"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("semantic:gamma=2", "gamma must be in [0, 1]"),
+        ("semantic:signals=model+magic", "signals must be a non-empty subset"),
+        ("semantic:speed=3", "known options: gamma, scale, shift, signals, cjk"),
+        ("semantic:gamma", "expected NAME=VALUE"),
+        ("semantic:cjk=guess", "cjk must be 'coverage' or 'model'"),
+    ],
+)
 def test_bad_semantic_options_are_named(tmp_path, spec, message):
     index = build_index(tmp_path, BRIDGE_WORLD)
     with pytest.raises(JudgeError, match=message.replace("[", r"\[").replace("]", r"\]")):
@@ -120,8 +135,8 @@ def test_bad_semantic_options_are_named(tmp_path, spec, message):
 def test_default_judge_per_bundled_corpus(tmp_path):
     docs, _ = open_or_build(REPO / "sample_corpora" / "internal_docs", tmp_path / "docs.sqlite")
     enc, _ = open_or_build(REPO / "sample_corpora" / "encyclopedia" / "corpus.json", tmp_path / "enc.sqlite")
-    assert default_judge(docs) == "lexical"       # a folder of files: the overlap bridge follows identifiers
-    assert default_judge(enc) == "semantic"       # titled passages: the name bridge works
+    assert default_judge(docs) == "lexical"  # a folder of files: the overlap bridge follows identifiers
+    assert default_judge(enc) == "semantic"  # titled passages: the name bridge works
     assert resolve_judge("auto", enc) == "semantic" and resolve_judge("lexical", enc) == "lexical"
 
 
@@ -154,8 +169,8 @@ from workbench.judges.lexical import LexicalJudge
 ix = Index.build(units_from(FILM_WORLD), {db!r})
 cands = [{{"unit_id": i + 1, "title": t, "text": x}} for i, (t, x) in enumerate(FILM_WORLD)]
 ctx = [dict(cands[0], previous_score=0.7), dict(cands[1], previous_score=0.4)]
-print(json.dumps([LexicalJudge(ix).judge(q, cands, ctx) for q in
-                  ("Where was the director of Glass Harbour born?", "Which composer scored the drama film shot in Vellor?")]))
+questions = ("Where was the director of Glass Harbour born?", "Which composer scored the drama film shot in Vellor?")
+print(json.dumps([LexicalJudge(ix).judge(q, cands, ctx) for q in questions]))
 """
 
 
@@ -171,8 +186,13 @@ def test_lexical_scores_do_not_depend_on_the_hash_seed(tmp_path):
     outputs = set()
     for seed in ("1", "2", "3"):
         code = LEXICAL_SCORES.format(repo=str(REPO), db=str(tmp_path / f"ix{seed}.sqlite"))
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                              env={**__import__("os").environ, "PYTHONHASHSEED": seed})
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**__import__("os").environ, "PYTHONHASHSEED": seed},
+        )
         assert proc.returncode == 0, proc.stderr
         outputs.add(proc.stdout)
     assert len(outputs) == 1

@@ -2,6 +2,7 @@
 127.0.0.1, a spawned process pool, and a 2-worker Dask LocalCluster (one worker killed
 mid-run). Every parallel run is compared byte for byte with a sequential one: records,
 resume files, trace files (`stats` excluded), failures."""
+
 from __future__ import annotations
 
 import json
@@ -16,13 +17,19 @@ from pathlib import Path
 import pytest
 
 from tests.comparison_judges import hash_judge
+from workbench.executors import (
+    Dask,
+    ParallelError,
+    Processes,
+    Sequential,
+    Threads,
+    default_concurrency,
+    make_executor,
+)
 from workbench.index.corpora import load_questions
+from workbench.judges.jev.server import JudgeServer
 from workbench.runs.evaluation import QuestionFailed, evaluate
 from workbench.runs.experiment import Experiment, paper_ablation
-from workbench.judges.jev.server import JudgeServer
-from workbench.executors import (
-    Dask, ParallelError, Processes, Sequential, Threads, default_concurrency, make_executor,
-)
 from workbench.runs.tasks import QuestionTask, components
 
 REPO = Path(__file__).resolve().parent.parent
@@ -88,8 +95,12 @@ def pool():
 @pytest.fixture(scope="module")
 def dask_client():
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         yield client
 
 
@@ -134,12 +145,18 @@ def test_components_keep_a_row_with_its_source():
 
 
 # ---- threads: a judge that waits ----------------------------------------------------------------
-def test_threads_against_a_judge_server_equal_sequential_and_keep_the_request_limit(tmp_path, index, questions,
-                                                                                  server):
+def test_threads_against_a_judge_server_equal_sequential_and_keep_the_request_limit(tmp_path, index, questions, server):
     seq = run_eval(tmp_path, "seq", index, questions, "jev", **jev_options(server, tmp_path / "c1", concurrency=3))
     server.judge.reset()
-    par = run_eval(tmp_path, "par", index, questions, "jev", executor=Threads(8),
-                   **jev_options(server, tmp_path / "c2", concurrency=3))
+    par = run_eval(
+        tmp_path,
+        "par",
+        index,
+        questions,
+        "jev",
+        executor=Threads(8),
+        **jev_options(server, tmp_path / "c2", concurrency=3),
+    )
     assert par == seq
     # one client serves the 8 threads: its limit of 3 requests in flight holds, and is used
     assert 2 <= server.judge.max <= 3
@@ -147,8 +164,9 @@ def test_threads_against_a_judge_server_equal_sequential_and_keep_the_request_li
 
 def test_threads_count_jev_usage_once(tmp_path, index, questions, server):
     server.judge.reset()
-    result = evaluate(index, questions, "jev", progress=False, executor=Threads(4),
-                      **jev_options(server, tmp_path / "c"))
+    result = evaluate(
+        index, questions, "jev", progress=False, executor=Threads(4), **jev_options(server, tmp_path / "c")
+    )
     assert result.stats["requests"] == server.judge.calls > 0
 
 
@@ -167,8 +185,8 @@ def test_records_only_pool_run_equals_sequential_and_sends_no_traces(tmp_path, i
     (made by the same function), not its trace, and no judgments for a memo nobody reads."""
     import pickle
 
-    from workbench.params import Params
     from workbench.executors import load_outcome, recipe_for, run_remote
+    from workbench.params import Params
 
     def run(name, **kw):
         resume = tmp_path / f"{name}.jsonl"
@@ -178,10 +196,16 @@ def test_records_only_pool_run_equals_sequential_and_sends_no_traces(tmp_path, i
 
     assert run("pool", executor=pool) == run("seq")
     q = questions[0]
-    slim = pool.submit(run_remote, recipe_for(index, 2, judgments=False), None,
-                       QuestionTask.evaluating(q, "lexical", Params(), keep_traces=False), q.id).result()
-    full = pool.submit(run_remote, recipe_for(index, 2), None, QuestionTask.evaluating(q, "lexical", Params()),
-                       q.id).result()
+    slim = pool.submit(
+        run_remote,
+        recipe_for(index, 2, judgments=False),
+        None,
+        QuestionTask.evaluating(q, "lexical", Params(), keep_traces=False),
+        q.id,
+    ).result()
+    full = pool.submit(
+        run_remote, recipe_for(index, 2), None, QuestionTask.evaluating(q, "lexical", Params()), q.id
+    ).result()
     sent = load_outcome(slim).value[0]  # the question's Outcome, without its trace
     record, failure, stats = sent.record, sent.failure, sent.stats
     assert sent.trace is None and sent.question.id == q.id
@@ -195,12 +219,13 @@ def test_records_only_pool_run_equals_sequential_and_sends_no_traces(tmp_path, i
 def test_outcomes_unpickle_with_the_collector_paused_and_restored(index, questions, pool):
     import gc
 
-    from workbench.params import Params
     from workbench.executors import load_outcome, recipe_for, run_remote
+    from workbench.params import Params
 
     q = questions[0]
-    data = pool.submit(run_remote, recipe_for(index, 2), None, QuestionTask.evaluating(q, "lexical", Params()),
-                       q.id).result()
+    data = pool.submit(
+        run_remote, recipe_for(index, 2), None, QuestionTask.evaluating(q, "lexical", Params()), q.id
+    ).result()
     assert gc.isenabled()
     assert load_outcome(data).value[0].trace.question_id == q.id and gc.isenabled()
     gc.disable()
@@ -257,8 +282,17 @@ def _adopted_index_facts(recipe):
     index = worker_env(recipe).index
     known = dict(index.title_phrases._known)  # before the queries below add to it
     on_own = index.title_phrases.db is index.db and index.aliases.db is index.db
-    return (os.getpid(), id(index), id(index.db), len(index._units), "postings" in index.__dict__,
-            index.unit(1).title, len(index.search('"api"', 3)), known, on_own)
+    return (
+        os.getpid(),
+        id(index),
+        id(index.db),
+        len(index._units),
+        "postings" in index.__dict__,
+        index.unit(1).title,
+        len(index.search('"api"', 3)),
+        known,
+        on_own,
+    )
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork start method")
@@ -270,8 +304,9 @@ def test_forked_workers_adopt_the_callers_warm_index_on_their_own_connection(ind
         ex.ship_index(index)  # what a Stream does before its first task: warm, then fork
         assert ("api", "reference") not in index.title_phrases and index.title_phrases._known  # looked up here
         recipe = recipe_for(index, 1)
-        pid, index_id, db_id, units, postings, title, hits, known, on_own = ex.submit(_adopted_index_facts,
-                                                                                       recipe).result()
+        pid, index_id, db_id, units, postings, title, hits, known, on_own = ex.submit(
+            _adopted_index_facts, recipe
+        ).result()
     finally:
         ex.close()
     assert pid != os.getpid()
@@ -286,8 +321,9 @@ def test_forked_workers_adopt_the_callers_warm_index_on_their_own_connection(ind
 def test_experiment_on_threads_and_processes_writes_the_sequential_resume_file(tmp_path, index, questions, pool):
     def run(name, **kw):
         resume = tmp_path / f"{name}.jsonl"
-        results = Experiment(index, questions, paper_ablation(judge="lexical"), resume_path=resume,
-                             progress=False).run(**kw)
+        results = Experiment(index, questions, paper_ablation(judge="lexical"), resume_path=resume, progress=False).run(
+            **kw
+        )
         return results.records, resume.read_bytes()
 
     seq = run("seq")
@@ -306,26 +342,28 @@ def test_process_workers_send_jev_judgments_to_the_callers_cache(tmp_path, index
 
 
 def test_experiment_on_processes_sends_jev_judgments_to_the_callers_cache(tmp_path, index, questions, server, pool):
-    from workbench.runs.experiment import Config
     from workbench.params import Params
+    from workbench.runs.experiment import Config
 
     configs = [Config("H=2", Params(), "jev"), Config("H=0", Params(H=0), "jev", "truncated", source="H=2")]
     cache = tmp_path / "cache"
-    first = Experiment(index, questions, configs, progress=False,
-                       judge_options=jev_options(server, cache)).run(executor=pool)
+    first = Experiment(index, questions, configs, progress=False, judge_options=jev_options(server, cache)).run(
+        executor=pool
+    )
     server.judge.reset()
-    replay = Experiment(index, questions, configs, progress=False,
-                        judge_options=jev_options(server, cache, cache_only=True)).run()
+    replay = Experiment(
+        index, questions, configs, progress=False, judge_options=jev_options(server, cache, cache_only=True)
+    ).run()
     assert server.judge.calls == 0
     assert replay.records == first.records
 
 
-FAILING_JUDGE = '''
+FAILING_JUDGE = """
 def judge(question, candidates, context):
     if "ledger" in question and context:
         raise ValueError("boom on the ledger question")
     return [(len(c["title"]) % 7) / 7 for c in candidates]
-'''
+"""
 
 
 @pytest.mark.parametrize("parallel", ["threads", "processes"])
@@ -357,8 +395,10 @@ def test_dask_local_cluster_equals_sequential(tmp_path, index, questions, dask_c
     # the index shipped once per worker instead of read at its path
     assert run_eval(tmp_path, "shipped", index, questions, executor=Dask(dask_client, ship_index=True)) == seq
     configs = paper_ablation(judge="lexical")
-    assert (Experiment(index, questions, configs, progress=False).run(client=dask_client).records
-            == Experiment(index, questions, configs, progress=False).run().records)
+    assert (
+        Experiment(index, questions, configs, progress=False).run(client=dask_client).records
+        == Experiment(index, questions, configs, progress=False).run().records
+    )
 
 
 def test_dask_worker_killed_mid_run_loses_nothing(tmp_path, index, questions, server, dask_client):
@@ -378,8 +418,17 @@ def test_dask_worker_killed_mid_run_loses_nothing(tmp_path, index, questions, se
     opts = jev_options(server, tmp_path / "c2")
     resume, traces = tmp_path / "dask.partial.jsonl", tmp_path / "dask-traces"
 
-    result = evaluate(index, questions, "jev", progress=False, resume_path=resume, trace_dir=traces,
-                      executor=executor, on_arrival=kill_a_busy_worker, **opts)
+    result = evaluate(
+        index,
+        questions,
+        "jev",
+        progress=False,
+        resume_path=resume,
+        trace_dir=traces,
+        executor=executor,
+        on_arrival=kill_a_busy_worker,
+        **opts,
+    )
     assert killed, "no worker was busy when the first result arrived"
     files = {p.name: _no_stats(p.read_text(encoding="utf-8")) for p in sorted(traces.iterdir())}
     assert (_no_stats(json.dumps(result.to_dict())), resume.read_bytes(), files) == seq
@@ -410,9 +459,26 @@ def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tm
         seq = evaluate(index, questions, "jev", progress=False, **jev_options(server, tmp_path / "c1")).to_dict()
         out = tmp_path / "par.json"
         partial = out.with_name(out.name + ".partial.jsonl")
-        args = [sys.executable, "-m", "workbench.cli", "eval", "--db", str(index.path), "--questions",
-                str(DOCS_QUESTIONS), "--out", str(out), "--judge", "jev", "--jev-endpoint", server.url, "--quiet",
-                "--cache-dir", str(tmp_path / "c2"), *way]
+        args = [
+            sys.executable,
+            "-m",
+            "workbench.cli",
+            "eval",
+            "--db",
+            str(index.path),
+            "--questions",
+            str(DOCS_QUESTIONS),
+            "--out",
+            str(out),
+            "--judge",
+            "jev",
+            "--jev-endpoint",
+            server.url,
+            "--quiet",
+            "--cache-dir",
+            str(tmp_path / "c2"),
+            *way,
+        ]
         judge.gate.clear()  # only the first question can finish until the interrupt
         proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -438,8 +504,21 @@ def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tm
 def test_cli_refuses_two_ways_at_once(tmp_path, index):
     from workbench.cli.main import main
 
-    rc = main(["eval", "--db", str(index.path), "--questions", str(DOCS_QUESTIONS), "--out", str(tmp_path / "o.json"),
-               "--processes", "2", "--concurrency", "2"])
+    rc = main(
+        [
+            "eval",
+            "--db",
+            str(index.path),
+            "--questions",
+            str(DOCS_QUESTIONS),
+            "--out",
+            str(tmp_path / "o.json"),
+            "--processes",
+            "2",
+            "--concurrency",
+            "2",
+        ]
+    )
     assert rc == 2
 
 
@@ -448,8 +527,24 @@ def test_cli_ablate_with_processes_writes_the_sequential_files(tmp_path, index):
 
     def ablate(name, *extra):
         out = tmp_path / f"{name}.json"
-        assert main(["ablate", "--db", str(index.path), "--questions", str(DOCS_QUESTIONS), "--out", str(out),
-                     "--judge", "lexical", "--quiet", *extra]) == 0
+        assert (
+            main(
+                [
+                    "ablate",
+                    "--db",
+                    str(index.path),
+                    "--questions",
+                    str(DOCS_QUESTIONS),
+                    "--out",
+                    str(out),
+                    "--judge",
+                    "lexical",
+                    "--quiet",
+                    *extra,
+                ]
+            )
+            == 0
+        )
         data = json.loads(out.read_text())
         for volatile in ("stats", "seconds"):
             data.pop(volatile)
@@ -464,9 +559,9 @@ def test_runs_keep_the_collector_off_what_the_caller_held_and_give_it_back(index
     failure, and leave a caller's own freeze alone."""
     import gc
 
-    from workbench.runs.experiment import Config
     from workbench.judges import FunctionJudge
     from workbench.judges.lexical import LexicalJudge
+    from workbench.runs.experiment import Config
 
     seen = []
     real = LexicalJudge.judge

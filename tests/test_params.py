@@ -6,19 +6,31 @@ from workbench.params import Params, ParamsError, earliest_affected_round
 def test_defaults_match_the_paper():
     p = Params()
     assert (p.B, p.s, p.L, p.H, p.p, p.query_tokens, p.incoming_limit, p.context_size, p.fusion_constant) == (
-        100, 10, 20, 2, 5, 80, 20, 10, 60)
+        100,
+        10,
+        20,
+        2,
+        5,
+        80,
+        20,
+        10,
+        60,
+    )
     assert p.field_weights == (2.0, 2.0, 1.0) and p.term_weighting == "sag2" and p.diversity
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"H": 3}, "H \\(expansion rounds\\) must be 0, 1 or 2, got 3"),
-    ({"B": 0}, "B \\(candidates per round\\) must be >= 1"),
-    ({"field_weights": (2, -1, 1)}, "non-negative"),
-    ({"field_weights": (0, 0, 0)}, "at least one weight"),
-    ({"field_weights": (1, 2)}, "three numbers"),
-    ({"s": 1.5}, "s must be an integer"),
-    ({"diversity": "yes"}, "diversity must be true or false"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"H": 3}, "H \\(expansion rounds\\) must be 0, 1 or 2, got 3"),
+        ({"B": 0}, "B \\(candidates per round\\) must be >= 1"),
+        ({"field_weights": (2, -1, 1)}, "non-negative"),
+        ({"field_weights": (0, 0, 0)}, "at least one weight"),
+        ({"field_weights": (1, 2)}, "three numbers"),
+        ({"s": 1.5}, "s must be an integer"),
+        ({"diversity": "yes"}, "diversity must be true or false"),
+    ],
+)
 def test_invalid_values_are_named(changes, message):
     with pytest.raises(ParamsError, match=message):
         Params(**changes)

@@ -1,13 +1,14 @@
 """Postings stored at build time compute FTS5's bm25() bit for bit (SPEC §2 ranking)."""
+
 import math
 
 import pytest
 
-from workbench.index.corpora import load_corpus, load_questions
 from workbench.engine import Run
+from workbench.index.corpora import load_corpus, load_questions
+from workbench.index.postings import _varints, phrases_of
 from workbench.index.store import Index, query_expression
 from workbench.judges.lexical import LexicalJudge
-from workbench.index.postings import _varints, phrases_of
 
 from .conftest import REPO, build_index, units_from
 
@@ -31,8 +32,12 @@ def both(tmp_path, passages=MIXED):
 
 
 def test_hand_checked_bm25(tmp_path):
-    fruit = [("Apple pie", "apple apple banana"), ("Banana", "banana split dessert"),
-             ("Cherry", "cherry tart"), ("Date", "date palm")]
+    fruit = [
+        ("Apple pie", "apple apple banana"),
+        ("Banana", "banana split dessert"),
+        ("Cherry", "cherry tart"),
+        ("Date", "date palm"),
+    ]
     memory, fts5 = both(tmp_path, fruit)
     # rows have 5, 4, 3, 3 tokens (title + body): avgdl = 15 / 4; N = 4
     norm = {1: 1.2 * (0.25 + 0.75 * 5 / 3.75), 2: 1.2 * (0.25 + 0.75 * 4 / 3.75)}
@@ -44,15 +49,33 @@ def test_hand_checked_bm25(tmp_path):
     # "banana" hits 2 of 4 rows: ln(2.5 / 2.5) = 0, so FTS5 uses 1e-6; unit 2 has f = 2 + 1
     got = memory.search(query_expression(["banana"]), 10)
     assert got == fts5.search(query_expression(["banana"]), 10)
-    assert got == [(2, pytest.approx(-(1e-6 * (3 * 2.2) / (3 + norm[2])), rel=1e-12)),
-                   (1, pytest.approx(-(1e-6 * (1 * 2.2) / (1 + norm[1])), rel=1e-12))]
+    assert got == [
+        (2, pytest.approx(-(1e-6 * (3 * 2.2) / (3 + norm[2])), rel=1e-12)),
+        (1, pytest.approx(-(1e-6 * (1 * 2.2) / (1 + norm[1])), rel=1e-12)),
+    ]
 
 
 @pytest.mark.parametrize("weights", [(2.0, 2.0, 1.0), (1.0, 1.0, 1.0), (0.3, 1.7, 0.1), (0.0, 0.0, 1.0)])
 def test_scores_equal_fts5_for_every_kind_of_phrase(tmp_path, weights):
     memory, fts5 = both(tmp_path)
-    terms = ["apple", "banana", "josé martí", "jose marti", "role_id", "3.5%", "new new", "new", "北京大学",
-             "same words", "words same", "nothing", "apple", "poems", '"quoted"', "大学 apple"]
+    terms = [
+        "apple",
+        "banana",
+        "josé martí",
+        "jose marti",
+        "role_id",
+        "3.5%",
+        "new new",
+        "new",
+        "北京大学",
+        "same words",
+        "words same",
+        "nothing",
+        "apple",
+        "poems",
+        '"quoted"',
+        "大学 apple",
+    ]
     for k in range(1, len(terms) + 1):
         expression = query_expression(terms[:k])
         assert memory.search(expression, 5, weights) == fts5.search(expression, 5, weights)
@@ -63,16 +86,47 @@ def test_scores_equal_fts5_for_every_kind_of_phrase(tmp_path, weights):
 
 def test_phrase_rows_equal_fts5(tmp_path):
     memory, fts5 = both(tmp_path)
-    for term in ["apple", "josé martí", "jose marti", "role_id", "3.5%", "new new", "new new new", "北京大学",
-                 "same words", "words same", "twin", "nothing", "apple pie", '"quoted"', "大学 apple"]:
+    for term in [
+        "apple",
+        "josé martí",
+        "jose marti",
+        "role_id",
+        "3.5%",
+        "new new",
+        "new new new",
+        "北京大学",
+        "same words",
+        "words same",
+        "twin",
+        "nothing",
+        "apple pie",
+        '"quoted"',
+        "大学 apple",
+    ]:
         assert memory.matches(term) == fts5.matches(term), term
     assert memory.matches("apple pie") == {1} and memory.matches("new new new") == frozenset()
 
 
 def test_body_df_equals_fts5(tmp_path):
     memory, fts5 = both(tmp_path)
-    terms = ["apple", "josé martí", "jose marti", "role_id", "3.5%", "new new", "new new new", "北京大学",
-             "same words", "words same", "twin one", "nothing here", "apple pie", "大学 apple", "josé", "martí"]
+    terms = [
+        "apple",
+        "josé martí",
+        "jose marti",
+        "role_id",
+        "3.5%",
+        "new new",
+        "new new new",
+        "北京大学",
+        "same words",
+        "words same",
+        "twin one",
+        "nothing here",
+        "apple pie",
+        "大学 apple",
+        "josé",
+        "martí",
+    ]
     for term in terms:
         memory.postings.tokens(term)  # split like FTS5: a one-token term is a vocabulary look-up
         assert memory.df(term) == fts5.df(term), term

@@ -1,4 +1,5 @@
 """SAG2 and BM25 as PyTerrier transformers; pt.Experiment figures equal `sag2wb eval`'s."""
+
 from __future__ import annotations
 
 import json
@@ -12,12 +13,12 @@ from pyterrier.measures import R, nDCG  # noqa: E402
 
 from tests.conftest import BRIDGE_WORLD, REPO, build_index, title_judge  # noqa: E402
 from workbench.cli.main import main  # noqa: E402
-from workbench.index.corpora import load_questions  # noqa: E402
 from workbench.engine import Run  # noqa: E402
-from workbench.runs.evaluation import evaluate  # noqa: E402
+from workbench.index.corpora import load_questions  # noqa: E402
 from workbench.index.store import Index, open_or_build  # noqa: E402
 from workbench.params import Params  # noqa: E402
 from workbench.pyterrier import RESULT_COLUMNS, BM25Retriever, SAG2Retriever, qrels_frame, topics_frame  # noqa: E402
+from workbench.runs.evaluation import evaluate  # noqa: E402
 
 ENC = REPO / "sample_corpora" / "encyclopedia"
 
@@ -28,8 +29,15 @@ def test_columns_say_which_round_and_term_brought_each_passage(tmp_path):
     topics = pd.DataFrame({"qid": ["q1"], "query": ["Where did the director of the film Glass Harbour grow up?"]})
     out = SAG2Retriever(index, judge).transform(topics)
     assert list(out.columns) == ["qid", "query", *RESULT_COLUMNS]
-    assert list(out.docno) == ["Glass Harbour", "Mara Quell", "Tessaly", "Painters", "Glass Harbor (band)", "Ostrow",
-                               "Harbour Lights"]
+    assert list(out.docno) == [
+        "Glass Harbour",
+        "Mara Quell",
+        "Tessaly",
+        "Painters",
+        "Glass Harbor (band)",
+        "Ostrow",
+        "Harbour Lights",
+    ]
     assert list(out["rank"]) == list(range(7)) and list(out.score) == [7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0]
     assert list(out.judge_score[:4]) == [0.9, 0.8, 0.7, 0.1]
     # Tessaly came in round 1 through the term "tessaly" of the seed Mara Quell; the film in round 0
@@ -69,18 +77,43 @@ def test_pt_experiment_equals_sag2wb_eval(tmp_path):
     db, qpath = tmp_path / "enc.sqlite", ENC / "questions.jsonl"
     assert main(["index", str(ENC / "corpus.json"), "--db", str(db)]) == 0
     cli = {}
-    for name, extra in (("bm25", ["--judge", "bm25"]), ("sag2", ["--judge", "lexical"]),
-                        ("sag2_h1", ["--judge", "lexical", "--rounds", "1"])):
+    for name, extra in (
+        ("bm25", ["--judge", "bm25"]),
+        ("sag2", ["--judge", "lexical"]),
+        ("sag2_h1", ["--judge", "lexical", "--rounds", "1"]),
+    ):
         out = tmp_path / f"{name}.json"
-        assert main(["eval", "--db", str(db), "--questions", str(qpath), "--out", str(out), "--quiet",
-                     "--measure", "nDCG@10", *extra]) == 0
+        assert (
+            main(
+                [
+                    "eval",
+                    "--db",
+                    str(db),
+                    "--questions",
+                    str(qpath),
+                    "--out",
+                    str(out),
+                    "--quiet",
+                    "--measure",
+                    "nDCG@10",
+                    *extra,
+                ]
+            )
+            == 0
+        )
         cli[name] = json.loads(out.read_text())
     index, questions = Index(db), load_questions(qpath)
     systems = [BM25Retriever(index), SAG2Retriever(index, "lexical"), SAG2Retriever(index, "lexical", Params(H=1))]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # pt's validation would warn about undeclared outputs
-        table = pt.Experiment(systems, topics_frame(questions), qrels_frame(questions),
-                              eval_metrics=[R @ 5, R @ 10, nDCG @ 10], baseline=0, names=list(cli))
+        table = pt.Experiment(
+            systems,
+            topics_frame(questions),
+            qrels_frame(questions),
+            eval_metrics=[R @ 5, R @ 10, nDCG @ 10],
+            baseline=0,
+            names=list(cli),
+        )
     assert not pt.java.started()
     for _, row in table.iterrows():
         data = cli[row["name"]]
@@ -92,18 +125,21 @@ def test_pt_experiment_equals_sag2wb_eval(tmp_path):
     assert table["name"].tolist() == ["bm25", "sag2", "sag2_h1"]
     assert table["R@5 p-value"].notna().tolist() == [False, True, True]  # paired t-test against BM25
     # per question too
-    per_query = pt.Experiment(systems[1:2], topics_frame(questions), qrels_frame(questions),
-                              eval_metrics=[R @ 10], perquery=True)
+    per_query = pt.Experiment(
+        systems[1:2], topics_frame(questions), qrels_frame(questions), eval_metrics=[R @ 10], perquery=True
+    )
     ours = {r["_id"]: r["R@10"] for r in cli["sag2"]["questions"]}
-    assert {row.qid: round(row.value * 100, 6) for row in per_query.itertuples()} == \
-        {k: round(v, 6) for k, v in ours.items()}
+    assert {row.qid: round(row.value * 100, 6) for row in per_query.itertuples()} == {
+        k: round(v, 6) for k, v in ours.items()
+    }
 
 
 def test_oracle_takes_its_gold_from_qrels(tmp_path):
     index, _ = open_or_build(ENC / "corpus.json", tmp_path / "enc.sqlite")
     questions = load_questions(ENC / "questions.jsonl")[:8]
     qrels = qrels_frame(questions)
-    table = pt.Experiment([SAG2Retriever(index, "oracle", qrels=qrels)], topics_frame(questions), qrels,
-                          eval_metrics=[R @ 10])
+    table = pt.Experiment(
+        [SAG2Retriever(index, "oracle", qrels=qrels)], topics_frame(questions), qrels, eval_metrics=[R @ 10]
+    )
     records = evaluate(index, questions, "oracle", progress=False).records
     assert table["R@10"][0] * 100 == pytest.approx(sum(r["R@10"] for r in records) / len(records), abs=1e-9)

@@ -1,6 +1,7 @@
 """Reliability of the engine API (issue 10 §1): `evaluate` and `Experiment.run` stop at a
 failed question or, with keep_going, leave it out of every figure; resume keys; the
 executor hook; the engine never imports the CLI."""
+
 import json
 import pickle
 import subprocess
@@ -10,13 +11,18 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from workbench.index.corpora import Question
-from workbench.runs.evaluation import (
-    JudgeFailed, QuestionFailed, evaluate, load_resume, record_fingerprint, trace_file_name,
-)
-from workbench.runs.experiment import Config, Experiment
 from workbench.index.store import Index
 from workbench.judgment import JudgeError
 from workbench.params import Params
+from workbench.runs.evaluation import (
+    JudgeFailed,
+    QuestionFailed,
+    evaluate,
+    load_resume,
+    record_fingerprint,
+    trace_file_name,
+)
+from workbench.runs.experiment import Config, Experiment
 from workbench.safeio import InputError
 
 from .reliability_world import as_questions, env, make_world, set_mode
@@ -49,7 +55,11 @@ def test_keep_going_metrics_cover_completed_questions_only(world):
     res = evaluate(ix, qs, world["judge"], progress=False, keep_going=True)
     assert [f["question"] for f in res.failures] == ["q2"] and res.failures[0]["round"] == 0
     m = res.metrics
-    assert m["questions"] == 3 and m["failed"] == 1 and m["scope"] == "completed questions with gold only: 3 of 4 (1 failed)"
+    assert (
+        m["questions"] == 3
+        and m["failed"] == 1
+        and m["scope"] == "completed questions with gold only: 3 of 4 (1 failed)"
+    )
     set_mode(world, "ok")
     ref = evaluate(ix, [q for q in qs if q.id != "q2"], world["judge"], progress=False).metrics
     assert {k: m[k] for k in ("R@5", "R@10", "AE@10")} == {k: ref[k] for k in ("R@5", "R@10", "AE@10")}
@@ -109,9 +119,11 @@ def test_oracle_refuses_questions_without_gold_up_front(world):
 
 def test_experiment_stops_or_keeps_going(world):
     ix, qs = world["index"], world["questions"]
-    configs = [Config("sag2", Params(H=1), world["judge"]), Config("H=0", Params(H=0), world["judge"], "truncated",
-                                                                    source="sag2"),
-               Config("final", Params(H=1), world["judge"], "final-only")]
+    configs = [
+        Config("sag2", Params(H=1), world["judge"]),
+        Config("H=0", Params(H=0), world["judge"], "truncated", source="sag2"),
+        Config("final", Params(H=1), world["judge"], "final-only"),
+    ]
     resume = world["root"] / "exp.jsonl"
     set_mode(world, "raise")
     with pytest.raises(QuestionFailed, match="configuration 'sag2', question 'q2' failed at round 0"):
@@ -132,14 +144,17 @@ def test_experiment_stops_or_keeps_going(world):
 def test_final_only_judge_failure_names_its_round(world):
     set_mode(world, "nan")
     with pytest.raises(JudgeFailed) as err:
-        Experiment(world["index"], world["questions"], [Config("f", Params(H=1), world["judge"], "final-only")],
-                   progress=False).run()
+        Experiment(
+            world["index"], world["questions"], [Config("f", Params(H=1), world["judge"], "final-only")], progress=False
+        ).run()
     assert err.value.config == "f" and err.value.question == "q2" and "nan" in err.value.error
 
 
 def test_the_engine_never_imports_the_cli():
-    code = ("import sys, workbench.runs, workbench.judges.jev, widgets\n"
-            "assert 'workbench.cli' not in sys.modules, sorted(m for m in sys.modules if m.startswith('workbench'))")
+    code = (
+        "import sys, workbench.runs, workbench.judges.jev, widgets\n"
+        "assert 'workbench.cli' not in sys.modules, sorted(m for m in sys.modules if m.startswith('workbench'))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env())
     assert proc.returncode == 0, proc.stderr
 

@@ -1,5 +1,6 @@
 """Reliability (issue 10 §1, §3): a judge failure is never a number. Real `sag2wb eval` /
 `ablate` processes over a real index, with a function judge that fails on demand."""
+
 import json
 import signal
 import subprocess
@@ -17,15 +18,31 @@ def world(tmp_path):
 
 
 def _eval(world, out, *extra, process=False):
-    return sag2wb("eval", "--db", world["db"], "--questions", world["q"], "--judge", world["judge"],
-                  "--out", out, "--quiet", *extra, cwd=world["root"], process=process)
+    return sag2wb(
+        "eval",
+        "--db",
+        world["db"],
+        "--questions",
+        world["q"],
+        "--judge",
+        world["judge"],
+        "--out",
+        out,
+        "--quiet",
+        *extra,
+        cwd=world["root"],
+        process=process,
+    )
 
 
-@pytest.mark.parametrize("mode, message", [
-    ("raise", "raised ConnectionError: judge server at 127.0.0.1:9 refused the connection"),
-    ("nan", "score 0 is nan, outside [0, 1]"),
-    ("count", "scores for"),
-])
+@pytest.mark.parametrize(
+    "mode, message",
+    [
+        ("raise", "raised ConnectionError: judge server at 127.0.0.1:9 refused the connection"),
+        ("nan", "score 0 is nan, outside [0, 1]"),
+        ("count", "scores for"),
+    ],
+)
 def test_a_failing_judge_stops_with_exit_1_and_no_figures(world, mode, message):
     out = world["root"] / "out.json"
     set_mode(world, mode)
@@ -62,7 +79,9 @@ def test_keep_going_exits_3_with_metrics_over_completed_questions_only(world):
     assert proc.returncode == 3
     assert "1 of 4 questions failed" in proc.stderr and "question 'q2' round 0" in proc.stderr
     data = json.loads(out.read_text())
-    assert data["failures"] == [{"question": "q2", "round": 0, "kind": "judge error", "error": data["failures"][0]["error"]}]
+    assert data["failures"] == [
+        {"question": "q2", "round": 0, "kind": "judge error", "error": data["failures"][0]["error"]}
+    ]
     assert "ConnectionError" in data["failures"][0]["error"]
     assert data["metrics"]["questions"] == 3 and data["metrics"]["failed"] == 1
     assert "3 of 4" in data["metrics"]["scope"] and "3 of 4" in proc.stdout
@@ -72,8 +91,22 @@ def test_keep_going_exits_3_with_metrics_over_completed_questions_only(world):
     three = world["root"] / "three.jsonl"
     write_questions(three, [q for q in QUESTIONS if q["_id"] != "q2"])
     ref = world["root"] / "three.json"
-    assert sag2wb("eval", "--db", world["db"], "--questions", three, "--judge", world["judge"], "--out", ref,
-                  "--quiet", cwd=world["root"]).returncode == 0
+    assert (
+        sag2wb(
+            "eval",
+            "--db",
+            world["db"],
+            "--questions",
+            three,
+            "--judge",
+            world["judge"],
+            "--out",
+            ref,
+            "--quiet",
+            cwd=world["root"],
+        ).returncode
+        == 0
+    )
     m = json.loads(ref.read_text())["metrics"]
     assert {k: data["metrics"][k] for k in ("R@5", "R@10", "AE@10")} == {k: m[k] for k in ("R@5", "R@10", "AE@10")}
     # the resume file kept the completed questions; the fixed judge's rerun retries q2 only
@@ -100,9 +133,28 @@ def test_ctrl_c_exits_130_and_keeps_finished_questions(world):
     set_mode(world, "sleep")  # q4 sleeps in the judge
     out = world["root"] / "out.json"
     partial = world["root"] / "out.json.partial.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "eval", "--db", str(world["db"]), "--questions",
-                             str(world["q"]), "--judge", world["judge"], "--out", str(out), "--quiet"],
-                            cwd=world["root"], env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "workbench.cli",
+            "eval",
+            "--db",
+            str(world["db"]),
+            "--questions",
+            str(world["q"]),
+            "--judge",
+            world["judge"],
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        cwd=world["root"],
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not (partial.exists() and len(partial.read_text().splitlines()) == 3):
@@ -124,27 +176,59 @@ def test_questions_without_gold(world):
     items = QUESTIONS[:2] + [{"_id": "free", "question": "Which city is a port?"}]
     write_questions(world["q"], items)
     out = world["root"] / "out.json"
-    proc = sag2wb("eval", "--db", world["db"], "--questions", world["q"], "--judge", "lexical", "--out", out,
-                  "--quiet", cwd=world["root"])
+    proc = sag2wb(
+        "eval",
+        "--db",
+        world["db"],
+        "--questions",
+        world["q"],
+        "--judge",
+        "lexical",
+        "--out",
+        out,
+        "--quiet",
+        cwd=world["root"],
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())  # valid JSON: no NaN
     assert data["metrics"]["questions"] == 2 and data["metrics"]["excluded_no_gold"] == 1
     assert data["excluded_no_gold"] == ["free"] and data["questions"][2]["R@10"] is None
     assert "without gold" in proc.stdout
     # the oracle judge refuses them before any work, naming the line
-    proc = sag2wb("eval", "--db", world["db"], "--questions", world["q"], "--judge", "oracle", "--out",
-                  world["root"] / "o.json", "--quiet", cwd=world["root"])
+    proc = sag2wb(
+        "eval",
+        "--db",
+        world["db"],
+        "--questions",
+        world["q"],
+        "--judge",
+        "oracle",
+        "--out",
+        world["root"] / "o.json",
+        "--quiet",
+        cwd=world["root"],
+    )
     assert proc.returncode == 2
     one_line_error(proc, "'free' (line 3)", "oracle judge needs")
     assert not (world["root"] / "o.json.partial.jsonl").exists()
 
 
-@pytest.mark.parametrize("value, says", [("null", "must be a string, not null"), ('["a", "b"]', "not a list"),
-                                         ("7", "not a number")])
+@pytest.mark.parametrize(
+    "value, says", [("null", "must be a string, not null"), ('["a", "b"]', "not a list"), ("7", "not a number")]
+)
 def test_a_question_that_is_not_text_is_named(world, value, says):
     world["q"].write_text(json.dumps(QUESTIONS[0]) + "\n" + f'{{"_id": "q9", "question": {value}}}\n')
-    proc = sag2wb("eval", "--db", world["db"], "--questions", world["q"], "--out", world["root"] / "o.json",
-                  "--quiet", cwd=world["root"])
+    proc = sag2wb(
+        "eval",
+        "--db",
+        world["db"],
+        "--questions",
+        world["q"],
+        "--out",
+        world["root"] / "o.json",
+        "--quiet",
+        cwd=world["root"],
+    )
     assert proc.returncode == 2
     one_line_error(proc, "q.jsonl, line 2", says)
 
@@ -152,7 +236,18 @@ def test_a_question_that_is_not_text_is_named(world, value, says):
 def test_ablate_stops_or_keeps_going(world):
     out = world["root"] / "abl.json"
     set_mode(world, "raise")
-    args = ("ablate", "--db", world["db"], "--questions", world["q"], "--judge", world["judge"], "--out", out, "--quiet")
+    args = (
+        "ablate",
+        "--db",
+        world["db"],
+        "--questions",
+        world["q"],
+        "--judge",
+        world["judge"],
+        "--out",
+        out,
+        "--quiet",
+    )
     proc = sag2wb(*args, cwd=world["root"])
     assert proc.returncode == 1 and "configuration 'H=2', question 'q2' failed at round 0" in proc.stderr
     assert not out.exists() and "R@10" not in proc.stdout
@@ -177,6 +272,17 @@ def test_keep_going_when_every_question_fails(world):
     m = json.loads(out.read_text())["metrics"]  # valid JSON: no NaN, no number for the failed question
     assert (m["R@10"], m["questions"], m["failed"]) == (None, 0, 1) and "R@10 –" in proc.stdout
     abl = world["root"] / "abl.json"
-    proc = sag2wb("ablate", "--db", world["db"], "--questions", world["q"], "--judge", world["judge"], "--out", abl,
-                  "--quiet", "--keep-going")
+    proc = sag2wb(
+        "ablate",
+        "--db",
+        world["db"],
+        "--questions",
+        world["q"],
+        "--judge",
+        world["judge"],
+        "--out",
+        abl,
+        "--quiet",
+        "--keep-going",
+    )
     assert proc.returncode == 1 and "no question completed: nothing written" in proc.stderr and not abl.exists()

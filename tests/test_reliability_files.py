@@ -2,6 +2,7 @@
 overwritten, and every OS or SQLite error is one line with exit 2. Real processes killed
 with SIGKILL at controlled points, a real file-size limit (RLIMIT_FSIZE), a real tmpfs
 when this machine lets us mount one, real garbled SQLite pages."""
+
 import contextlib
 import json
 import os
@@ -26,14 +27,25 @@ def world(tmp_path):
 
 
 def _eval_args(world, out, *extra):
-    return ("eval", "--db", world["db"], "--questions", world["q"], "--judge", "lexical", "--out", out, "--quiet",
-            *extra)
+    return (
+        "eval",
+        "--db",
+        world["db"],
+        "--questions",
+        world["q"],
+        "--judge",
+        "lexical",
+        "--out",
+        out,
+        "--quiet",
+        *extra,
+    )
 
 
 # ---- kill -9 during the final write -------------------------------------------------------------
 # Pauses the process when it calls `POINT` (write, fsync or replace) on the target file —
 # the same hook finds the old code's `Path.write_text` — so the SIGKILL lands mid-write.
-PAUSE_AT = r'''
+PAUSE_AT = r"""
 import os, sys, time
 TARGET, POINT = os.environ["SAG2WB_TEST_TARGET"], os.environ["SAG2WB_TEST_POINT"]
 def _hook(frame, event, arg):
@@ -48,14 +60,19 @@ def _hook(frame, event, arg):
             os.write(2, b"PAUSED\n")
             time.sleep(600)
 sys.setprofile(_hook)
-'''
+"""
 
 
 def _kill_during_write(world, out: Path, point: str) -> str:
     code = PAUSE_AT + "\nimport sys\nfrom workbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     e = {**env(), "SAG2WB_TEST_TARGET": out.name, "SAG2WB_TEST_POINT": point}
-    proc = subprocess.Popen([sys.executable, "-c", code, *map(str, _eval_args(world, out))], cwd=world["root"],
-                            env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *map(str, _eval_args(world, out))],
+        cwd=world["root"],
+        env=e,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         line = proc.stderr.readline()  # blocks until the pause point (or the process ends)
         assert line == b"PAUSED\n", line + proc.stderr.read()
@@ -96,7 +113,7 @@ def test_kill_9_during_the_final_write_never_leaves_a_truncated_file(world, old)
 # ---- a full disk during the final write ---------------------------------------------------------
 # At the moment the result is ready, the file-size limit drops to 2 KiB (SIGXFSZ ignored, so
 # the write fails with EFBIG as on a full disk).
-FILL_AT_RESULT = r'''
+FILL_AT_RESULT = r"""
 import resource, signal
 import workbench.runs.evaluation as _ev
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -106,7 +123,7 @@ def _full(self):
     resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
     return d
 _ev.EvalResult.to_dict = _full
-'''
+"""
 
 
 def test_a_full_disk_leaves_the_old_result_whole(world):
@@ -145,9 +162,12 @@ def test_a_full_tmpfs_leaves_the_old_result_whole(world):
         assert sag2wb(*_eval_args(world, out, "--param", "L=3")).returncode == 0
         before = out.read_bytes()
         (disk / "out.json.partial.jsonl").write_text("")
-        filler = FILL_AT_RESULT.replace("resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.getrlimit("
-                                        "resource.RLIMIT_FSIZE)[1]))", "_fill()")
-        filler = f"import os\nDISK = {str(disk)!r}\n" + r'''
+        filler = FILL_AT_RESULT.replace(
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (2048, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))", "_fill()"
+        )
+        filler = (
+            f"import os\nDISK = {str(disk)!r}\n"
+            + r"""
 def _fill():
     st = os.statvfs(DISK)
     with open(os.path.join(DISK, "filler"), "wb") as f:
@@ -155,7 +175,9 @@ def _fill():
             f.write(b"\0" * (st.f_bavail * st.f_frsize))
         except OSError:
             pass
-''' + filler
+"""
+            + filler
+        )
         proc = sag2wb(*_eval_args(world, out), python_prelude=filler)
         assert proc.returncode == 2
         one_line_error(proc, str(out), "No space left", "free some space")
@@ -212,8 +234,10 @@ def test_os_errors_are_one_line_with_exit_2(world):
         (_eval_args(world, root / "afile" / "out.json"), ["afile is a file, not a folder"]),
         (_eval_args(world, root / "adir"), ["adir is a directory"]),
         (_eval_args(world, root / "o.json", "--trace-dir", root / "afile"), ["afile", "in the way of a folder"]),
-        (("eval", "--db", world["db"], "--questions", root / "adir", "--out", root / "o.json"),
-         ["adir: Is a directory", "give a file path"]),
+        (
+            ("eval", "--db", world["db"], "--questions", root / "adir", "--out", root / "o.json"),
+            ["adir: Is a directory", "give a file path"],
+        ),
         (("search", "--db", world["db"], "glass", "--top", "-1"), ["--top -1"]),
         (("search", "--db", world["db"], "glass", "--top", "0"), ["--top 0"]),
     ]
@@ -245,10 +269,12 @@ def test_a_garbled_database_is_named_in_search_and_eval(world):
     data = bytearray(world["db"].read_bytes())
     page = 4096
     for start in range(2 * page, len(data), 3 * page):  # every third page from the third on
-        data[start:start + page] = b"\xde\xad" * (page // 2)
+        data[start : start + page] = b"\xde\xad" * (page // 2)
     garbled.write_bytes(bytes(data))
-    for args in (("search", "--db", garbled, "Where was the director of Glass Harbour born?", "--judge", "lexical"),
-                 ("eval", "--db", garbled, "--questions", world["q"], "--out", world["root"] / "g.json", "--quiet")):
+    for args in (
+        ("search", "--db", garbled, "Where was the director of Glass Harbour born?", "--judge", "lexical"),
+        ("eval", "--db", garbled, "--questions", world["q"], "--out", world["root"] / "g.json", "--quiet"),
+    ):
         proc = sag2wb(*args)
         assert proc.returncode == 2, proc.stderr
         one_line_error(proc, str(garbled))

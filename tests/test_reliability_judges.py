@@ -9,6 +9,7 @@ files and a real server on 127.0.0.1 (docs/reliability-judges.md lists every cas
 
 $SAG2WB_RELIABILITY_CONNECTIONS sets the concurrent-connection count (default 200).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,12 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from workbench.judges import jev
 from workbench.engine import Run
-from workbench.judges import FunctionJudge, JudgeTimeout, JudgeTimeoutSetting, judge_timeout_from_env
-from workbench.judgment import JudgeError, JudgmentMemo
-from workbench.judges.registry import load_function_judge
+from workbench.judges import FunctionJudge, JudgeTimeout, JudgeTimeoutSetting, jev, judge_timeout_from_env
 from workbench.judges.jev.server import JudgeServer, JudgeServerError
+from workbench.judges.registry import load_function_judge
+from workbench.judgment import JudgeError, JudgmentMemo
 from workbench.params import Params
 from workbench.safeio import InputError
 from workbench.trace import STOP_JUDGE_ERROR
@@ -43,8 +43,14 @@ CANDIDATE = {"unit_id": 1, "title": "Glass Harbour", "text": "A film.", "documen
 def sag2wb(*args, env=None, timeout=60, cwd=None) -> subprocess.CompletedProcess:
     """The real CLI in a child process (bounded by `timeout`, so a hang fails the test)."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "workbench.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=full_env, cwd=cwd or REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "workbench.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=cwd or REPO,
+    )
 
 
 # ---- 1. function judges get a time limit per call -------------------------------------------
@@ -122,7 +128,9 @@ def test_limit_from_the_environment(monkeypatch):
 
 def test_no_limit_calls_in_the_callers_thread():
     seen = []
-    FunctionJudge(lambda q, c, x: seen.append(threading.current_thread()) or [0.1], timeout=0).judge("q", [CANDIDATE], [])
+    FunctionJudge(lambda q, c, x: seen.append(threading.current_thread()) or [0.1], timeout=0).judge(
+        "q", [CANDIDATE], []
+    )
     assert seen == [threading.current_thread()]
 
 
@@ -134,7 +142,10 @@ def test_a_run_with_a_stuck_judge_stops_with_a_judge_error(tmp_path):
         trace = Run(index, "Where was the director of Glass Harbour born?", Params(), judge).run()
     finally:
         release.set()
-    assert trace.stop == STOP_JUDGE_ERROR and "'slowpoke' did not answer within its time limit of 0.2 s" in trace.rounds[0].error
+    assert (
+        trace.stop == STOP_JUDGE_ERROR
+        and "'slowpoke' did not answer within its time limit of 0.2 s" in trace.rounds[0].error
+    )
 
 
 SLEEPING_JUDGE = "import time\n\ndef judge(question, candidates, context):\n    time.sleep(10 ** 6)\n"
@@ -143,8 +154,15 @@ SLEEPING_JUDGE = "import time\n\ndef judge(question, candidates, context):\n    
 def test_cli_search_with_a_sleeping_function_judge_ends(tmp_path):
     index = build_index(tmp_path, FILM_WORLD)
     (tmp_path / "sleepy.py").write_text(SLEEPING_JUDGE)
-    r = sag2wb("search", "--db", index.path, "Where was the director of Glass Harbour born?",
-               "--judge", f"{tmp_path / 'sleepy.py'}:judge", env={"SAG2WB_JUDGE_TIMEOUT": "0.5"})
+    r = sag2wb(
+        "search",
+        "--db",
+        index.path,
+        "Where was the director of Glass Harbour born?",
+        "--judge",
+        f"{tmp_path / 'sleepy.py'}:judge",
+        env={"SAG2WB_JUDGE_TIMEOUT": "0.5"},
+    )
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)  # safeio.EXIT_FAILED: the question's judge failed
     assert "sleepy.py:judge' did not answer within its time limit of 0.5 s" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
@@ -153,8 +171,16 @@ def test_cli_search_with_a_sleeping_function_judge_ends(tmp_path):
 def test_cli_judge_timeout_option_sets_the_limit(tmp_path):
     index = build_index(tmp_path, FILM_WORLD)
     (tmp_path / "sleepy.py").write_text(SLEEPING_JUDGE)
-    r = sag2wb("search", "--db", index.path, "Where was the director of Glass Harbour born?",
-               "--judge", f"{tmp_path / 'sleepy.py'}:judge", "--judge-timeout", "0.7")
+    r = sag2wb(
+        "search",
+        "--db",
+        index.path,
+        "Where was the director of Glass Harbour born?",
+        "--judge",
+        f"{tmp_path / 'sleepy.py'}:judge",
+        "--judge-timeout",
+        "0.7",
+    )
     assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)  # safeio.EXIT_FAILED, as with the variable
     assert "did not answer within its time limit of 0.7 s" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
@@ -168,8 +194,10 @@ def test_load_function_judge_takes_a_limit(tmp_path):
 # ---- 2. JEV: a refused key among several requests; a server that echoes the key ------------
 SECRET = "sk-test-SECRET-123"
 FILM_QUESTION = "Where was the director of Glass Harbour born?"
-SIX = [{"unit_id": i, "title": f"Town {i}", "text": f"Town {i} lies on a river.", "document": f"Town {i}"}
-       for i in range(6)]
+SIX = [
+    {"unit_id": i, "title": f"Town {i}", "text": f"Town {i} lies on a river.", "document": f"Town {i}"}
+    for i in range(6)
+]
 
 
 ECHO_MODES = ["nonjson", "answer", "type", "model", "escaped", "400", "401", "403", "500"]
@@ -213,8 +241,9 @@ def test_a_refused_key_in_a_round_of_several_requests_gives_the_key_message(with
 @pytest.mark.parametrize("mode", ECHO_MODES)
 def test_an_echoed_key_reaches_no_message_log_or_cache(with_key, echo_server, tmp_path, caplog, mode):
     caplog.set_level(logging.DEBUG)  # every logger, httpx's included
-    judge = jev.make_jev_judge(endpoint=f"{echo_server}/{mode}", cache_dir=tmp_path / "cache", backoff_base=0.01,
-                               attempts=2)
+    judge = jev.make_jev_judge(
+        endpoint=f"{echo_server}/{mode}", cache_dir=tmp_path / "cache", backoff_base=0.01, attempts=2
+    )
     try:
         try:
             outcome = repr(JudgmentMemo().judge(judge, FILM_QUESTION, SIX[:2], []))
@@ -241,18 +270,39 @@ def test_an_echoed_key_reaches_no_screen_or_file_through_the_cli(echo_server, tm
     output and every file written (out.json, traces, cache, export) for the key."""
     index = build_index(tmp_path, FILM_WORLD)
     questions = tmp_path / "q.jsonl"
-    questions.write_text(json.dumps({"_id": "f1", "question": FILM_QUESTION,
-                                     "supporting_titles": ["Glass Harbour", "Mara Quell"]}) + "\n")
+    questions.write_text(
+        json.dumps({"_id": "f1", "question": FILM_QUESTION, "supporting_titles": ["Glass Harbour", "Mara Quell"]})
+        + "\n"
+    )
     env = {"JEV_API_KEY": SECRET, "SAG2WB_JEV_CACHE": str(tmp_path / "default-cache")}
     outputs = []
     for mode in ("nonjson", "401", "answer", "model"):  # every mode runs in-process above
-        common = ["--judge", "jev", "--jev-endpoint", f"{echo_server}/{mode}", "--cache-dir", tmp_path / f"cache-{mode}"]
+        common = [
+            "--judge",
+            "jev",
+            "--jev-endpoint",
+            f"{echo_server}/{mode}",
+            "--cache-dir",
+            tmp_path / f"cache-{mode}",
+        ]
         if mode in ("nonjson", "401"):
             r = sag2wb("search", "--db", index.path, FILM_QUESTION, "--explain", *common, env=env)
             outputs.append((f"search {mode}", r))
         else:
-            r = sag2wb("eval", "--db", index.path, "--questions", questions, "--out", tmp_path / f"out-{mode}.json",
-                       "--trace-dir", tmp_path / f"traces-{mode}", "--quiet", *common, env=env)
+            r = sag2wb(
+                "eval",
+                "--db",
+                index.path,
+                "--questions",
+                questions,
+                "--out",
+                tmp_path / f"out-{mode}.json",
+                "--trace-dir",
+                tmp_path / f"traces-{mode}",
+                "--quiet",
+                *common,
+                env=env,
+            )
             outputs.append((f"eval {mode}", r))
     r = sag2wb("cache", "export", "--cache-dir", tmp_path / "cache-model", "--file", tmp_path / "model.jsonl", env=env)
     outputs.append(("cache export", r))
@@ -262,7 +312,10 @@ def test_an_echoed_key_reaches_no_screen_or_file_through_the_cli(echo_server, tm
     assert dict(outputs)["eval model"].returncode == 0 and "questions 1" in dict(outputs)["eval model"].stdout
     assert list((tmp_path / "traces-model").iterdir())  # traces were written, and are searched below
     assert any("***" in r.stdout + r.stderr for _, r in outputs)  # the echo was seen, and scrubbed
-    assert "HTTP 401: the key from $JEV_API_KEY was refused" in dict(outputs)["search 401"].stderr + dict(outputs)["search 401"].stdout
+    assert (
+        "HTTP 401: the key from $JEV_API_KEY was refused"
+        in dict(outputs)["search 401"].stderr + dict(outputs)["search 401"].stdout
+    )
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.name == "cache.db" for p in written) and (tmp_path / "model.jsonl").stat().st_size > 0
     assert files_containing(tmp_path, SECRET) == []
@@ -270,8 +323,10 @@ def test_an_echoed_key_reaches_no_screen_or_file_through_the_cli(echo_server, tm
 
 # ---- 3. corrupt or misplaced caches; cache export / import edge files ----------------------
 def judgment_lines(n: int, p=lambda i: (i % 100) / 100) -> list[str]:
-    return [json.dumps({"key": jev.CACHE_KEY_PREFIX + hashlib.sha256(str(i).encode()).hexdigest(), "p": p(i),
-                        "model": "m"}) for i in range(n)]
+    return [
+        json.dumps({"key": jev.CACHE_KEY_PREFIX + hashlib.sha256(str(i).encode()).hexdigest(), "p": p(i), "model": "m"})
+        for i in range(n)
+    ]
 
 
 def write_lines(path: Path, lines) -> Path:
@@ -317,9 +372,13 @@ CORRUPTIONS = {
 @pytest.mark.parametrize("kind", CORRUPTIONS)
 def test_a_corrupt_cache_is_a_named_error_saying_deleting_it_is_safe(tmp_path, kind):
     cache = corrupt(tmp_path, kind)
-    for action in (jev.open_cache, jev.cache_stats, lambda d: jev.export_cache(d, tmp_path / "x.jsonl"),
-                   lambda d: jev.import_cache(d, write_lines(tmp_path / "one.jsonl", judgment_lines(1))),
-                   lambda d: jev.make_jev_judge("http://127.0.0.1:9/v1", cache_dir=d)):
+    for action in (
+        jev.open_cache,
+        jev.cache_stats,
+        lambda d: jev.export_cache(d, tmp_path / "x.jsonl"),
+        lambda d: jev.import_cache(d, write_lines(tmp_path / "one.jsonl", judgment_lines(1))),
+        lambda d: jev.make_jev_judge("http://127.0.0.1:9/v1", cache_dir=d),
+    ):
         with pytest.raises(jev.JEVCacheError) as info:
             action(cache)
         message = str(info.value)
@@ -333,8 +392,18 @@ def test_a_corrupt_cache_is_a_named_error_saying_deleting_it_is_safe(tmp_path, k
 def test_cli_with_a_corrupt_cache_says_which_file_in_one_line(tmp_path, kind):
     index = build_index(tmp_path, FILM_WORLD)
     cache = corrupt(tmp_path, kind)
-    r = sag2wb("search", "--db", index.path, FILM_QUESTION, "--judge", "jev", "--jev-endpoint", "http://127.0.0.1:9/v1",
-               "--cache-dir", cache)
+    r = sag2wb(
+        "search",
+        "--db",
+        index.path,
+        FILM_QUESTION,
+        "--judge",
+        "jev",
+        "--jev-endpoint",
+        "http://127.0.0.1:9/v1",
+        "--cache-dir",
+        cache,
+    )
     assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("sag2wb search: error: ") and CORRUPTIONS[kind] in r.stderr
 
@@ -361,13 +430,23 @@ def test_export_replaces_an_earlier_export_atomically_or_not_at_all(tmp_path):
     before = earlier.read_bytes()
     # A child process that may not write files over 200 kB (a full disk): room for the cache's
     # write-ahead log, not for the export (~350 kB), which fails mid-write.
-    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000)); "
-            "from workbench.cli.main import main; sys.exit(main(sys.argv[1:]))")
-    r = subprocess.run([sys.executable, "-c", code, "cache", "export", "--cache-dir", str(cache), "--file", str(earlier)],
-                       capture_output=True, text=True, timeout=60, cwd=REPO)
+    code = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000)); "
+        "from workbench.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, "cache", "export", "--cache-dir", str(cache), "--file", str(earlier)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert f"--file {earlier}: cannot write it (File too large); an earlier file there is unchanged" in r.stderr
-    assert earlier.read_bytes() == before and [p.name for p in tmp_path.iterdir() if p.name.startswith(".sag2wb-tmp")] == []
+    assert (
+        earlier.read_bytes() == before
+        and [p.name for p in tmp_path.iterdir() if p.name.startswith(".sag2wb-tmp")] == []
+    )
     assert jev.export_cache(cache, earlier) == 3000 and len(earlier.read_text().splitlines()) == 3000
 
 
@@ -391,7 +470,10 @@ def test_export_target_problems_are_named(tmp_path):
 KEY0 = jev.CACHE_KEY_PREFIX + "0" * 64
 BAD_IMPORT_LINES = {
     "huge-integer": ('{"key": "%s", "p": 1%s}' % (KEY0, "0" * 5000), "line 3: unusable JSON number (Exceeds the limit"),
-    "big-integer": ('{"key": "%s", "p": 1%s}' % (KEY0, "0" * 400), "line 3: an integer of 401 digits is not a probability"),
+    "big-integer": (
+        '{"key": "%s", "p": 1%s}' % (KEY0, "0" * 400),
+        "line 3: an integer of 401 digits is not a probability",
+    ),
     "deep-nesting": ('{"key": ' + "[" * 100_000 + "]" * 100_000 + "}", "line 3: JSON nested too deeply"),
     "not-json": ('{"key": ', "line 3: not JSON"),
     "nan": ('{"key": "%s", "p": NaN}' % KEY0, "line 3: p=nan is not a probability"),
@@ -411,7 +493,10 @@ def test_import_names_the_bad_line_and_writes_nothing(tmp_path, case):
 
 def test_import_of_a_non_utf8_file_names_line_and_column(tmp_path):
     file = tmp_path / "latin1.jsonl"
-    file.write_bytes(("\n".join(judgment_lines(1)) + "\n").encode() + b'{"key": "%s", "p": 0.5, "model": "caf\xe9"}\n' % KEY0.encode())
+    file.write_bytes(
+        ("\n".join(judgment_lines(1)) + "\n").encode()
+        + b'{"key": "%s", "p": 0.5, "model": "caf\xe9"}\n' % KEY0.encode()
+    )
     # 9 characters of {"key": ", 80 of the key, 26 of ", "p": 0.5, "model": "caf: the 0xe9 is the 116th byte
     with pytest.raises(jev.JEVInputError, match=r"latin1.jsonl, line 2: not UTF-8 \(byte 0xe9 at column 116\)"):
         jev.import_cache(tmp_path / "cache", file)
@@ -424,7 +509,9 @@ def test_import_counts_duplicates_honestly_and_never_silently_replaces(tmp_path)
     assert (report.lines, report.added, report.repeated_in_file, report.same_as_cache) == (5, 3, 2, 0)
     conflicting = json.dumps({**json.loads(lines[1]), "p": 0.99})
     clash = write_lines(tmp_path / "clash.jsonl", [lines[1], conflicting])
-    with pytest.raises(jev.JEVInputError, match=r"clash.jsonl, line 2: key jev-judgment-v1:.* has p=0.99, but line 1 gave it p=0.01"):
+    with pytest.raises(
+        jev.JEVInputError, match=r"clash.jsonl, line 2: key jev-judgment-v1:.* has p=0.99, but line 1 gave it p=0.01"
+    ):
         jev.import_cache(tmp_path / "cache", clash)
     other = write_lines(tmp_path / "other.jsonl", [lines[0], conflicting, lines[3]])
     report = jev.import_cache(tmp_path / "cache", other)
@@ -460,9 +547,13 @@ class ServerProcess:
     """`sag2wb judge-server --judge hash --port 0 ...` in a child process; `.port` from its banner."""
 
     def __init__(self, *extra, judge="hash"):
-        self.proc = subprocess.Popen([sys.executable, "-m", "workbench.cli", "judge-server", "--judge", judge,
-                                      "--port", "0", *map(str, extra)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, cwd=REPO)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "workbench.cli", "judge-server", "--judge", judge, "--port", "0", *map(str, extra)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
         banner = self.proc.stdout.readline()
         assert f"serving judge '{judge}' at http://127.0.0.1:" in banner, banner + self.proc.stderr.read()
         self.port = int(banner.split("http://127.0.0.1:")[1].split("/")[0])
@@ -554,13 +645,16 @@ def test_memory_stays_bounded_over_big_requests(server_process):
     assert growth_mib < 50, [r // 1024 for r in rss]
 
 
-@pytest.mark.parametrize("length, status, says", [
-    ("abc", 400, "is not one number of bytes"),
-    ("-1", 400, "is not one number of bytes"),
-    ("1e3", 400, "is not one number of bytes"),
-    (str(10**12), 413, "over this server's limit of 16777216 bytes"),
-    (None, 411, "needs a Content-Length"),
-])
+@pytest.mark.parametrize(
+    "length, status, says",
+    [
+        ("abc", 400, "is not one number of bytes"),
+        ("-1", 400, "is not one number of bytes"),
+        ("1e3", 400, "is not one number of bytes"),
+        (str(10**12), 413, "over this server's limit of 16777216 bytes"),
+        (None, 411, "needs a Content-Length"),
+    ],
+)
 def test_bad_content_length_is_answered_not_a_traceback(server_process, length, status, says):
     server = server_process()
     answer = exchange(server.port, post(b'{"model": "m"}', length))
@@ -602,15 +696,19 @@ def test_port_in_use_or_out_of_range_is_one_named_line(tmp_path):
         for port, says in cases.items():
             r = sag2wb("judge-server", "--judge", "hash", "--port", port, timeout=30)
             assert r.returncode == 2 and r.stdout == "", (port, r.stdout, r.stderr)
-            assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"sag2wb judge-server: error: --port {port}: {says}")
+            assert r.stderr.count("\n") == 1 and r.stderr.startswith(
+                f"sag2wb judge-server: error: --port {port}: {says}"
+            )
     r = sag2wb("judge-server", "--judge", "hash", "--port", "0", "--host", "host.invalid", timeout=30)
     assert r.returncode == 2 and "--host host.invalid: cannot listen there" in r.stderr and "Traceback" not in r.stderr
     assert issubclass(JudgeServerError, InputError)
 
 
 def test_server_keeps_no_bodies_unless_asked():
-    with JudgeServer(FunctionJudge(lambda q, c, x: [0.5] * len(c))) as plain, \
-            JudgeServer(FunctionJudge(lambda q, c, x: [0.5] * len(c)), keep_bodies=1) as recording:
+    with (
+        JudgeServer(FunctionJudge(lambda q, c, x: [0.5] * len(c))) as plain,
+        JudgeServer(FunctionJudge(lambda q, c, x: [0.5] * len(c)), keep_bodies=1) as recording,
+    ):
         for srv in (plain, recording):
             for _ in range(3):
                 assert status_of(exchange(srv.port, small_request())) == 200

@@ -1,5 +1,6 @@
 """Building at scale without losing anything: streamed corpora, refused --db targets, stale
 build files, damaged index files, Ctrl-C during a build. Real files and real processes."""
+
 import hashlib
 import json
 import os
@@ -27,8 +28,10 @@ def digest(path) -> str:
 
 
 def write_corpus(path, n: int) -> None:
-    path.write_text(json.dumps([{"title": f"Passage {i}", "text": f"word{i % 97} shared text number {i} here"}
-                                for i in range(n)]), encoding="utf-8")
+    path.write_text(
+        json.dumps([{"title": f"Passage {i}", "text": f"word{i % 97} shared text number {i} here"} for i in range(n)]),
+        encoding="utf-8",
+    )
 
 
 def test_streamed_corpus_gives_the_same_units_and_errors(tmp_path):
@@ -123,8 +126,14 @@ def test_ctrl_c_during_a_build_keeps_the_old_index(tmp_path):
     assert sag2wb("index", "corpus.json", "--db", "ix.sqlite", cwd=tmp_path).returncode == 0
     old = digest(tmp_path / "ix.sqlite")
     write_corpus(corpus, 30_000)
-    proc = subprocess.Popen([*SAG2WB, "index", "corpus.json", "--db", "ix.sqlite", "--workers", "2"], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [*SAG2WB, "index", "corpus.json", "--db", "ix.sqlite", "--workers", "2"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob(".ix.sqlite.building-*")) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)

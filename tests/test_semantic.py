@@ -1,6 +1,7 @@
 """The semantic judge with its model: embeddings (cache, truncation, empty and CJK text),
 named errors for missing or corrupt model files, the judge and its explanations, and
 `sag2wb embed`. The model loads once per test session (workbench.embeddings.load_model)."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.judges import embeddings
 from workbench.cli.main import main
-from workbench.judges.embeddings import DIM, Embedder, EmbeddingModelError, MiniLM, load_model
 from workbench.engine import Run
 from workbench.index.store import open_or_build
+from workbench.judges import embeddings
+from workbench.judges.embeddings import DIM, Embedder, EmbeddingModelError, MiniLM, load_model
 from workbench.judges.registry import make_judge
 from workbench.judges.semantic import SemanticJudge
 
@@ -68,17 +69,17 @@ def test_a_vector_depends_on_its_text_alone_bit_for_bit(model):
     others = ["a much longer text " * 20, "Tessaly is a river town.", ""]
     alone = Embedder(False, model=model).embed([short])[0]  # one text: the caller's thread
     for batch in ([short, *others], [*others, short], [others[0], short, others[1]]):
-        vecs = Embedder(False, model=model).embed(batch)   # several: the model's thread pool
+        vecs = Embedder(False, model=model).embed(batch)  # several: the model's thread pool
         assert np.array_equal(vecs[batch.index(short)], alone)
 
 
 def test_second_run_embeds_nothing(model, tmp_path):
     texts = [f"passage number {i} about rivers" for i in range(40)]
     first = Embedder(tmp_path / "cache", model=model)
-    a = first.embed(texts + texts[:5])               # duplicates are embedded once
+    a = first.embed(texts + texts[:5])  # duplicates are embedded once
     assert first.stats()["embedded"] == 40
     first.close()
-    second = Embedder(tmp_path / "cache", model=model)   # a new process would see the same disk cache
+    second = Embedder(tmp_path / "cache", model=model)  # a new process would see the same disk cache
     b = second.embed(texts)
     assert second.stats() == {"embedded": 0, "memory_hits": 0, "disk_hits": 40}
     assert np.array_equal(a[:40], b)
@@ -91,7 +92,7 @@ def test_long_empty_and_cjk_text(model):
     v = emb.embed([long_text, long_text + " and a different ending", "", "外部审计人员的会话空闲多久会过期？"])
     assert np.isfinite(v).all() and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     assert model.tokens_truncated - before == 2
-    assert float(v[0] @ v[1]) == pytest.approx(1.0, abs=1e-6)   # past the window nothing counts
+    assert float(v[0] @ v[1]) == pytest.approx(1.0, abs=1e-6)  # past the window nothing counts
 
 
 def test_missing_and_corrupt_model_files_are_named(tmp_path, monkeypatch):
@@ -149,8 +150,10 @@ def test_scores_follow_the_documented_formula_from_hand_counted_inputs(model, tm
         return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
     q_mass = idf(2) + idf(2) + idf(1) + idf(1)
-    coverage = {2: (idf(2) + idf(2) + idf(1)) / q_mass,  # Mara Quell's passage has mara, quell, born
-                3: idf(1) / q_mass}                      # Tessaly's has river
+    coverage = {
+        2: (idf(2) + idf(2) + idf(1)) / q_mass,  # Mara Quell's passage has mara, quell, born
+        3: idf(1) / q_mass,
+    }  # Tessaly's has river
     assert coverage[2] == pytest.approx(0.68268, abs=1e-5) and coverage[3] == pytest.approx(0.31732, abs=1e-5)
     items = {u: {"unit_id": u, "title": t, "text": x, "document": t} for u, (t, x) in enumerate(SCORED_WORLD, 1)}
     cands = [items[2], items[3]]
@@ -223,7 +226,7 @@ def test_explanations_never_change_a_trajectory_and_a_rerun_embeds_nothing(model
 
     silent = Silent(enc_index, embedder=Embedder(tmp_path / "cache", model=model))
     plain = Run(enc_index, q, judge=silent).run()
-    assert silent.usage()["embedded"] == 0            # every passage came from the disk cache
+    assert silent.usage()["embedded"] == 0  # every passage came from the disk cache
     assert all("explanations" not in r for r in json.loads(plain.to_json())["rounds"])
     for a, b in zip(explained.rounds, plain.rounds):
         assert (a.scores, a.ranking, a.pool, a.context) == (b.scores, b.ranking, b.pool, b.context)
@@ -242,12 +245,12 @@ def test_int8_precision_is_its_own_model_built_once_and_close_to_float(tmp_path,
     assert q.id == flt.id + ":int8dyn1-" + embeddings.file_sha256(built)[:12] and flt.precision == "float"
     texts = ["Who directed the film?", "The film was directed by Mara Quell.", "Tessaly is a river town."]
     a, b = flt.encode(texts), q.encode(texts)
-    assert (a * b).sum(axis=1).min() > 0.97      # measured 0.989 at worst over 200 2Wiki passages
+    assert (a * b).sum(axis=1).min() > 0.97  # measured 0.989 at worst over 200 2Wiki passages
     assert b[0] @ b[1] > b[0] @ b[2]
     stamp = built.stat().st_mtime_ns
-    MiniLM(precision="int8", models_dir=folder)   # reused, not rebuilt
+    MiniLM(precision="int8", models_dir=folder)  # reused, not rebuilt
     assert built.stat().st_mtime_ns == stamp and len(list(folder.iterdir())) == 1
-    built.write_bytes(built.read_bytes()[:50_000])   # a damaged build is named, with what to do
+    built.write_bytes(built.read_bytes()[:50_000])  # a damaged build is named, with what to do
     with pytest.raises(EmbeddingModelError, match="dynamic-int8.onnx cannot be loaded.*remove it; it is rebuilt"):
         MiniLM(precision="int8", models_dir=folder)
 
@@ -258,8 +261,11 @@ def test_a_texts_vector_depends_on_its_text_alone(precision):
     (int8's activation range used to be shared by a batch: its vectors moved with their
     batch-mates, and a cold run could rank differently from a pre-embedded one)."""
     m = load_model(precision=precision)
-    texts = ["Glass Harbour is a 1961 drama film directed by Mara Quell.", "Tessaly",
-             "Mara Quell was a film director. She was born in Tessaly and studied painting. " * 3]
+    texts = [
+        "Glass Harbour is a 1961 drama film directed by Mara Quell.",
+        "Tessaly",
+        "Mara Quell was a film director. She was born in Tessaly and studied painting. " * 3,
+    ]
     alone = np.stack([m.encode([t])[0] for t in texts])
     together = m.encode(texts)
     shuffled = m.encode(texts[::-1] + ["another text " * 40])[:3][::-1]
@@ -274,7 +280,7 @@ def test_bad_precision_and_missing_onnx_are_named(tmp_path, monkeypatch):
     with pytest.raises(embeddings.InputError, match="SAG2WB_EMBED_PRECISION='fp16'"):
         load_model()
     monkeypatch.setenv("SAG2WB_EMBED_PRECISION", "int8")
-    monkeypatch.setitem(__import__("sys").modules, "onnx", None)   # as if onnx were not installed
+    monkeypatch.setitem(__import__("sys").modules, "onnx", None)  # as if onnx were not installed
     with pytest.raises(EmbeddingModelError, match="pip install onnx"):
         MiniLM(models_dir=tmp_path / "models")
     assert not (tmp_path / "models").exists()

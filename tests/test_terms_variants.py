@@ -14,14 +14,22 @@ below depend only on the formulas, not on the tokenizer:
     c(kestrel) = max(idf(film), 0) = idf(film); c(porto calven) = idf(film); c(harbour) = idf(director)
     seed score 0.6, m = 0.8  ->  w = 0.5 + 0.5 * 0.6 / 0.8 = 0.875
 """
+
 import math
 
 import pytest
 
 from workbench import terms
 from workbench.terms import (
-    TERM_WEIGHTINGS, SeedView, Sentence, TermWeight, TermWeightingError, choose_terms, get_term_weighting,
-    register_term_weighting, variant_fingerprint,
+    TERM_WEIGHTINGS,
+    SeedView,
+    Sentence,
+    TermWeight,
+    TermWeightingError,
+    choose_terms,
+    get_term_weighting,
+    register_term_weighting,
+    variant_fingerprint,
 )
 
 N = 100
@@ -49,8 +57,12 @@ class Stats:
 
 
 SENTENCES = (
-    Sentence("s1", ("kestrel", "film", "kestrel", "porto calven"), (("porto calven", "Porto Calven"),),
-             ("kestrel", "film", "porto", "calven")),
+    Sentence(
+        "s1",
+        ("kestrel", "film", "kestrel", "porto calven"),
+        (("porto calven", "Porto Calven"),),
+        ("kestrel", "film", "porto", "calven"),
+    ),
     Sentence("s2", ("harbour", "director", "harbour"), (), ("harbour", "director")),
     Sentence("s3", ("kestrel", "river", "7"), (), ("kestrel", "river", "7")),
 )
@@ -58,8 +70,16 @@ ELIGIBLE = frozenset({"kestrel", "harbour", "porto calven", "river", "7"})
 
 
 def seed(score=0.6, max_score=0.8, unit_id=1, rank=1, sentences=SENTENCES):
-    return SeedView(unit_id=unit_id, rank=rank, title="T", score=score, max_score=max_score, sentences=sentences,
-                    question_tokens=frozenset({"film", "director"}), candidate_terms=ELIGIBLE)
+    return SeedView(
+        unit_id=unit_id,
+        rank=rank,
+        title="T",
+        score=score,
+        max_score=max_score,
+        sentences=sentences,
+        question_tokens=frozenset({"film", "director"}),
+        candidate_terms=ELIGIBLE,
+    )
 
 
 def priorities(name, s=None):
@@ -68,8 +88,15 @@ def priorities(name, s=None):
 
 def test_idf_constants_are_the_spec_formula():
     st = Stats(DF)
-    for term, value in [("kestrel", IDF_1), ("harbour", IDF_9), ("porto calven", IDF_2), ("director", IDF_19),
-                        ("film", IDF_49), ("river", IDF_30), ("7", IDF_5)]:
+    for term, value in [
+        ("kestrel", IDF_1),
+        ("harbour", IDF_9),
+        ("porto calven", IDF_2),
+        ("director", IDF_19),
+        ("film", IDF_49),
+        ("river", IDF_30),
+        ("7", IDF_5),
+    ]:
         assert st.idf(term) == pytest.approx(value, rel=1e-12)
 
 
@@ -127,8 +154,11 @@ def test_bm25_feedback_rm3_like_definition():
     length = 4 + 3 + 3  # expansion units of the seed
     norm = 1.2 * (1 - 0.75 + 0.75 * length / 100)  # 0.39
     assert norm == pytest.approx(0.39)
-    bm25 = {"kestrel": 3 * 2.2 / (3 + norm) * IDF_1, "harbour": 2 * 2.2 / (2 + norm) * IDF_9,
-            "porto calven": 1 * 2.2 / (1 + norm) * IDF_2}
+    bm25 = {
+        "kestrel": 3 * 2.2 / (3 + norm) * IDF_1,
+        "harbour": 2 * 2.2 / (2 + norm) * IDF_9,
+        "porto calven": 1 * 2.2 / (1 + norm) * IDF_2,
+    }
     for t, v in bm25.items():
         assert got[t].priority == pytest.approx(v * 0.6, rel=1e-12), t
         assert dict(got[t].extra)["bm25_weight"] == pytest.approx(v)
@@ -208,9 +238,11 @@ def test_variant_returning_a_non_dict_is_named():
 
 def test_file_variant_is_loaded_once_and_reloaded_when_edited(tmp_path):
     f = tmp_path / "my_rules.py"
-    f.write_text("from workbench.terms import sag2_rule\n"
-                 "def doubled(seed, stats):\n"
-                 "    return {t: w.__class__(2 * w.priority) for t, w in sag2_rule(seed, stats).items()}\n")
+    f.write_text(
+        "from workbench.terms import sag2_rule\n"
+        "def doubled(seed, stats):\n"
+        "    return {t: w.__class__(2 * w.priority) for t, w in sag2_rule(seed, stats).items()}\n"
+    )
     spec = f"{f}:doubled"
     fn = get_term_weighting(spec)
     assert get_term_weighting(spec) is fn  # cached: not re-executed every round
@@ -218,6 +250,7 @@ def test_file_variant_is_loaded_once_and_reloaded_when_edited(tmp_path):
     before = variant_fingerprint(spec)
     f.write_text("def doubled(seed, stats):\n    return {t: 1.0 for t in seed.candidate_terms}\n")
     import os
+
     os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
     assert get_term_weighting(spec) is not fn
     assert variant_fingerprint(spec) != before
@@ -240,14 +273,20 @@ def test_fingerprint_is_stable_and_tells_variants_apart():
 
 
 def test_shipped_registry():
-    assert set(TERM_WEIGHTINGS) >= {"sag2", "no_query_connection", "uniform_seed_weight", "no_idf", "tf_only",
-                                     "bm25_feedback"}
+    assert set(TERM_WEIGHTINGS) >= {
+        "sag2",
+        "no_query_connection",
+        "uniform_seed_weight",
+        "no_idf",
+        "tf_only",
+        "bm25_feedback",
+    }
     assert terms.RM3_MAX_DF_SHARE == 0.10
 
 
 def _sample_traces(tmp_path, corpus, questions, variant, name):
-    from workbench.index.corpora import load_corpus, load_questions
     from workbench.engine import Run
+    from workbench.index.corpora import load_corpus, load_questions
     from workbench.index.store import Index
     from workbench.judges.lexical import LexicalJudge
     from workbench.params import Params
@@ -264,9 +303,13 @@ def test_bounded_df_counting_keeps_the_same_rows(tmp_path, monkeypatch, variant)
     # (the docs sample has non-plain question tokens such as 'role_id' and Chinese ones).
     from .conftest import REPO
 
-    samples = [(REPO / "sample_corpora" / "encyclopedia" / "corpus.json",
-                REPO / "sample_corpora" / "encyclopedia" / "questions.jsonl"),
-               (REPO / "sample_corpora" / "internal_docs", REPO / "sample_corpora" / "internal_docs.questions.jsonl")]
+    samples = [
+        (
+            REPO / "sample_corpora" / "encyclopedia" / "corpus.json",
+            REPO / "sample_corpora" / "encyclopedia" / "questions.jsonl",
+        ),
+        (REPO / "sample_corpora" / "internal_docs", REPO / "sample_corpora" / "internal_docs.questions.jsonl"),
+    ]
     for k, (corpus, questions) in enumerate(samples):
         bounded, counted_bounded = _sample_traces(tmp_path, corpus, questions, variant, f"b{k}")
         with monkeypatch.context() as m:
@@ -314,8 +357,19 @@ def test_bounded_counting_equals_full_counting_on_a_generated_corpus(tmp_path):
                 ix.search('"w1"', 1)  # the engine has split the question's phrases by now
                 for t in qtokens:
                     ix.postings.tokens(t)
-                views = [SeedView(u, r + 1, ix.unit(u).title, 1.0 / (r + 1), 1.0, analyze_body(ix.unit(u).body),
-                                  qtokens, body=ix.unit(u).body) for r, u in enumerate(chosen)]
+                views = [
+                    SeedView(
+                        u,
+                        r + 1,
+                        ix.unit(u).title,
+                        1.0 / (r + 1),
+                        1.0,
+                        analyze_body(ix.unit(u).body),
+                        qtokens,
+                        body=ix.unit(u).body,
+                    )
+                    for r, u in enumerate(chosen)
+                ]
                 saved, terms._IDF_MONOTONE = terms._IDF_MONOTONE, monotone
                 try:
                     got.append(choose_terms(views, ix, "sag2", L=min(keep, 3), keep=keep)[0])

@@ -1,4 +1,5 @@
 """Widget model and views without a browser: the sample corpora, offline judges."""
+
 from __future__ import annotations
 
 import html
@@ -7,13 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from widgets import Dashboard, DashboardModel, dashboard_for, data
 from workbench.index.corpora import Question, load_corpus, load_questions
 from workbench.index.store import open_or_build
 from workbench.judges.lexical import LexicalJudge
 from workbench.params import Params
-
-from widgets import Dashboard, DashboardModel, dashboard_for
-from widgets import data
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "sample_corpora" / "internal_docs"
@@ -47,8 +46,10 @@ def test_param_change_redraws_every_view_and_reuses_judgments(dash):
     m = dash.model
     m.set_round(1)
     before = {
-        "terms": tuple(dash.terms.widget.data[-1]["y"]), "pool": dash.pool.widget.value,
-        "slope": tuple(dash.slope.widget.data[0]["y"]), "sankey": tuple(dash.trajectory.widget.data[0]["node"]["label"]),
+        "terms": tuple(dash.terms.widget.data[-1]["y"]),
+        "pool": dash.pool.widget.value,
+        "slope": tuple(dash.slope.widget.data[0]["y"]),
+        "sankey": tuple(dash.trajectory.widget.data[0]["node"]["label"]),
     }
     dash.params.ints["L"].value = 3  # the control, as a user would
     assert m.params.L == 3
@@ -57,7 +58,9 @@ def test_param_change_redraws_every_view_and_reuses_judgments(dash):
     assert m.frames["terms"].query("round == 1 and selected").shape[0] == 3
     terms = m.frames["terms"].query("round == 1").sort_values("priority", ascending=False)
     assert list(dash.terms.widget.data[-1]["y"])[:3] == [
-        t if not isinstance(r, str) or r == t else f"{t} → {r}" for t, r in zip(terms["term"][:3], terms["resolved"][:3])]
+        t if not isinstance(r, str) or r == t else f"{t} → {r}"
+        for t, r in zip(terms["term"][:3], terms["resolved"][:3])
+    ]
     assert dash.pool.widget.value != before["pool"]
     assert tuple(dash.trajectory.widget.data[0]["node"]["label"]) != before["sankey"]
     assert "applied; recomputed from round 1" in dash.params.message.value
@@ -78,12 +81,15 @@ def test_round_slider_moves_the_round_views(dash):
     assert dash.model.round == 2
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("H", 3, "H (expansion rounds) must be 0, 1 or 2, got 3"),
-    ("B", 0, "B (candidates per round) must be >= 1, got 0"),
-    ("field_weights", "2, x, 1", "field_weights: '2, x, 1' is not three numbers"),
-    ("field_weights", "0, 0, 0", "field_weights: at least one weight must be positive"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("H", 3, "H (expansion rounds) must be 0, 1 or 2, got 3"),
+        ("B", 0, "B (candidates per round) must be >= 1, got 0"),
+        ("field_weights", "2, x, 1", "field_weights: '2, x, 1' is not three numbers"),
+        ("field_weights", "0, 0, 0", "field_weights: at least one weight must be positive"),
+    ],
+)
 def test_invalid_entry_is_rejected_in_the_control_with_the_params_message(dash, field, value, message):
     trace = dash.model.trace
     box = dash.params.field_weights if field == "field_weights" else dash.params.ints[field]
@@ -279,7 +285,9 @@ def test_empty_states_say_why_and_data_returns(dash):
     assert dash.seeds.widget.data == [] and "round 0 is plain BM25" in _annotation(dash.seeds.widget)
     assert dash.terms.widget.data == [] and "no expansion terms" in _annotation(dash.terms.widget)
     m.set_params(H=0)
-    assert dash.trajectory.widget.data == [] and _annotation(dash.trajectory.widget) == "no expansion: H=0 (round 0 only)"
+    assert (
+        dash.trajectory.widget.data == [] and _annotation(dash.trajectory.widget) == "no expansion: H=0 (round 0 only)"
+    )
     m.set_params(H=1, L=5)
     # round 1 expanded: the diagram shows what its terms retrieved (the issue's L=5, H=1 case)
     sankey = dash.trajectory.widget.data[0]
@@ -317,8 +325,10 @@ def test_voila_hook_sets_the_xsrf_cookie_and_drops_cdn_links():
     h = Handler()
     prelaunch_hook(h, notebook=None, cwd=".")
     assert Handler.touched
-    page = ('<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/@fortawesome/fontawesome-free@^5/css/'
-            'all.min.css" type="text/css" />\n  <style>x</style>')
+    page = (
+        '<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/@fortawesome/fontawesome-free@^5/css/'
+        'all.min.css" type="text/css" />\n  <style>x</style>'
+    )
     h.write(page)
     h.write(b"<p>plain</p>")
     assert h.written == ["<style>x</style>", b"<p>plain</p>"]

@@ -2,8 +2,11 @@
 read only `Trace.frames()` and ask the engine to re-run.
 
 >>> from widgets import dashboard_for
->>> dashboard_for("sample_corpora/internal_docs")   # doctest: +SKIP
+>>> dash = dashboard_for("sample_corpora/internal_docs")   # a bare `dash` in a cell shows it
+>>> dash.trace.question_id, dash.trace.judge
+('docs-01', 'lexical')
 """
+
 from .dashboard import Dashboard, dashboard_for
 from .model import DashboardModel, jev_configured
 

@@ -5,6 +5,7 @@ pyproject.toml), exactly as stored.
 >>> read("slot.js").lstrip().startswith("function plotlySlot()")
 True
 """
+
 from __future__ import annotations
 
 from importlib import resources

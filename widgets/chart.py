@@ -21,6 +21,7 @@ chart) and publishes it on `globalThis.__sag2wbPlotly`; every `Chart` waits for 
 >>> chart.figure["layout"]["annotations"][0]["text"]
 'no seeds in round 0'
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,8 +44,7 @@ _LOADER_TAIL_JS = assets.read("plotly_loader.js")  # runs after plotly.min.js in
 
 @functools.cache
 def _loader_js() -> str:
-    source = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(
-        encoding="utf-8")
+    source = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
     # plotly.min.js is UMD: with a `module` object in scope it fills module.exports (and
     # touches no global `define`, which an AMD loader on the page would otherwise take).
     return "const module = { exports: {} };\n" + source + "\n;\n" + _SLOT_JS + _LOADER_TAIL_JS
@@ -77,11 +77,19 @@ def empty_figure(reason: str, height: int = 260, title: str = "") -> go.Figure:
     """A chart with no data that says why (no expansion, no seeds, an early stop)."""
     fig = go.Figure()
     fig.update_layout(
-        height=height, margin=dict(l=10, r=10, t=30 if title else 10, b=10), autosize=True,
+        height=height,
+        margin=dict(l=10, r=10, t=30 if title else 10, b=10),
+        autosize=True,
         title=dict(text=title, font=dict(size=12)) if title else None,
-        xaxis=dict(visible=False), yaxis=dict(visible=False), plot_bgcolor="white",
-        annotations=[dict(text=reason, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                          font=dict(size=13, color="#666"))])
+        xaxis=dict(visible=False),
+        yaxis=dict(visible=False),
+        plot_bgcolor="white",
+        annotations=[
+            dict(
+                text=reason, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font=dict(size=13, color="#666")
+            )
+        ],
+    )
     return fig
 
 

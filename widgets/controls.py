@@ -1,5 +1,6 @@
 """Controls: parameters, judge, pins and re-run. Each validates its entry and shows the
 engine's own message (ParamsError, JudgeError) next to it instead of applying a bad value."""
+
 from __future__ import annotations
 
 import html
@@ -13,14 +14,18 @@ from workbench.terms import TermWeightingError
 from .model import ROUND, TRACE
 
 INT_PARAMS = ("B", "s", "L", "H", "p")
-HELP = {"B": "candidates per round", "s": "seeds per round", "L": "expansion terms",
-        "H": "expansion rounds (0-2)", "p": "protected BM25 passages"}
+HELP = {
+    "B": "candidates per round",
+    "s": "seeds per round",
+    "L": "expansion terms",
+    "H": "expansion rounds (0-2)",
+    "p": "protected BM25 passages",
+}
 
 
 def _message(widget: w.HTML, text: str | None, ok: str = ""):
     if text:
-        widget.value = (f"<span style='color:#b00020;font-size:12px' class='sag2wb-invalid'>"
-                        f"✗ {html.escape(text)}</span>")
+        widget.value = f"<span style='color:#b00020;font-size:12px' class='sag2wb-invalid'>✗ {html.escape(text)}</span>"
     else:
         widget.value = f"<span style='color:#555;font-size:12px'>{html.escape(ok)}</span>"
 
@@ -33,42 +38,56 @@ class ParamsControls:
         p = model.params
         small = w.Layout(width="118px")
         style = {"description_width": "18px"}
-        self.ints = {name: w.IntText(value=getattr(p, name), description=name, tooltip=HELP[name],
-                                     layout=small, style=style) for name in INT_PARAMS}
+        self.ints = {
+            name: w.IntText(value=getattr(p, name), description=name, tooltip=HELP[name], layout=small, style=style)
+            for name in INT_PARAMS
+        }
         for name, box in self.ints.items():
             box.add_class(f"sag2wb-param-{name}")
-        self.field_weights = w.Text(value=", ".join(f"{x:g}" for x in p.field_weights),
-                                    description="field weights",
-                                    continuous_update=False, layout=w.Layout(width="230px"),
-                                    style={"description_width": "95px"},
-                                    tooltip="title, heading, body")
-        self.term_weighting = w.Dropdown(options=model.term_weightings(), value=p.term_weighting,
-                                         description="term weighting",
-                                         layout=w.Layout(width="300px"),
-                                         style={"description_width": "115px"})
-        self.diversity = w.Checkbox(value=p.diversity, description="diversity", indent=False,
-                                    layout=w.Layout(width="90px"))
-        self.use_context = w.Checkbox(value=p.use_context, description="context", indent=False,
-                                      layout=w.Layout(width="80px"))
-        self.auto = w.Checkbox(value=True, description="re-run on change", indent=False,
-                               layout=w.Layout(width="135px"))
-        self.rerun = w.Button(description="Re-run", button_style="primary",
-                              layout=w.Layout(width="80px"),
-                              tooltip="recompute from the earliest round the changes affect")
+        self.field_weights = w.Text(
+            value=", ".join(f"{x:g}" for x in p.field_weights),
+            description="field weights",
+            continuous_update=False,
+            layout=w.Layout(width="230px"),
+            style={"description_width": "95px"},
+            tooltip="title, heading, body",
+        )
+        self.term_weighting = w.Dropdown(
+            options=model.term_weightings(),
+            value=p.term_weighting,
+            description="term weighting",
+            layout=w.Layout(width="300px"),
+            style={"description_width": "115px"},
+        )
+        self.diversity = w.Checkbox(
+            value=p.diversity, description="diversity", indent=False, layout=w.Layout(width="90px")
+        )
+        self.use_context = w.Checkbox(
+            value=p.use_context, description="context", indent=False, layout=w.Layout(width="80px")
+        )
+        self.auto = w.Checkbox(value=True, description="re-run on change", indent=False, layout=w.Layout(width="135px"))
+        self.rerun = w.Button(
+            description="Re-run",
+            button_style="primary",
+            layout=w.Layout(width="80px"),
+            tooltip="recompute from the earliest round the changes affect",
+        )
         self.message = w.HTML()
         self.message.add_class("sag2wb-params-message")
-        for box in [*self.ints.values(), self.field_weights, self.term_weighting, self.diversity,
-                    self.use_context]:
+        for box in [*self.ints.values(), self.field_weights, self.term_weighting, self.diversity, self.use_context]:
             box.observe(self._edited, "value")
         self.rerun.on_click(lambda _: self.apply(force=True))
         model.subscribe(self._on_event)
-        self.widget = w.VBox([
-            w.HBox([*self.ints.values(), self.field_weights],
-                   layout=w.Layout(flex_flow="row wrap")),
-            w.HBox([self.term_weighting, self.diversity, self.use_context, self.auto, self.rerun],
-                   layout=w.Layout(flex_flow="row wrap", align_items="center")),
-            self.message,
-        ])
+        self.widget = w.VBox(
+            [
+                w.HBox([*self.ints.values(), self.field_weights], layout=w.Layout(flex_flow="row wrap")),
+                w.HBox(
+                    [self.term_weighting, self.diversity, self.use_context, self.auto, self.rerun],
+                    layout=w.Layout(flex_flow="row wrap", align_items="center"),
+                ),
+                self.message,
+            ]
+        )
         _message(self.message, None)
 
     def entered(self) -> dict:
@@ -76,12 +95,16 @@ class ParamsControls:
         try:
             weights = tuple(float(x) for x in self.field_weights.value.replace(";", ",").split(","))
         except ValueError:
-            raise ParamsError(f"field_weights: {self.field_weights.value!r} is not three numbers "
-                              "like 2, 2, 1 (title, heading, body)") from None
-        return {**{n: int(b.value) for n, b in self.ints.items()}, "field_weights": weights,
-                "term_weighting": self.term_weighting.value,
-                "diversity": bool(self.diversity.value),
-                "use_context": bool(self.use_context.value)}
+            raise ParamsError(
+                f"field_weights: {self.field_weights.value!r} is not three numbers like 2, 2, 1 (title, heading, body)"
+            ) from None
+        return {
+            **{n: int(b.value) for n, b in self.ints.items()},
+            "field_weights": weights,
+            "term_weighting": self.term_weighting.value,
+            "diversity": bool(self.diversity.value),
+            "use_context": bool(self.use_context.value),
+        }
 
     def _edited(self, _change):
         if self._syncing:
@@ -105,8 +128,11 @@ class ParamsControls:
         if not (self.auto.value or force):
             _message(self.message, None, f"valid; press Re-run (recomputes from round {min(r, 3)})")
             return True
-        _message(self.message, None, f"applied; recomputed from round {r}" if r <= 2
-                 else "applied; only the final diversity ordering changed")
+        _message(
+            self.message,
+            None,
+            f"applied; recomputed from round {r}" if r <= 2 else "applied; only the final diversity ordering changed",
+        )
         self._applied_for = (self.model.question.id, self.model.judge_spec)
         self.model.set_params(**{k: getattr(new, k) for k in self.entered()})
         return True
@@ -136,8 +162,13 @@ class JudgeControls:
 
     def __init__(self, model):
         self.model = model
-        self.picker = w.Dropdown(options=model.judge_options(), value=model.judge_spec, description="judge",
-                                 layout=w.Layout(width="230px"), style={"description_width": "40px"})
+        self.picker = w.Dropdown(
+            options=model.judge_options(),
+            value=model.judge_spec,
+            description="judge",
+            layout=w.Layout(width="230px"),
+            style={"description_width": "40px"},
+        )
         self.picker.add_class("sag2wb-judge")
         self.function = w.Text(placeholder="FILE.py:NAME", layout=w.Layout(width="210px"), continuous_update=False)
         self.load = w.Button(description="use function", layout=w.Layout(width="115px"))
@@ -146,8 +177,10 @@ class JudgeControls:
         self.picker.observe(self._picked, "value")
         self.load.on_click(self._load)
         model.subscribe(self._on_event)
-        self.widget = w.HBox([self.picker, self.function, self.load, self.message],
-                             layout=w.Layout(flex_flow="row wrap", align_items="center"))
+        self.widget = w.HBox(
+            [self.picker, self.function, self.load, self.message],
+            layout=w.Layout(flex_flow="row wrap", align_items="center"),
+        )
 
     def _picked(self, change):
         if self._syncing:
@@ -186,10 +219,8 @@ class PinControls:
 
     def __init__(self, model):
         self.model = model
-        self.unit = w.Dropdown(description="pin", layout=w.Layout(width="330px"),
-                               style={"description_width": "30px"})
-        self.score = w.BoundedFloatText(value=1.0, min=0.0, max=1.0, step=0.05,
-                                        layout=w.Layout(width="70px"))
+        self.unit = w.Dropdown(description="pin", layout=w.Layout(width="330px"), style={"description_width": "30px"})
+        self.score = w.BoundedFloatText(value=1.0, min=0.0, max=1.0, step=0.05, layout=w.Layout(width="70px"))
         self.pin = w.Button(description="pin score", layout=w.Layout(width="85px"))
         self.clear = w.Button(description="clear pins", layout=w.Layout(width="85px"))
         self.message = w.HTML()
@@ -198,8 +229,10 @@ class PinControls:
         self.pin.on_click(self._pin)
         self.clear.on_click(lambda _: model.clear_pins())
         model.subscribe(self._on_event)
-        self.widget = w.HBox([self.unit, self.score, self.pin, self.clear, self.message],
-                             layout=w.Layout(flex_flow="row wrap", align_items="center"))
+        self.widget = w.HBox(
+            [self.unit, self.score, self.pin, self.clear, self.message],
+            layout=w.Layout(flex_flow="row wrap", align_items="center"),
+        )
         self._on_event(model, ROUND)
 
     def _pin(self, _):
@@ -216,11 +249,11 @@ class PinControls:
         p = model.frames["passages"]
         p = p[(p["round"] == model.round) & p["score"].notna()].sort_values("rank")
         keep = self.unit.value
-        self.unit.options = [(f"r{model.round} #{int(r)} {t[:40]}", int(u)) for r, t, u in
-                             zip(p["rank"], p["title"], p["unit_id"])]
+        self.unit.options = [
+            (f"r{model.round} #{int(r)} {t[:40]}", int(u)) for r, t, u in zip(p["rank"], p["title"], p["unit_id"])
+        ]
         ids = [u for _, u in self.unit.options]
         self.unit.value = keep if keep in ids else (ids[0] if ids else None)
         titles = dict(zip(model.frames["passages"]["unit_id"], model.frames["passages"]["title"]))
-        pins = ", ".join(f"r{r}:{str(titles.get(u, u))[:20]}={s:g}"
-                         for (r, u), s in model.pins.items())
+        pins = ", ".join(f"r{r}:{str(titles.get(u, u))[:20]}={s:g}" for (r, u), s in model.pins.items())
         _message(self.message, None, f"pinned: {pins}" if pins else "")

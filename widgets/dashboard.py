@@ -1,10 +1,14 @@
 """The SAG2 dashboard: one model, the views that read its trace frames, and the controls.
 
->>> from widgets import Dashboard, dashboard_for                                   # doctest: +SKIP
->>> Dashboard(index, questions, judge="lexical")                                   # doctest: +SKIP
+>>> from widgets import Dashboard, dashboard_for
+>>> dash = Dashboard(index, questions, judge="lexical")   # a bare `dash` in a cell shows it
+>>> dash.trace.question_id, dash.trace.final_ranking[:3]
+('docs-01', (14, 9, 6))
 >>> # index the folder, find its questions
->>> dashboard_for("sample_corpora/internal_docs")                                  # doctest: +SKIP
+>>> dashboard_for("sample_corpora/internal_docs").model.questions[-1].id
+'docs-09'
 """
+
 from __future__ import annotations
 
 import html
@@ -24,17 +28,20 @@ from .model import DashboardModel
 
 
 def _section(title: str, child, css_class: str = "") -> w.VBox:
-    box = w.VBox([w.HTML(f"<div style='font-weight:600;font-size:13px;margin-top:4px'>"
-                         f"{html.escape(title)}</div>"),
-                  child], layout=w.Layout(min_width="0", overflow="hidden", width="100%"))
+    box = w.VBox(
+        [w.HTML(f"<div style='font-weight:600;font-size:13px;margin-top:4px'>{html.escape(title)}</div>"), child],
+        layout=w.Layout(min_width="0", overflow="hidden", width="100%"),
+    )
     if css_class:
         box.add_class(css_class)
     return box
 
 
 def _two_columns(left, right) -> w.GridBox:
-    return w.GridBox([left, right], layout=w.Layout(
-        grid_template_columns="minmax(0, 1fr) minmax(0, 1fr)", grid_gap="6px 12px", width="100%"))
+    return w.GridBox(
+        [left, right],
+        layout=w.Layout(grid_template_columns="minmax(0, 1fr) minmax(0, 1fr)", grid_gap="6px 12px", width="100%"),
+    )
 
 
 class Dashboard:
@@ -43,11 +50,20 @@ class Dashboard:
 
     `background=True` runs re-runs on a worker thread so Stop can interrupt between rounds."""
 
-    def __init__(self, index, questions, judge="auto", params: Params | None = None, *,
-                 jev_options: dict | None = None, judges: dict | None = None,
-                 background: bool = False):
-        self.model = DashboardModel(index, questions, judge=judge, params=params,
-                                    jev_options=jev_options, judges=judges)
+    def __init__(
+        self,
+        index,
+        questions,
+        judge="auto",
+        params: Params | None = None,
+        *,
+        jev_options: dict | None = None,
+        judges: dict | None = None,
+        background: bool = False,
+    ):
+        self.model = DashboardModel(
+            index, questions, judge=judge, params=params, jev_options=jev_options, judges=judges
+        )
         self.background = background
         m = self.model
         self.status = views.StatusView(m)
@@ -61,38 +77,51 @@ class Dashboard:
         self.ranking = views.RankingView(m)
         self.diff = views.DiffView(m)
         self.passage = views.PassageView(m)
-        self.export = ExportControls(m, charts={
-            "seeds": self.seeds.widget, "terms": self.terms.widget,
-            "slope": self.slope.widget, "trajectory": self.trajectory.widget})
+        self.export = ExportControls(
+            m,
+            charts={
+                "seeds": self.seeds.widget,
+                "terms": self.terms.widget,
+                "slope": self.slope.widget,
+                "trajectory": self.trajectory.widget,
+            },
+        )
         self.params = ParamsControls(m)
         self.judge = JudgeControls(m)
         self.pins = PinControls(m)
         if background:
             m.recompute_later = m.recompute_in_background
-        controls = w.VBox([self.params.widget, self.judge.widget, self.pins.widget,
-                           self.status.widget],
-                          layout=w.Layout(border="1px solid #ddd", padding="4px", width="100%"))
+        controls = w.VBox(
+            [self.params.widget, self.judge.widget, self.pins.widget, self.status.widget],
+            layout=w.Layout(border="1px solid #ddd", padding="4px", width="100%"),
+        )
         controls.add_class("sag2wb-controls")
-        self.widget = w.VBox([
-            loader(),  # hidden: plotly.js from the plotly package, once per page, for every chart
-            w.HTML("<div style='font-size:16px;font-weight:600'>SAG2 trajectory dashboard</div>"),
-            self.stepper.widget,
-            controls,
-            # the pool gets the full width: ten columns do not fit half of JupyterLab's main
-            # area with the file browser open (columns were clipped)
-            _section(self.pool.title, self.pool.widget, "sag2wb-pool-section"),
-            _two_columns(_section(self.seeds.title, self.seeds.widget, "sag2wb-seeds-section"),
-                         _section(self.context.title, self.context.widget,
-                                  "sag2wb-context-section")),
-            _section(self.passage.title, self.passage.widget, "sag2wb-passage-section"),
-            _section(self.terms.title, self.terms.widget, "sag2wb-terms-section"),
-            # the ranking's seven columns need the full width; the diff's two lists fit half
-            _section(self.ranking.title, self.ranking.widget, "sag2wb-ranking-section"),
-            _two_columns(_section(self.slope.title, self.slope.widget, "sag2wb-slope-section"),
-                         _section(self.diff.title, self.diff.widget, "sag2wb-diff-section")),
-            _section(self.trajectory.title, self.trajectory.widget, "sag2wb-trajectory-section"),
-            _section("Export", self.export.widget, "sag2wb-export-section"),
-        ], layout=w.Layout(width="100%", max_width="1240px", overflow="hidden"))
+        self.widget = w.VBox(
+            [
+                loader(),  # hidden: plotly.js from the plotly package, once per page, for every chart
+                w.HTML("<div style='font-size:16px;font-weight:600'>SAG2 trajectory dashboard</div>"),
+                self.stepper.widget,
+                controls,
+                # the pool gets the full width: ten columns do not fit half of JupyterLab's main
+                # area with the file browser open (columns were clipped)
+                _section(self.pool.title, self.pool.widget, "sag2wb-pool-section"),
+                _two_columns(
+                    _section(self.seeds.title, self.seeds.widget, "sag2wb-seeds-section"),
+                    _section(self.context.title, self.context.widget, "sag2wb-context-section"),
+                ),
+                _section(self.passage.title, self.passage.widget, "sag2wb-passage-section"),
+                _section(self.terms.title, self.terms.widget, "sag2wb-terms-section"),
+                # the ranking's seven columns need the full width; the diff's two lists fit half
+                _section(self.ranking.title, self.ranking.widget, "sag2wb-ranking-section"),
+                _two_columns(
+                    _section(self.slope.title, self.slope.widget, "sag2wb-slope-section"),
+                    _section(self.diff.title, self.diff.widget, "sag2wb-diff-section"),
+                ),
+                _section(self.trajectory.title, self.trajectory.widget, "sag2wb-trajectory-section"),
+                _section("Export", self.export.widget, "sag2wb-export-section"),
+            ],
+            layout=w.Layout(width="100%", max_width="1240px", overflow="hidden"),
+        )
         self.widget.add_class("sag2wb-dashboard")
 
     # ---- notebook display ------------------------------------------------------------------
@@ -115,22 +144,30 @@ class Dashboard:
 
 
 def _find_questions(path: Path):
-    for candidate in (path.with_name(path.name + ".questions.jsonl"), path / "questions.jsonl",
-                      path.parent / "questions.jsonl"):
+    for candidate in (
+        path.with_name(path.name + ".questions.jsonl"),
+        path / "questions.jsonl",
+        path.parent / "questions.jsonl",
+    ):
         if candidate.is_file():
             return candidate
     return None
 
 
-def dashboard_for(corpus, questions=None, judge: str = "auto", *, db=None,
-                  params: Params | None = None, **kwargs) -> Dashboard:
+def dashboard_for(
+    corpus, questions=None, judge: str = "auto", *, db=None, params: Params | None = None, **kwargs
+) -> Dashboard:
     """Index a folder of .md/.txt documents (or a corpus.json, or a folder holding one) and
     open the dashboard. `questions`: a .jsonl path, Question objects or plain strings; by
     default the `<folder>.questions.jsonl` next to the folder or a `questions.jsonl` inside.
     The index goes to `.sag2wb/<name>.sqlite` (git-ignored) unless `db` says otherwise.
 
-    >>> dashboard_for("sample_corpora/internal_docs")                      # doctest: +SKIP
-    >>> dashboard_for("my_docs", questions=["How are refunds approved?"])  # doctest: +SKIP
+    >>> dashboard_for("sample_corpora/internal_docs").trace.question_id
+    'docs-01'
+    >>> dashboard_for("sample_corpora/internal_docs", questions=["How are refunds approved?"]).trace.question
+    'How are refunds approved?'
+    >>> sorted(p.name for p in Path(".sag2wb").iterdir())
+    ['internal_docs.sqlite']
     """
     path = Path(corpus)
     source = path / "corpus.json" if path.is_dir() and (path / "corpus.json").is_file() else path
@@ -146,6 +183,5 @@ def dashboard_for(corpus, questions=None, judge: str = "auto", *, db=None,
         questions = load_questions(questions)
     elif isinstance(questions, str):
         questions = [questions]
-    questions = [q if isinstance(q, Question) else Question(f"q{i + 1}", str(q))
-                 for i, q in enumerate(questions)]
+    questions = [q if isinstance(q, Question) else Question(f"q{i + 1}", str(q)) for i, q in enumerate(questions)]
     return Dashboard(index, questions, judge=judge, params=params, **kwargs)

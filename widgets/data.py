@@ -1,16 +1,33 @@
 """What each view shows, computed from the trace frames only (pure functions, no widgets).
 
->>> frames = trace.frames()                                     # doctest: +SKIP
->>> pool_table(frames, round_no=1, show_gold=True).head()       # doctest: +SKIP
+>>> from workbench.engine import Run
+>>> from workbench.judges import LexicalJudge
+>>> frames = Run(index, questions[0], judge=LexicalJudge(index)).run().frames()
+>>> pool_table(frames, round_no=1, show_gold=True)[["rank", "title", "origin", "gold"]].head(3)
+   rank                         title     origin   gold
+0     1  Onboarding for new engineers  protected  False
+1     2                Single sign-on  protected  False
+2     3                    Login flow  protected   True
 """
+
 from __future__ import annotations
 
 import math
 
 import pandas as pd
 
-POOL_VIEW_COLUMNS = ["rank", "title", "source", "origin", "retrieval_rank", "via_term", "score",
-                     "previous_score", "explanation", "gold"]
+POOL_VIEW_COLUMNS = [
+    "rank",
+    "title",
+    "source",
+    "origin",
+    "retrieval_rank",
+    "via_term",
+    "score",
+    "previous_score",
+    "explanation",
+    "gold",
+]
 TERM_COMPONENTS = ["tf factor (1+ln tf)", "idf", "1 + query connection", "seed_weight"]
 
 
@@ -35,11 +52,14 @@ def pool_table(frames: dict, round_no: int, show_gold: bool) -> pd.DataFrame:
 def context_table(frames: dict, round_no: int, show_gold: bool) -> pd.DataFrame:
     c = frames["context"]
     c = c[c["round"] == round_no].copy()
-    c["source"] = c["unit_id"].map(
-        dict(zip(frames["passages"]["unit_id"], frames["passages"]["source"])))
+    c["source"] = c["unit_id"].map(dict(zip(frames["passages"]["unit_id"], frames["passages"]["source"])))
     if show_gold:
-        gold_units = set(frames["passages"].loc[frames["passages"]["gold"] == True,  # noqa: E712
-                                                "unit_id"])
+        gold_units = set(
+            frames["passages"].loc[
+                frames["passages"]["gold"] == True,  # noqa: E712
+                "unit_id",
+            ]
+        )
         c["gold"] = c["unit_id"].isin(gold_units)
     return c.reset_index(drop=True)
 
@@ -53,8 +73,7 @@ def seeds_by_round(frames: dict) -> dict:
 def seed_bars(frames: dict, round_no: int) -> pd.DataFrame:
     """Seeds whose terms retrieved this round (S_(r-1)), in seed order, with their score, the
     seed weight the term-weighting rule gave them, and how many selected terms they won."""
-    cols = ["unit_id", "title", "previous_rank", "seed_score", "seed_weight", "gold",
-            "terms_selected"]
+    cols = ["unit_id", "title", "previous_rank", "seed_score", "seed_weight", "gold", "terms_selected"]
     s = frames["seeds"]
     s = s[s["round"] == round_no].sort_values("rank")
     if s.empty:
@@ -63,10 +82,15 @@ def seed_bars(frames: dict, round_no: int) -> pd.DataFrame:
     prev = p[p["round"] == round_no - 1].set_index("unit_id")
     t = frames["terms"]
     selected = t[(t["round"] == round_no) & t["selected"]].groupby("seed").size()
-    out = pd.DataFrame({"unit_id": s["unit_id"].astype(int).to_numpy(),
-                        "title": s["title"].to_numpy(),
-                        "seed_score": s["score"].to_numpy(), "seed_weight": s["weight"].to_numpy(),
-                        "gold": s["gold"].to_numpy()})
+    out = pd.DataFrame(
+        {
+            "unit_id": s["unit_id"].astype(int).to_numpy(),
+            "title": s["title"].to_numpy(),
+            "seed_score": s["score"].to_numpy(),
+            "seed_weight": s["weight"].to_numpy(),
+            "gold": s["gold"].to_numpy(),
+        }
+    )
     out["previous_rank"] = out["unit_id"].map(prev["rank"])
     out["terms_selected"] = out["unit_id"].map(selected).fillna(0).astype(int)
     return out[cols]
@@ -76,12 +100,10 @@ def term_components(frames: dict, round_no: int, top: int = 25) -> pd.DataFrame:
     """The round's terms by priority (selected first, then the best unselected up to `top`),
     with the four factors of priority = (1+ln tf)·idf·(1+c)·w and the resolved form."""
     t = frames["terms"]
-    t = (t[t["round"] == round_no].sort_values(["priority", "term"], ascending=[False, True])
-         .head(top).copy())
+    t = t[t["round"] == round_no].sort_values(["priority", "term"], ascending=[False, True]).head(top).copy()
     t["tf factor (1+ln tf)"] = [1 + math.log(x) if x and x > 0 else 0.0 for x in t["tf"]]
     t["1 + query connection"] = 1 + t["query_connection"]
-    t["product"] = (t["tf factor (1+ln tf)"] * t["idf"] * t["1 + query connection"]
-                    * t["seed_weight"])
+    t["product"] = t["tf factor (1+ln tf)"] * t["idf"] * t["1 + query connection"] * t["seed_weight"]
     t["label"] = [
         f"{term} → {res}" if isinstance(res, str) and res != term else str(term)
         for term, res in zip(t["term"], t["resolved"])
@@ -100,8 +122,7 @@ def slope_lines(frames: dict) -> dict:
     gold = set(p.loc[p["gold"] == True, "unit_id"])  # noqa: E712
     out = {"other": ([], [], []), "entered by expansion": ([], [], []), "gold": ([], [], [])}
     for unit_id, g in p.sort_values("round").groupby("unit_id", sort=True):
-        cat = ("gold" if unit_id in gold
-               else "entered by expansion" if unit_id in via_expansion else "other")
+        cat = "gold" if unit_id in gold else "entered by expansion" if unit_id in via_expansion else "other"
         x, y, text = out[cat]
         title = g["title"].iloc[0]
         for r, s, v in zip(g["round"], g["score"], g["via_term"]):
@@ -151,8 +172,7 @@ def trajectory_links(frames: dict, keep_top: int = 10) -> dict:
         if winner.empty:
             continue
         seed = int(winner["seed"].iloc[0])
-        s = node(("p", seed), "★ " * (seed in gold_units) + short(titles.get(seed, seed)),
-                 passage_color(seed))
+        s = node(("p", seed), "★ " * (seed in gold_units) + short(titles.get(seed, seed)), passage_color(seed))
         tn = node(("t", r, term), f"“{term}” (r{r})", "#ff7f0e")
         links["source"].append(s)
         links["target"].append(tn)
@@ -160,8 +180,7 @@ def trajectory_links(frames: dict, keep_top: int = 10) -> dict:
         links["label"].append(f"seed {short(titles.get(seed, seed))} → term {term}")
         for u in g["unit_id"]:
             u = int(u)
-            pn = node(("p", u), "★ " * (u in gold_units) + short(titles.get(u, u)),
-                      passage_color(u))
+            pn = node(("p", u), "★ " * (u in gold_units) + short(titles.get(u, u)), passage_color(u))
             links["source"].append(tn)
             links["target"].append(pn)
             links["value"].append(1)
@@ -173,18 +192,15 @@ def ranking_compare(frames: dict, show_gold: bool, top: int = 10) -> pd.DataFram
     """Final top `top` after diversity, with the rank each had before the reordering."""
     r = frames["ranking"].head(top).copy()
     r["move"] = r["rank_before_diversity"] - r["position"]
-    r["source"] = r["unit_id"].map(
-        dict(zip(frames["passages"]["unit_id"], frames["passages"]["source"])))
-    cols = (["position", "rank_before_diversity", "move", "title", "source", "score"]
-            + (["gold"] if show_gold else []))
+    r["source"] = r["unit_id"].map(dict(zip(frames["passages"]["unit_id"], frames["passages"]["source"])))
+    cols = ["position", "rank_before_diversity", "move", "title", "source", "score"] + (["gold"] if show_gold else [])
     return r[cols + ["unit_id"]]
 
 
 def diff_runs(reference: dict | None, current: dict, top: int = 10) -> dict:
     """What entered the top `top`, what left it, and rank moves, between two runs' frames."""
     if reference is None:
-        return {"entered": [], "left": [], "moved": [], "same": True, "reference": [],
-                "current": []}
+        return {"entered": [], "left": [], "moved": [], "same": True, "reference": [], "current": []}
     a = reference["ranking"].head(top)
     b = current["ranking"].head(top)
     ra = dict(zip(a["unit_id"], a["position"]))
@@ -193,9 +209,14 @@ def diff_runs(reference: dict | None, current: dict, top: int = 10) -> dict:
     entered = [(titles[u], rb[u]) for u in b["unit_id"] if u not in ra]
     left = [(titles[u], ra[u]) for u in a["unit_id"] if u not in rb]
     moved = [(titles[u], ra[u], rb[u]) for u in b["unit_id"] if u in ra and ra[u] != rb[u]]
-    return {"entered": entered, "left": left, "moved": moved,
-            "same": not (entered or left or moved),
-            "reference": list(a["title"]), "current": list(b["title"])}
+    return {
+        "entered": entered,
+        "left": left,
+        "moved": moved,
+        "same": not (entered or left or moved),
+        "reference": list(a["title"]),
+        "current": list(b["title"]),
+    }
 
 
 def no_trajectory_reason(frames: dict, trace) -> str:
@@ -211,8 +232,7 @@ def no_trajectory_reason(frames: dict, trace) -> str:
     selected = int(t["selected"].sum()) if len(t) else 0
     if selected == 0:
         return f"expansion ran {len(rounds) - 1} round(s) but selected no terms"
-    return (f"expansion ran {len(rounds) - 1} round(s) with {selected} selected terms, "
-            "but they retrieved no new passage")
+    return f"expansion ran {len(rounds) - 1} round(s) with {selected} selected terms, but they retrieved no new passage"
 
 
 def passage_detail(frames: dict, unit_id: int) -> dict:
@@ -225,18 +245,21 @@ def passage_detail(frames: dict, unit_id: int) -> dict:
     rows = p[p["unit_id"] == unit_id].sort_values("round")
     if rows.empty:
         raise KeyError(f"unit {unit_id} is not in this trajectory")
-    cols = [c for c in ("round", "rank", "score", "origin", "via_term", "explanation")
-            if c in rows.columns]
+    cols = [c for c in ("round", "rank", "score", "origin", "via_term", "explanation") if c in rows.columns]
     t = frames["terms"]
     via = []
     for r, term in zip(rows["round"], rows["via_term"]):
         if isinstance(term, str):
             win = t[(t["round"] == r) & (t["term"] == term) & t["selected"]]
             via.append((int(r), term, str(win["seed_title"].iloc[0]) if len(win) else ""))
-    return {"title": rows["title"].iloc[0], "source": rows["source"].iloc[0],
-            "history": rows[cols].reset_index(drop=True),
-            "via": via, "terms": sorted(set(t.loc[t["selected"], "term"])),
-            "gold": bool(rows["gold"].iloc[0] is True)}
+    return {
+        "title": rows["title"].iloc[0],
+        "source": rows["source"].iloc[0],
+        "history": rows[cols].reset_index(drop=True),
+        "via": via,
+        "terms": sorted(set(t.loc[t["selected"], "term"])),
+        "gold": bool(rows["gold"].iloc[0] is True),
+    }
 
 
 def highlight(text: str, question_tokens, terms) -> str:

@@ -6,9 +6,16 @@ they hold and never replace an existing file (a numbered suffix instead). Charts
 exported by the browser itself (plotly.js `downloadImage`, offline): the camera button in a
 chart's toolbar saves PNG, the one beside it SVG, or the buttons here for all four charts.
 
->>> export_trace(model, "exports")      # doctest: +SKIP
-[PosixPath('exports/docs-01_lexical_run3.trace.json')]
+>>> from widgets import DashboardModel
+>>> model = DashboardModel(index, questions, judge="lexical")
+>>> export_trace(model, "exports")
+[PosixPath('exports/docs-01_lexical_run1.trace.json')]
+>>> export_trace(model, "exports")      # the first file stays
+[PosixPath('exports/docs-01_lexical_run1-2.trace.json')]
+>>> [p.name for p in export_frames(model, "exports")][:2]
+['docs-01_lexical_run1.passages.csv', 'docs-01_lexical_run1.terms.csv']
 """
+
 from __future__ import annotations
 
 import html
@@ -51,8 +58,7 @@ def export_trace(model, folder) -> list[Path]:
 def export_frames(model, folder, fmt: str = "csv") -> list[Path]:
     """One file per frame (passages, terms, seeds, rounds, context, ranking)."""
     if fmt == "parquet" and not parquet_available():
-        raise RuntimeError(
-            "Parquet export needs pyarrow (pip install pyarrow); CSV works without it")
+        raise RuntimeError("Parquet export needs pyarrow (pip install pyarrow); CSV works without it")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out = []
@@ -64,8 +70,7 @@ def export_frames(model, folder, fmt: str = "csv") -> list[Path]:
             frame = frame.copy()
             for col in frame.columns:  # dict/list cells (judge components) as JSON text
                 if frame[col].map(lambda v: isinstance(v, (dict, list))).any():
-                    frame[col] = frame[col].map(
-                        lambda v: None if v is None else __import__("json").dumps(v))
+                    frame[col] = frame[col].map(lambda v: None if v is None else __import__("json").dumps(v))
             atomic_write_bytes(path, frame.to_parquet(index=False))
         out.append(path)
     return out
@@ -77,35 +82,56 @@ class ExportControls:
     def __init__(self, model, charts: dict):
         self.model = model
         self.charts = charts
-        self.folder = w.Text(value="exports", description="folder", layout=w.Layout(width="260px"),
-                             style={"description_width": "50px"})
+        self.folder = w.Text(
+            value="exports", description="folder", layout=w.Layout(width="260px"), style={"description_width": "50px"}
+        )
         self.trace_button = w.Button(description="trace JSON", layout=w.Layout(width="110px"))
         self.csv_button = w.Button(description="frames CSV", layout=w.Layout(width="110px"))
         has_parquet = parquet_available()
         self.parquet_button = w.Button(
-            description="frames Parquet", layout=w.Layout(width="125px"), disabled=not has_parquet,
-            tooltip="" if has_parquet else "needs pyarrow (pip install pyarrow)")
-        self.png_button = w.Button(description="charts PNG", layout=w.Layout(width="105px"),
-                                   tooltip="your browser saves each chart (offline, plotly.js)")
-        self.svg_button = w.Button(description="charts SVG", layout=w.Layout(width="105px"),
-                                   tooltip="your browser saves each chart (offline, plotly.js)")
+            description="frames Parquet",
+            layout=w.Layout(width="125px"),
+            disabled=not has_parquet,
+            tooltip="" if has_parquet else "needs pyarrow (pip install pyarrow)",
+        )
+        self.png_button = w.Button(
+            description="charts PNG",
+            layout=w.Layout(width="105px"),
+            tooltip="your browser saves each chart (offline, plotly.js)",
+        )
+        self.svg_button = w.Button(
+            description="charts SVG",
+            layout=w.Layout(width="105px"),
+            tooltip="your browser saves each chart (offline, plotly.js)",
+        )
         self.message = w.HTML()
         self.message.add_class("sag2wb-export-message")
         self.trace_button.on_click(lambda _: self._run(export_trace))
         self.csv_button.on_click(lambda _: self._run(lambda m, f: export_frames(m, f, "csv")))
-        self.parquet_button.on_click(
-            lambda _: self._run(lambda m, f: export_frames(m, f, "parquet")))
+        self.parquet_button.on_click(lambda _: self._run(lambda m, f: export_frames(m, f, "parquet")))
         self.png_button.on_click(lambda _: self._charts("png"))
         self.svg_button.on_click(lambda _: self._charts("svg"))
         note = "" if has_parquet else " · Parquet needs pyarrow, not installed"
-        self.widget = w.VBox([
-            w.HBox([self.folder, self.trace_button, self.csv_button, self.parquet_button,
-                    self.png_button, self.svg_button],
-                   layout=w.Layout(flex_flow="row wrap", align_items="center")),
-            w.HTML(f"<span class='sag2wb-muted' style='font-size:11px'>files go to the folder on "
-                   f"the kernel's machine; charts download in the browser{note}</span>"),
-            self.message,
-        ])
+        self.widget = w.VBox(
+            [
+                w.HBox(
+                    [
+                        self.folder,
+                        self.trace_button,
+                        self.csv_button,
+                        self.parquet_button,
+                        self.png_button,
+                        self.svg_button,
+                    ],
+                    layout=w.Layout(flex_flow="row wrap", align_items="center"),
+                ),
+                w.HTML(
+                    f"<span class='sag2wb-muted' style='font-size:11px'>files go to the folder on "
+                    f"the kernel's machine; charts download in the browser{note}</span>"
+                ),
+                self.message,
+            ]
+        )
 
     def _run(self, fn):
         try:
@@ -113,12 +139,15 @@ class ExportControls:
         except (OSError, RuntimeError, ValueError) as exc:
             self.message.value = f"<span class='sag2wb-error'>✗ {html.escape(str(exc))}</span>"
             return
-        self.message.value = ("<span style='font-size:12px'>wrote " +
-                              ", ".join(f"<code>{html.escape(str(p))}</code>" for p in paths) +
-                              "</span>")
+        self.message.value = (
+            "<span style='font-size:12px'>wrote "
+            + ", ".join(f"<code>{html.escape(str(p))}</code>" for p in paths)
+            + "</span>"
+        )
 
     def _charts(self, fmt: str):
         for name, chart in self.charts.items():
             chart.download(fmt, f"{_stem(self.model)}.{name}")
-        self.message.value = (f"<span style='font-size:12px'>asked the browser to save "
-                              f"{len(self.charts)} {fmt.upper()} files</span>")
+        self.message.value = (
+            f"<span style='font-size:12px'>asked the browser to save {len(self.charts)} {fmt.upper()} files</span>"
+        )

@@ -3,11 +3,12 @@
 Views subscribe to it and redraw from the trace frames; controls change it and ask the
 engine to re-run. No ipywidgets here, so the model is tested without a browser.
 
->>> model = DashboardModel(index, questions, judge="lexical")   # doctest: +SKIP
+>>> model = DashboardModel(index, questions, judge="lexical")
 >>> model.set_params(L=10)       # re-runs from the first round the change affects
 >>> model.frames["terms"].query("round == 1 and selected").shape[0]
 10
 """
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from workbench.index.corpora import Question
 from workbench.engine import Run
+from workbench.index.corpora import Question
 from workbench.judges import FunctionJudge, JudgeError, JudgeSpec, JudgmentMemo
 from workbench.params import Params, ParamsError, earliest_affected_round
 from workbench.terms import TERM_WEIGHTINGS, TermWeightingError
@@ -48,17 +49,23 @@ class DashboardModel:
     """UI state + the current Run/Trace. `subscribe(fn)` calls fn(model, what) with what in
     {"trace", "round", "status"}; views read `model.frames` and `model.round`."""
 
-    def __init__(self, index, questions, *, judge="lexical", params: Params | None = None,
-                 jev_options: dict | None = None, judges: dict | None = None):
+    def __init__(
+        self,
+        index,
+        questions,
+        *,
+        judge="lexical",
+        params: Params | None = None,
+        jev_options: dict | None = None,
+        judges: dict | None = None,
+    ):
         self.index = index
-        self.questions = [q if isinstance(q, Question) else Question("", str(q))
-                          for q in (questions or [])]
+        self.questions = [q if isinstance(q, Question) else Question("", str(q)) for q in (questions or [])]
         if not self.questions:
             raise ValueError("DashboardModel needs at least one question")
         for i, q in enumerate(self.questions):
             if not q.id:
-                self.questions[i] = Question(f"q{i + 1}", q.question, q.gold, q.type, q.hops,
-                                             q.answer)
+                self.questions[i] = Question(f"q{i + 1}", q.question, q.gold, q.type, q.hops, q.answer)
         self.has_gold = any(q.gold for q in self.questions)
         self.jev_options = dict(jev_options or {})
         self.extra_judges = dict(judges or {})  # name -> callable or judge object
@@ -102,8 +109,7 @@ class DashboardModel:
                     fn(self, what)
                 except Exception as exc:
                     # one broken view must not leave the others on the old state
-                    failures.append(
-                        f"{getattr(fn, '__qualname__', fn)}: {type(exc).__name__}: {exc}")
+                    failures.append(f"{getattr(fn, '__qualname__', fn)}: {type(exc).__name__}: {exc}")
         if failures:
             self.status.error = "a view failed to redraw: " + "; ".join(failures)
             if what != STATUS:
@@ -156,8 +162,9 @@ class DashboardModel:
         try:
             parsed = JudgeSpec.parse(spec)
         except JudgeError:
-            raise JudgeError(f"unknown judge {spec!r}; choose one of {', '.join(self.judge_options())} "
-                             f"or FILE.py:NAME") from None
+            raise JudgeError(
+                f"unknown judge {spec!r}; choose one of {', '.join(self.judge_options())} or FILE.py:NAME"
+            ) from None
         if parsed.kind.needs_gold:
             if not question.gold:
                 raise JudgeError(f"judge {spec!r} needs gold labels; this question has none")
@@ -168,8 +175,10 @@ class DashboardModel:
         if spec not in self._judges:
             if parsed.name == "jev":
                 if not jev_configured(self.jev_options):
-                    raise JudgeError("judge 'jev' is not configured: set JEV_API_KEY, OPENROUTER_API_KEY or "
-                                     "TYPESAFE_API_KEY, or pass jev_options={'cache_dir': ...}")
+                    raise JudgeError(
+                        "judge 'jev' is not configured: set JEV_API_KEY, OPENROUTER_API_KEY or "
+                        "TYPESAFE_API_KEY, or pass jev_options={'cache_dir': ...}"
+                    )
                 parsed = parsed.with_options(**self.jev_options)
             self._judges[spec] = parsed.build(self.index)
         return self._judges[spec]
@@ -190,8 +199,9 @@ class DashboardModel:
         """The params with these changes, or ParamsError / TermWeightingError with the message."""
         params = self.params.replace(**changes)
         if params.term_weighting not in TERM_WEIGHTINGS and ":" not in params.term_weighting:
-            raise ParamsError(f"unknown term weighting {params.term_weighting!r}; registered: "
-                              f"{', '.join(sorted(TERM_WEIGHTINGS))}")
+            raise ParamsError(
+                f"unknown term weighting {params.term_weighting!r}; registered: {', '.join(sorted(TERM_WEIGHTINGS))}"
+            )
         return params
 
     def set_params(self, **changes):
@@ -259,8 +269,7 @@ class DashboardModel:
             try:
                 judge = self.judge_for(self.judge_spec, self.question)
                 if self.run is None or new_question:
-                    run = Run(self.index, self.question, self.params, judge, pins=self.pins,
-                              memo=self.memo)
+                    run = Run(self.index, self.question, self.params, judge, pins=self.pins, memo=self.memo)
                     from_round = 0
                 else:
                     run = self.run.rerun(params=self.params, judge=judge, pins=self.pins)
@@ -270,29 +279,34 @@ class DashboardModel:
                     self.status.done = len(run.rounds)
                     self._emit(STATUS)
                     if self._cancel.is_set() and not run.finished:
-                        raise Interrupted(f"interrupted after round {len(run.rounds) - 1}; "
-                                          "showing the previous trajectory")
+                        raise Interrupted(
+                            f"interrupted after round {len(run.rounds) - 1}; showing the previous trajectory"
+                        )
                 trace = run.trace()
             except (JudgeError, TermWeightingError, ParamsError, Interrupted) as exc:
-                self.status = Status(error=str(exc), message="kept the last good trajectory",
-                                     seconds=time.perf_counter() - start)
+                self.status = Status(
+                    error=str(exc), message="kept the last good trajectory", seconds=time.perf_counter() - start
+                )
                 self._emit(STATUS)
                 return
             failed = next((r for r in trace.rounds if r.error), None)
-            self.last_recompute = {"from_round": from_round, "seconds": time.perf_counter() - start,
-                                   **trace.stats}
+            self.last_recompute = {"from_round": from_round, "seconds": time.perf_counter() - start, **trace.stats}
             if failed is not None:
                 self.status = Status(
                     error=f"round {failed.round}: {failed.stop}: {failed.error}",
                     message="kept the last good trajectory" if self.trace is not None else "",
-                    seconds=time.perf_counter() - start)
+                    seconds=time.perf_counter() - start,
+                )
                 if self.trace is not None and not new_question:
                     self._emit(STATUS)
                     return
             else:
-                self.status = Status(message=f"re-ran from round {from_round}",
-                                     done=len(trace.rounds), total=len(trace.rounds),
-                                     seconds=time.perf_counter() - start)
+                self.status = Status(
+                    message=f"re-ran from round {from_round}",
+                    done=len(trace.rounds),
+                    total=len(trace.rounds),
+                    seconds=time.perf_counter() - start,
+                )
             if not self.reference_fixed:
                 self.reference = self.trace if not new_question else None
             self.run, self.trace = run, trace
@@ -309,8 +323,7 @@ class DashboardModel:
 
     def recompute_in_background(self, new_question: bool = False) -> threading.Thread:
         """Recompute on a worker thread so the Stop button stays responsive."""
-        thread = threading.Thread(target=self.recompute, kwargs={"new_question": new_question},
-                                  daemon=True)
+        thread = threading.Thread(target=self.recompute, kwargs={"new_question": new_question}, daemon=True)
         thread.start()
         return thread
 

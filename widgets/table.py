@@ -10,6 +10,7 @@ sets `selected` (the row's `unit_id`), which the passage view follows.
 >>> "Login flow" in t.value    # the same rows as HTML (tests, notebooks without a front end)
 True
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,7 @@ from . import assets
 
 _TABLE_JS = assets.read("table.js")
 
-INT_COLUMNS = ["rank", "retrieval_rank", "position", "rank_before_diversity", "previous_rank",
-               "round"]
+INT_COLUMNS = ["rank", "retrieval_rank", "position", "rank_before_diversity", "previous_rank", "round"]
 
 
 def _plain(v):
@@ -81,10 +81,22 @@ class DataTable(anywidget.AnyWidget):
             cells = []
             for key, _ in self.columns:
                 v = r.get(key)
-                text = ("★" if v else "") if isinstance(v, bool) else "" if v is None else (
-                    str(int(v)) if key in self.int_columns and isinstance(v, (int, float)) else
-                    f"{v:.3f}" if isinstance(v, float) else str(v))
+                text = (
+                    ("★" if v else "")
+                    if isinstance(v, bool)
+                    else ""
+                    if v is None
+                    else (
+                        str(int(v))
+                        if key in self.int_columns and isinstance(v, (int, float))
+                        else f"{v:.3f}"
+                        if isinstance(v, float)
+                        else str(v)
+                    )
+                )
                 cells.append(f"<td>{_html.escape(text)}</td>")
             body.append(f"<tr class='{r.get('_class', '')}'>{''.join(cells)}</tr>")
-        return (f"<div>{_html.escape(self.caption)}</div><table><thead><tr>{head}</tr></thead>"
-                f"<tbody>{''.join(body)}</tbody></table>")
+        return (
+            f"<div>{_html.escape(self.caption)}</div><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>"
+        )

@@ -4,6 +4,7 @@ Tables are ipywidgets.HTML; charts are `chart.Chart` widgets: every redraw sends
 figure and the browser redraws it with Plotly.react, so a chart can never keep part of a
 previous round or run (plotly's FigureWidget patched traces in place and lost updates).
 """
+
 from __future__ import annotations
 
 import functools
@@ -53,12 +54,11 @@ def html_table(df, columns, headers=None, row_class=None, box=True, cls="") -> s
     for rec in df.to_dict("records"):
         klass = row_class(rec) if row_class else ""
         cells = "".join(
-            f"<td title='{html.escape(str(rec.get(c, '')))}'>"
-            f"{fmt(rec.get(c), integer=c in INT_COLUMNS)}</td>"
-            for c in columns)
+            f"<td title='{html.escape(str(rec.get(c, '')))}'>{fmt(rec.get(c), integer=c in INT_COLUMNS)}</td>"
+            for c in columns
+        )
         rows.append(f"<tr class='{klass}'>{cells}</tr>")
-    table = (f"<table class='sag2wb-table {cls}'><thead><tr>{head}</tr></thead>"
-             f"<tbody>{''.join(rows)}</tbody></table>")
+    table = f"<table class='sag2wb-table {cls}'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     return TABLE_CSS + (f"<div class='sag2wb-box'>{table}</div>" if box else table)
 
 
@@ -85,8 +85,10 @@ class View:
         raise NotImplementedError
 
     def boxed(self):
-        return w.VBox([w.HTML(f"<b>{html.escape(self.title)}</b>"), self.widget],
-                      layout=w.Layout(min_width="0", overflow="hidden"))
+        return w.VBox(
+            [w.HTML(f"<b>{html.escape(self.title)}</b>"), self.widget],
+            layout=w.Layout(min_width="0", overflow="hidden"),
+        )
 
 
 class StepperView(View):
@@ -99,12 +101,20 @@ class StepperView(View):
         m = self.model
         self.question = w.Dropdown(
             options=[(data.short(f"{q.id}: {q.question}", 110), q.id) for q in m.questions],
-            value=m.question.id, description="Question", layout=w.Layout(width="100%"),
-            style={"description_width": "70px"})
-        self.slider = w.IntSlider(value=0, min=0, max=max(0, m.rounds_count - 1),
-                                  description="Round",
-                                  continuous_update=False, style={"description_width": "70px"},
-                                  layout=w.Layout(width="320px"))
+            value=m.question.id,
+            description="Question",
+            layout=w.Layout(width="100%"),
+            style={"description_width": "70px"},
+        )
+        self.slider = w.IntSlider(
+            value=0,
+            min=0,
+            max=max(0, m.rounds_count - 1),
+            description="Round",
+            continuous_update=False,
+            style={"description_width": "70px"},
+            layout=w.Layout(width="320px"),
+        )
         self.slider.add_class("sag2wb-round-slider")
         self.question.add_class("sag2wb-question")
         self.prev = w.Button(description="◀ prev", layout=w.Layout(width="70px"))
@@ -134,16 +144,20 @@ class StepperView(View):
         row = r[r["round"] == m.round].iloc[0]
         last = r.iloc[-1]
         terms = m.frames["terms"]
-        selected = (terms[(terms["round"] == m.round) & terms["selected"]]
-                    .sort_values("order")["term"].tolist())
+        selected = terms[(terms["round"] == m.round) & terms["selected"]].sort_values("order")["term"].tolist()
         gold_line = ""
         if m.show_gold:
             gold_line = f" · gold documents: {html.escape(', '.join(m.question.gold))}"
         stop = last["stop"] if isinstance(last["stop"], str) else "(running)"
         seeds = m.frames["seeds"]
-        state = {"round": m.round, "run": m.generation, "question": m.question.id,
-                 "run_label": run_label(m),
-                 "seeds": int((seeds["round"] == m.round).sum()), "selected": selected}
+        state = {
+            "round": m.round,
+            "run": m.generation,
+            "question": m.question.id,
+            "run_label": run_label(m),
+            "seeds": int((seeds["round"] == m.round).sum()),
+            "selected": selected,
+        }
         self.summary.value = (
             f"<span class='sag2wb-state' hidden "
             f"data-state='{html.escape(json.dumps(state))}'></span>"
@@ -151,19 +165,32 @@ class StepperView(View):
             f"{row['candidates']} candidates, "
             f"pool {row['pool']}, context {row['context']}, {row['seeds']} seeds, "
             f"{row['judgments']} judgments"
-            + (f" · terms: <i>{html.escape(', '.join(selected[:12]))}"
-               f"{' …' if len(selected) > 12 else ''}</i>"
-               if selected else "")
+            + (
+                f" · terms: <i>{html.escape(', '.join(selected[:12]))}{' …' if len(selected) > 12 else ''}</i>"
+                if selected
+                else ""
+            )
             + f"<br>Stopped after round {int(last['round'])}: "
             f"<b class='sag2wb-stop'>{html.escape(stop)}</b>"
             f" · judge <code>{html.escape(m.trace.judge)}</code>{gold_line}</div>"
         )
 
 
-LABELS = {"rank": "rank", "title": "title", "source": "source", "origin": "origin",
-          "retrieval_rank": "ret. rank", "via_term": "via term", "score": "score",
-          "previous_score": "prev. score", "explanation": "judge's reason",
-          "gold": "gold", "position": "#", "rank_before_diversity": "before", "move": "move"}
+LABELS = {
+    "rank": "rank",
+    "title": "title",
+    "source": "source",
+    "origin": "origin",
+    "retrieval_rank": "ret. rank",
+    "via_term": "via term",
+    "score": "score",
+    "previous_score": "prev. score",
+    "explanation": "judge's reason",
+    "gold": "gold",
+    "position": "#",
+    "rank_before_diversity": "before",
+    "move": "move",
+}
 
 
 def table_rows(df, cols) -> list[dict]:
@@ -201,10 +228,10 @@ class PoolView(TableView):
         df = data.pool_table(m.frames, m.round, m.show_gold)
         cols = [c for c in data.POOL_VIEW_COLUMNS if c in df.columns]
         # "(pinned)" in words: an emoji pin renders as a box without an emoji font
-        df = df.assign(title=[("(pinned) " if p else "") + t
-                              for t, p in zip(df["title"], df["pinned"])])
-        self.widget.set_rows(table_rows(df, cols), columns=[(c, LABELS[c]) for c in cols],
-                             caption=f"round {m.round}: {len(df)} units")
+        df = df.assign(title=[("(pinned) " if p else "") + t for t, p in zip(df["title"], df["pinned"])])
+        self.widget.set_rows(
+            table_rows(df, cols), columns=[(c, LABELS[c]) for c in cols], caption=f"round {m.round}: {len(df)} units"
+        )
 
 
 class ContextView(TableView):
@@ -223,20 +250,26 @@ class ContextView(TableView):
         df = data.context_table(m.frames, m.round, m.show_gold)
         cols = ["position", "title", "source", "previous_score"] + (["gold"] if m.show_gold else [])
         if df.empty:
-            why = ("round 0 judges the question alone: no context yet" if m.round == 0
-                   else "context is off (the context checkbox)" if not m.trace.params.use_context
-                   else f"round {m.round}: no passage of round {m.round - 1} was kept as context")
+            why = (
+                "round 0 judges the question alone: no context yet"
+                if m.round == 0
+                else "context is off (the context checkbox)"
+                if not m.trace.params.use_context
+                else f"round {m.round}: no passage of round {m.round - 1} was kept as context"
+            )
             self.widget.set_rows([], columns=[(c, LABELS[c]) for c in cols], caption=why)
             return
-        self.widget.set_rows(table_rows(df, cols), columns=[(c, LABELS[c]) for c in cols],
-                             caption=f"round {m.round}: {len(df)} passages of round {m.round - 1}")
+        self.widget.set_rows(
+            table_rows(df, cols),
+            columns=[(c, LABELS[c]) for c in cols],
+            caption=f"round {m.round}: {len(df)} passages of round {m.round - 1}",
+        )
 
 
 def run_label(m) -> str:
     """The run a chart belongs to, in words: the stepper shows the same string."""
     p = m.trace.params
-    return (f"judge {m.trace.judge} · L={p.L} · H={p.H} · "
-            f"{len(m.trace.rounds) - 1} expansion round(s) run")
+    return f"judge {m.trace.judge} · L={p.L} · H={p.H} · {len(m.trace.rounds) - 1} expansion round(s) run"
 
 
 @functools.cache
@@ -250,12 +283,18 @@ class RankingView(TableView):
         if not m.frames:
             return
         df = data.ranking_compare(m.frames, m.show_gold)
-        df = df.assign(move=[("↑" if v > 0 else "↓" if v < 0 else "=")
-                             + (str(abs(int(v))) if v else "")
-                             if v == v else "" for v in df["move"]])
+        df = df.assign(
+            move=[
+                ("↑" if v > 0 else "↓" if v < 0 else "=") + (str(abs(int(v))) if v else "") if v == v else ""
+                for v in df["move"]
+            ]
+        )
         cols = [c for c in df.columns if c != "unit_id"]
-        self.widget.set_rows(table_rows(df, cols), columns=[(c, LABELS[c]) for c in cols],
-                             caption="" if m.trace.params.diversity else "diversity is off")
+        self.widget.set_rows(
+            table_rows(df, cols),
+            columns=[(c, LABELS[c]) for c in cols],
+            caption="" if m.trace.params.diversity else "diversity is off",
+        )
 
 
 class DiffView(View):
@@ -265,8 +304,7 @@ class DiffView(View):
     title = "Diff against the reference run (top 10)"
 
     def build(self):
-        self.fix = w.ToggleButton(description="fix current as reference", value=False,
-                                  layout=w.Layout(width="200px"))
+        self.fix = w.ToggleButton(description="fix current as reference", value=False, layout=w.Layout(width="200px"))
         self.fix.observe(lambda ch: self.model.fix_reference(ch["new"]), "value")
         self.body = w.HTML()
         self.body.add_class("sag2wb-diff")
@@ -279,8 +317,7 @@ class DiffView(View):
             return
         ref = m.reference
         if ref is None:
-            self.body.value = ("<span class='sag2wb-muted'>Change a parameter or the judge to "
-                               "compare runs.</span>")
+            self.body.value = "<span class='sag2wb-muted'>Change a parameter or the judge to compare runs.</span>"
             return
         if self._ref_frames[0] is not ref:
             self._ref_frames = (ref, ref.frames())
@@ -288,8 +325,10 @@ class DiffView(View):
 
         def col(titles, head):
             items = "".join(f"<li>{html.escape(data.short(t, 34))}</li>" for t in titles)
-            return (f"<div style='flex:1;min-width:0'><b>{head}</b>"
-                    f"<ol style='margin:2px 0;padding-left:22px'>{items}</ol></div>")
+            return (
+                f"<div style='flex:1;min-width:0'><b>{head}</b>"
+                f"<ol style='margin:2px 0;padding-left:22px'>{items}</ol></div>"
+            )
 
         def describe(p: object) -> str:
             return html.escape(str(p))
@@ -298,10 +337,8 @@ class DiffView(View):
         changes += [f"<li>entered: {describe(t)} (#{r})</li>" for t, r in d["entered"]]
         changes += [f"<li>left: {describe(t)} (was #{r})</li>" for t, r in d["left"]]
         changes += [f"<li>moved: {describe(t)} #{a} → #{b}</li>" for t, a, b in d["moved"]]
-        summary = ("<i>same top 10</i>" if d["same"]
-                   else f"<ul style='margin:2px 0'>{''.join(changes)}</ul>")
-        changed = [f"{k}={v}" for k, v in ref.params.to_dict().items()
-                   if v != m.trace.params.to_dict()[k]]
+        summary = "<i>same top 10</i>" if d["same"] else f"<ul style='margin:2px 0'>{''.join(changes)}</ul>"
+        changed = [f"{k}={v}" for k, v in ref.params.to_dict().items() if v != m.trace.params.to_dict()[k]]
         label = ", ".join([f"reference: judge {ref.judge}", *changed])
         self.body.value = (
             TABLE_CSS + f"<div style='font-size:12px'>"
@@ -324,8 +361,7 @@ def judge_cost(stats: dict) -> str:
     9 judgments, 0 from the in-process cache, 5 from the disk cache · 1 request, 940 tokens,
     $0.0012 · 2.00 s
     """
-    head = (f"{stats.get('judgments', 0)} judgments, "
-            f"{stats.get('memo_hits', 0)} from the in-process cache")
+    head = f"{stats.get('judgments', 0)} judgments, {stats.get('memo_hits', 0)} from the in-process cache"
     if "cache_hits" in stats:
         head += f", {stats['cache_hits']} from the disk cache"
     parts = [head]
@@ -349,8 +385,12 @@ class StatusView(View):
 
     def build(self):
         self.progress = w.IntProgress(min=0, max=3, value=0, layout=w.Layout(width="160px"))
-        self.stop = w.Button(description="Stop", button_style="", layout=w.Layout(width="60px"),
-                             tooltip="interrupt after the current round")
+        self.stop = w.Button(
+            description="Stop",
+            button_style="",
+            layout=w.Layout(width="60px"),
+            tooltip="interrupt after the current round",
+        )
         self.stop.on_click(lambda _: self.model.interrupt())
         self.text = w.HTML()
         self.text.add_class("sag2wb-status")
@@ -372,8 +412,7 @@ class StatusView(View):
             parts.append(html.escape(st.message))
         if not st.busy and m.last_recompute:
             parts.append(judge_cost(m.last_recompute))
-        self.text.value = (TABLE_CSS + "<span style='font-size:12px'>" + " · ".join(parts)
-                           + "</span>")
+        self.text.value = TABLE_CSS + "<span style='font-size:12px'>" + " · ".join(parts) + "</span>"
 
 
 class PassageView(View):
@@ -386,9 +425,9 @@ class PassageView(View):
     title = "Passage"
 
     def build(self):
-        self.picker = w.Dropdown(description="passage",
-                                 layout=w.Layout(width="100%", max_width="620px"),
-                                 style={"description_width": "60px"})
+        self.picker = w.Dropdown(
+            description="passage", layout=w.Layout(width="100%", max_width="620px"), style={"description_width": "60px"}
+        )
         self.picker.add_class("sag2wb-passage-picker")
         self.picker.observe(self._picked, "value")
         self.body = w.HTML()
@@ -406,12 +445,17 @@ class PassageView(View):
             return
         p = m.frames["passages"]
         units = p.sort_values(["round", "rank"]).drop_duplicates("unit_id")
-        options = [(f"{data.short(t, 50)} · {s}", int(u)) for t, s, u in
-                   zip(units["title"], units["source"], units["unit_id"])]
+        options = [
+            (f"{data.short(t, 50)} · {s}", int(u)) for t, s, u in zip(units["title"], units["source"], units["unit_id"])
+        ]
         if m.selected_unit not in {u for _, u in options}:
-            m.selected_unit = (int(m.frames["ranking"]["unit_id"].iloc[0])
-                               if len(m.frames["ranking"]) else
-                               options[0][1] if options else None)
+            m.selected_unit = (
+                int(m.frames["ranking"]["unit_id"].iloc[0])
+                if len(m.frames["ranking"])
+                else options[0][1]
+                if options
+                else None
+            )
         self._syncing = True
         try:
             if list(self.picker.options) != options:
@@ -433,23 +477,25 @@ def passage_html(m, unit_id: int) -> str:
 
     d = data.passage_detail(m.frames, unit_id)
     unit = m.index.unit(unit_id)
-    text = "\n".join(x for x in (unit.heading if unit.heading != unit.title else "", unit.body)
-                     if x)
+    text = "\n".join(x for x in (unit.heading if unit.heading != unit.title else "", unit.body) if x)
     q_tokens = tokenize(m.question.question)
     marked = data.highlight(text, q_tokens, d["terms"])
     h = d["history"]
     head = "".join(f"<th>{html.escape(LABELS.get(c, c))}</th>" for c in h.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{fmt(v, integer=c in INT_COLUMNS)}</td>"
-                                    for c, v in rec.items()) + "</tr>"
-                   for rec in h.to_dict("records"))
-    via = "; ".join(f"round {r}: through “{html.escape(t)}”"
-                    + (f" (a term of seed {html.escape(s)})" if s else "")
-                    for r, t, s in d["via"]) or ("retrieved by the question itself (BM25), "
-                                                 "not through a term")
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{fmt(v, integer=c in INT_COLUMNS)}</td>" for c, v in rec.items()) + "</tr>"
+        for rec in h.to_dict("records")
+    )
+    via = "; ".join(
+        f"round {r}: through “{html.escape(t)}”" + (f" (a term of seed {html.escape(s)})" if s else "")
+        for r, t, s in d["via"]
+    ) or ("retrieved by the question itself (BM25), not through a term")
     gold = " <span class='sag2wb-gold'>★ gold</span>" if d["gold"] and m.show_gold else ""
-    return (PASSAGE_CSS + f"<div style='font-size:12px'><b>{html.escape(d['title'])}</b>{gold} · "
-            f"<code>{html.escape(str(d['source']))}</code><br>came in: {via}<br>"
-            "<span class='sag2wb-muted'>marked: <mark class='q'>question tokens</mark> "
-            "<mark class='t'>terms selected in this run</mark></span>"
-            f"<div class='text'>{marked}</div><table><thead><tr>{head}</tr></thead>"
-            f"<tbody>{rows}</tbody></table></div>")
+    return (
+        PASSAGE_CSS + f"<div style='font-size:12px'><b>{html.escape(d['title'])}</b>{gold} · "
+        f"<code>{html.escape(str(d['source']))}</code><br>came in: {via}<br>"
+        "<span class='sag2wb-muted'>marked: <mark class='q'>question tokens</mark> "
+        "<mark class='t'>terms selected in this run</mark></span>"
+        f"<div class='text'>{marked}</div><table><thead><tr>{head}</tr></thead>"
+        f"<tbody>{rows}</tbody></table></div>"
+    )

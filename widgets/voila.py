@@ -4,6 +4,7 @@ closes, no CDN request): `python -m widgets.voila notebooks/dashboard.ipynb [voi
 It is `voila` with `--Voila.config_file_paths` pointing at widgets/voila_config (and the
 usual places: the current directory, then Jupyter's config path).
 """
+
 from __future__ import annotations
 
 import os

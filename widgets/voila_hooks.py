@@ -21,18 +21,17 @@
 >>> h.out
 'x'
 """
+
 from __future__ import annotations
 
 import re
 
-CDN_LINK = re.compile(
-    r'<link[^>]+href="https://cdn\.jsdelivr\.net/npm/@fortawesome/[^"]*"[^>]*/?>\s*')
+CDN_LINK = re.compile(r'<link[^>]+href="https://cdn\.jsdelivr\.net/npm/@fortawesome/[^"]*"[^>]*/?>\s*')
 
 
 def strip_cdn_links(chunk):
     if isinstance(chunk, bytes):
-        return (CDN_LINK.sub("", chunk.decode("utf-8")).encode("utf-8")
-                if b"@fortawesome" in chunk else chunk)
+        return CDN_LINK.sub("", chunk.decode("utf-8")).encode("utf-8") if b"@fortawesome" in chunk else chunk
     if isinstance(chunk, str) and "@fortawesome" in chunk:
         return CDN_LINK.sub("", chunk)
     return chunk

@@ -16,6 +16,7 @@ Each step function, in the order of the paper: `initial_candidates`, `score_roun
 `select_seeds`, `select_terms`, `retrieve_expansion`, `build_pool`, `build_context`,
 `diversify`. Only the index and the judge do I/O.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,13 +26,28 @@ from dataclasses import dataclass, replace
 from workbench import text as textlib
 from workbench.index.corpora import Question
 from workbench.index.store import UNIT_CACHE_LIMIT, Index, normalize_title, query_expression, quote
-from workbench.judgment import JudgeError, JudgmentMemo
+from workbench.judgment import JudgeError, JudgmentMemo, judge_usage
 from workbench.params import Params, earliest_affected_round
 from workbench.terms import SeedView, TermWeightingError, analyze_body, choose_terms, get_term_weighting
 from workbench.trace import (
-    STOP_BM25, STOP_EMPTY_QUESTION, STOP_JUDGE_ERROR, STOP_MAX_ROUNDS, STOP_NO_CANDIDATES,
-    STOP_NO_NEW_CANDIDATES, STOP_NO_SEEDS, STOP_NO_TERMS, STOP_TERM_WEIGHTING_ERROR, Candidate, ContextEntry, PoolEntry,
-    RoundState, Seed, Term, Trace, UnitInfo,
+    NEAR_MISSES,
+    STOP_BM25,
+    STOP_EMPTY_QUESTION,
+    STOP_JUDGE_ERROR,
+    STOP_MAX_ROUNDS,
+    STOP_NO_CANDIDATES,
+    STOP_NO_NEW_CANDIDATES,
+    STOP_NO_SEEDS,
+    STOP_NO_TERMS,
+    STOP_TERM_WEIGHTING_ERROR,
+    Candidate,
+    ContextEntry,
+    PoolEntry,
+    RoundState,
+    Seed,
+    Trace,
+    UnitInfo,
+    term_rows,
 )
 
 
@@ -117,7 +133,11 @@ def explain_round(index, judge, question: str, pool, context, pins: dict) -> tup
     true, `explain(question, candidates, context)`); None for pinned units. Explanations
     never change a score: they are asked for after the round is scored."""
     todo = [e.unit_id for e in pool if e.unit_id not in pins]
-    got = dict(zip(todo, judge.explain(question, judge_items(index, todo), context_items(index, context)))) if todo else {}
+    got = (
+        dict(zip(todo, judge.explain(question, judge_items(index, todo), context_items(index, context))))
+        if todo
+        else {}
+    )
     return tuple(got.get(e.unit_id) for e in pool)
 
 
@@ -141,8 +161,14 @@ def select_terms(index: Index, seeds: list[int], latest: dict, question: str, pa
     m = max(latest[u] for u in seeds)
     views = [
         SeedView(
-            unit_id=rec.id, rank=i + 1, title=rec.title, score=latest[rec.id], max_score=m,
-            sentences=analyze_body(rec.body), question_tokens=qtokens, body=rec.body,
+            unit_id=rec.id,
+            rank=i + 1,
+            title=rec.title,
+            score=latest[rec.id],
+            max_score=m,
+            sentences=analyze_body(rec.body),
+            question_tokens=qtokens,
+            body=rec.body,
         )
         for i, rec in enumerate(index.units(seeds))
     ]
@@ -160,7 +186,9 @@ def resolve_term(index: Index, term: str, kind: str, surface: str, seen) -> tupl
     if kind == "name" and not index.has_unseen_match(resolved, seen):
         toks = resolved.split(" ")
         subs = [
-            tuple(toks[i:j]) for i in range(len(toks)) for j in range(i + 2, len(toks) + 1)
+            tuple(toks[i:j])
+            for i in range(len(toks))
+            for j in range(i + 2, len(toks) + 1)
             if tuple(toks[i:j]) in index.title_phrases
         ]
         if subs:
@@ -182,7 +210,8 @@ def retrieve_expansion(index: Index, selected, round0_expression: str, seen, par
     for t, units in zip(selected, matched):
         units.sort(key=bm25.__getitem__)  # stable: equal scores keep the lower id first
         lists.append((t.term, units))
-    candidates, taken = [], set()
+    candidates: list[Candidate] = []
+    taken: set[int] = set()
     depth = 0
     while len(candidates) < params.B and any(depth < len(units) for _, units in lists):
         for term, units in lists:
@@ -215,7 +244,10 @@ def add_fusion(fusion: dict, candidates, params: Params) -> dict:
 
 
 def history(rounds, params: Params) -> History:
-    seen, expanded, latest, fusion = set(), [], {}, {}
+    seen: set[int] = set()
+    expanded: list[int] = []
+    latest: dict[int, float] = {}
+    fusion: dict[int, float] = {}
     for r in rounds:
         add_fusion(fusion, r.candidates, params)
         expanded.extend(s.unit_id for s in r.seeds)
@@ -224,8 +256,9 @@ def history(rounds, params: Params) -> History:
                 latest[e.unit_id] = s
                 seen.add(e.unit_id)
     protected = tuple(c.unit_id for c in rounds[0].candidates[: params.p]) if rounds else ()
-    return History(frozenset(seen), tuple(dedupe(expanded)), protected, latest, fusion,
-                   rounds[-1].ranking if rounds else ())
+    return History(
+        frozenset(seen), tuple(dedupe(expanded)), protected, latest, fusion, rounds[-1].ranking if rounds else ()
+    )
 
 
 def build_pool(round_no: int, candidates, hist: History, params: Params) -> tuple[PoolEntry, ...]:
@@ -235,7 +268,15 @@ def build_pool(round_no: int, candidates, hist: History, params: Params) -> tupl
         return tuple(PoolEntry(u, "new") for u in new)
 
     def origin(u):
-        return "protected" if u in hist.protected else "seed" if u in hist.expanded else "history" if u in hist.seen else "new"
+        return (
+            "protected"
+            if u in hist.protected
+            else "seed"
+            if u in hist.expanded
+            else "history"
+            if u in hist.seen
+            else "new"
+        )
 
     union = dedupe(hist.protected, hist.expanded, new)
     if round_no == 1:
@@ -275,7 +316,7 @@ def diversify(index: Index, ranking, scores: dict, n: int = 10) -> tuple[int, ..
 
     residual = [kernel(i, i) for i in range(m)]
     floor = m * math.ulp(max(residual))
-    cholesky = [[] for _ in range(m)]
+    cholesky: list[list[float]] = [[] for _ in range(m)]
     chosen: list[int] = []
     remaining = list(range(m))
     while remaining:
@@ -310,8 +351,18 @@ class Run:
     `judge=None` is the BM25 baseline (C0 in lexical order, no judge). `pins` maps
     (round, unit_id) to a score the researcher fixes for that round."""
 
-    def __init__(self, index: Index, question, params: Params | None = None, judge=None, *,
-                 pins: dict | None = None, memo: JudgmentMemo | None = None, rounds=()):
+    def __init__(
+        self,
+        index: Index,
+        question,
+        params: Params | None = None,
+        judge=None,
+        *,
+        pins: dict | None = None,
+        memo: JudgmentMemo | None = None,
+        rounds=(),
+    ):
+        self.question_id: str | None
         if isinstance(question, Question):
             self.question, self.question_id, self.gold = question.question, question.id, question.gold
         else:
@@ -376,21 +427,35 @@ class Run:
         try:
             scores, judgments = score_round(self.index, self.judge, self.memo, self.question, pool, context, pins)
         except JudgeError as exc:
-            return replace(state, pool=pool, context=context, ranking=hist.previous_ranking,
-                           stop=STOP_JUDGE_ERROR, error=str(exc))
+            return replace(
+                state, pool=pool, context=context, ranking=hist.previous_ranking, stop=STOP_JUDGE_ERROR, error=str(exc)
+            )
         explanations = ()
         if getattr(self.judge, "explains", False):
             try:
                 explanations = explain_round(self.index, self.judge, self.question, pool, context, pins)
             except Exception as exc:
-                return replace(state, pool=pool, context=context, ranking=hist.previous_ranking, stop=STOP_JUDGE_ERROR,
-                               error=f"judge {self.judge.name!r} could not explain: {type(exc).__name__}: {exc}")
+                return replace(
+                    state,
+                    pool=pool,
+                    context=context,
+                    ranking=hist.previous_ranking,
+                    stop=STOP_JUDGE_ERROR,
+                    error=f"judge {self.judge.name!r} could not explain: {type(exc).__name__}: {exc}",
+                )
         fusion = add_fusion(dict(hist.fusion), state.candidates, self.params)
         ranking = rank([e.unit_id for e in pool], scores, fusion, self.params)
         return replace(
-            state, pool=pool, context=context, scores=tuple(scores), ranking=ranking, scored=True,
-            pinned=tuple(u for u in (e.unit_id for e in pool) if u in pins), judgments=judgments,
-            stop=STOP_MAX_ROUNDS if r >= self.params.H else None, explanations=explanations,
+            state,
+            pool=pool,
+            context=context,
+            scores=tuple(scores),
+            ranking=ranking,
+            scored=True,
+            pinned=tuple(u for u in (e.unit_id for e in pool) if u in pins),
+            judgments=judgments,
+            stop=STOP_MAX_ROUNDS if r >= self.params.H else None,
+            explanations=explanations,
         )
 
     def _expansion_round(self, r: int) -> RoundState:
@@ -405,12 +470,21 @@ class Run:
         seed_states = tuple(Seed(u, i + 1, hist.latest[u], weights.get(u)) for i, u in enumerate(seeds))
         selected = [c for c in choices if c.selected]
         if not selected:
-            return RoundState(r, "", seeds=seed_states, terms=term_rows(choices, {}, self.params.L),
-                              ranking=hist.previous_ranking, stop=STOP_NO_TERMS)
+            return RoundState(
+                r,
+                "",
+                seeds=seed_states,
+                terms=term_rows(choices, {}, self.params.L),
+                ranking=hist.previous_ranking,
+                stop=STOP_NO_TERMS,
+            )
         expression, candidates, resolutions = retrieve_expansion(
-            self.index, selected, self.rounds[0].expression, hist.seen, self.params)
+            self.index, selected, self.rounds[0].expression, hist.seen, self.params
+        )
         hist = replace(hist, expanded=tuple(dedupe(hist.expanded, seeds)))
-        state = RoundState(r, expression, candidates, seeds=seed_states, terms=term_rows(choices, resolutions, self.params.L))
+        state = RoundState(
+            r, expression, candidates, seeds=seed_states, terms=term_rows(choices, resolutions, self.params.L)
+        )
         if not candidates:
             return replace(state, ranking=hist.previous_ranking, stop=STOP_NO_NEW_CANDIDATES)
         return self._score(state, hist)
@@ -427,24 +501,38 @@ class Run:
             named.update(t.seed for t in r.terms)
         units = unit_infos(self.index, sorted(named))
         return Trace(
-            question=self.question, question_id=self.question_id, gold=tuple(self.gold), params=self.params,
-            judge=self.judge_name, rounds=tuple(self.rounds), final_ranking=tuple(final), units=units,
+            question=self.question,
+            question_id=self.question_id,
+            gold=tuple(self.gold),
+            params=self.params,
+            judge=self.judge_name,
+            rounds=tuple(self.rounds),
+            final_ranking=tuple(final),
+            units=units,
             stats=self.stats(),
         )
 
     def stats(self) -> dict:
         """Judgments of this run, in-process cache hits, and the judge's own usage since the
         run started (a cached JEV judge adds requests, tokens, cost, disk-cache hits)."""
-        out = {"judgments": sum(r.judgments for r in self.rounds),
-               "memo_hits": self.memo.hits - self._memo_start[0],
-               "memo_misses": self.memo.misses - self._memo_start[1]}
+        out = {
+            "judgments": sum(r.judgments for r in self.rounds),
+            "memo_hits": self.memo.hits - self._memo_start[0],
+            "memo_misses": self.memo.misses - self._memo_start[1],
+        }
         now = judge_usage(self.judge)
         for k, v in now.items():
             out[k] = v - self._usage_start.get(k, 0)
         return out
 
-    def rerun(self, from_round: int | None = None, *, params: Params | None = None, judge="unchanged",
-              pins: dict | None = None) -> "Run":
+    def rerun(
+        self,
+        from_round: int | None = None,
+        *,
+        params: Params | None = None,
+        judge="unchanged",
+        pins: dict | None = None,
+    ) -> "Run":
         """A new Run that keeps rounds before `from_round` (default: the first round the
         change can affect) and steps again from there, reusing this run's judgments."""
         new_params = params or self.params
@@ -455,7 +543,8 @@ class Run:
             if new_judge is not self.judge:
                 from_round = 0
             changed = {k for k in set(self.pins) ^ set(new_pins)} | {
-                k for k in set(self.pins) & set(new_pins) if self.pins[k] != new_pins[k]}
+                k for k in set(self.pins) & set(new_pins) if self.pins[k] != new_pins[k]
+            }
             if changed:
                 from_round = min(from_round, min(r for r, _ in changed))
         keep = [r for r in self.rounds[:from_round]]
@@ -487,39 +576,3 @@ def unit_infos(index: Index, unit_ids) -> dict[int, UnitInfo]:
     for rec in index.units(todo):
         known[rec.id] = UnitInfo(rec.title, rec.document, rec.source, rec.location)
     return {u: known[u] for u in unit_ids}
-
-
-def judge_usage(judge) -> dict:
-    """A judge's cumulative counters, if it keeps any (`usage()` -> {name: number})."""
-    usage = getattr(judge, "usage", None)
-    return dict(usage()) if callable(usage) else {}
-
-
-def truncated_trace(index: Index, trace: Trace, H: int) -> Trace:
-    """The trace as if the run had stopped after expansion round H (same trajectory):
-    how the paper reads H=0, 1, 2 off one run."""
-    rounds = list(trace.rounds[: H + 1])
-    if rounds and rounds[-1].stop is None:
-        rounds[-1] = replace(rounds[-1], stop=STOP_MAX_ROUNDS)
-    final = final_ranking(index, rounds, trace.params, judged=trace.judge != "bm25")
-    return replace(trace, params=trace.params.replace(H=min(H, trace.params.H)), rounds=tuple(rounds),
-                   final_ranking=tuple(final),
-                   stats={**trace.stats, "judgments": sum(r.judgments for r in rounds)})
-
-
-NEAR_MISSES = 2  # unselected terms kept in the trace: this many times L (the "why not" view)
-
-
-def term_rows(choices, resolutions, L: int) -> tuple[Term, ...]:
-    """Trace rows for a round's terms: the selected ones and the best near misses."""
-    out = []
-    for c in choices[: L * (1 + NEAR_MISSES)]:
-        resolved, how = resolutions.get(c.term, (None, None))
-        w = c.weight
-        out.append(Term(
-            term=c.term, kind=c.kind, surface=c.surface, seed=c.seed, tf=w.tf, df=w.df, idf=w.idf,
-            query_connection=w.query_connection, seed_score=w.seed_score, seed_weight=w.seed_weight,
-            priority=w.priority, selected=c.selected, order=c.order, resolved=resolved, resolution=how,
-            extra=tuple(w.extra),
-        ))
-    return tuple(out)

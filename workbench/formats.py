@@ -7,10 +7,16 @@ index layer, workbench/index/readers.py, whose docstring says how documents are 
 why names are percent-encoded in TREC files; they are re-exported here, so
 `from workbench.formats import load_beir_corpus` keeps working.
 
->>> units = load_beir_corpus("beir/hotpotqa")                        # doctest: +SKIP
->>> questions = load_beir_questions("beir/hotpotqa", split="test")   # doctest: +SKIP
->>> write_trec_run("bm25.trec", run_rows(result.records), tag="bm25")  # doctest: +SKIP
+>>> from workbench.runs import evaluate
+>>> units = load_beir_corpus(enc_beir)          # enc_beir: the encyclopedia as a BEIR folder
+>>> questions = load_beir_questions(enc_beir, split="test")
+>>> result = evaluate(enc_index, questions, "bm25", progress=False)
+>>> write_trec_run("bm25.trec", run_rows(result.records), tag="bm25")
+PosixPath('bm25.trec')
+>>> Path("bm25.trec").read_text().splitlines()[0]
+'enc-01 Q0 Glass%20Harbor 1 52.000000 bm25'
 """
+
 from __future__ import annotations
 
 import json
@@ -18,12 +24,32 @@ from pathlib import Path
 
 from workbench.index.corpora import Question, Unit, load_corpus, load_questions
 from workbench.index.readers import (  # noqa: F401  (the readers, re-exported: see the docstring)
-    BEIR_CORPUS, BEIR_QRELS_DIR, BEIR_QUERIES, IRDS_PREFIX, TREC_QRELS, TREC_TOPICS, FormatError, corpus_loader,
-    decode_id, encode_id, is_beir_folder, load_beir_corpus, load_beir_questions, load_irds, load_irds_corpus,
-    load_jsonl_corpus, load_trec_questions, qrels_split_path, questions_loader, read_beir_qrels, read_topics_tsv,
-    read_trec_qrels, read_trec_run,
+    BEIR_CORPUS,
+    BEIR_QRELS_DIR,
+    BEIR_QUERIES,
+    IRDS_PREFIX,
+    TREC_QRELS,
+    TREC_TOPICS,
+    FormatError,
+    corpus_loader,
+    decode_id,
+    encode_id,
+    is_beir_folder,
+    load_beir_corpus,
+    load_beir_questions,
+    load_irds,
+    load_irds_corpus,
+    load_jsonl_corpus,
+    load_trec_questions,
+    qrels_split_path,
+    questions_loader,
+    read_beir_qrels,
+    read_topics_tsv,
+    read_trec_qrels,
+    read_trec_run,
 )
 from workbench.metrics import question_metrics
+
 # the run layer's result: a scored run is written in exactly the shape `sag2wb eval` writes
 # (EvalResult.to_dict; interop sits above runs, so this arrow points down)
 from workbench.runs.evaluation import EvalResult
@@ -57,23 +83,33 @@ def _metadata(q: Question) -> dict:
     return {k: v for k, v in (("answer", q.answer), ("type", q.type), ("hops", q.hops)) if v is not None}
 
 
-def write_beir(folder: str | Path, units: list[Unit] | None = None, questions: list[Question] | None = None,
-               split: str = "test") -> list[Path]:
+def write_beir(
+    folder: str | Path, units: list[Unit] | None = None, questions: list[Question] | None = None, split: str = "test"
+) -> list[Path]:
     """A BEIR folder: corpus.jsonl (`_id` = document, encoded), queries.jsonl, qrels/SPLIT.tsv.
 
-    >>> write_beir("enc-beir", load_corpus("corpus.json"), load_questions("questions.jsonl"))  # doctest: +SKIP
+    >>> write_beir("enc-beir", load_corpus("sample_corpora/encyclopedia/corpus.json"),
+    ...            load_questions("sample_corpora/encyclopedia/questions.jsonl"))
+    [PosixPath('enc-beir/corpus.jsonl'), PosixPath('enc-beir/queries.jsonl'), PosixPath('enc-beir/qrels/test.tsv')]
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     if units is not None:
         with atomic_writer(folder / BEIR_CORPUS) as f:
-            _jsonl(f, ({"_id": encode_id(d["_id"]), "title": d["title"], "text": d["text"]} for d in documents_of(units)))
+            _jsonl(
+                f, ({"_id": encode_id(d["_id"]), "title": d["title"], "text": d["text"]} for d in documents_of(units))
+            )
         written.append(folder / BEIR_CORPUS)
     if questions is not None:
         with atomic_writer(folder / BEIR_QUERIES) as f:
-            _jsonl(f, ({"_id": encode_id(q.id), "text": q.question, **({"metadata": _metadata(q)} if _metadata(q) else {})}
-                       for q in questions))
+            _jsonl(
+                f,
+                (
+                    {"_id": encode_id(q.id), "text": q.question, **({"metadata": _metadata(q)} if _metadata(q) else {})}
+                    for q in questions
+                ),
+            )
         (folder / BEIR_QRELS_DIR).mkdir(exist_ok=True)
         qrels = folder / BEIR_QRELS_DIR / f"{split}.tsv"
         with atomic_writer(qrels) as f:
@@ -85,11 +121,13 @@ def write_beir(folder: str | Path, units: list[Unit] | None = None, questions: l
     return written
 
 
-def write_workbench(folder: str | Path, units: list[Unit] | None = None, questions: list[Question] | None = None) -> list[Path]:
+def write_workbench(
+    folder: str | Path, units: list[Unit] | None = None, questions: list[Question] | None = None
+) -> list[Path]:
     """The workbench's own files: corpus.json when every document is one passage named by
     its title (else corpus.jsonl with `_id`, which keeps the names), questions.jsonl.
 
-    >>> write_workbench("enc-again", load_corpus("enc-beir"), load_questions("enc-beir"))  # doctest: +SKIP
+    >>> write_workbench("enc-again", load_corpus(enc_beir), load_questions(enc_beir))  # enc_beir: a BEIR folder
     [PosixPath('enc-again/corpus.json'), PosixPath('enc-again/questions.jsonl')]
     """
     folder = Path(folder)
@@ -100,7 +138,10 @@ def write_workbench(folder: str | Path, units: list[Unit] | None = None, questio
         if all(d["_id"] == d["title"] for d in docs):
             path = folder / "corpus.json"
             with atomic_writer(path) as f:
-                f.write(json.dumps([{"title": d["title"], "text": d["text"]} for d in docs], ensure_ascii=False, indent=1) + "\n")
+                f.write(
+                    json.dumps([{"title": d["title"], "text": d["text"]} for d in docs], ensure_ascii=False, indent=1)
+                    + "\n"
+                )
         else:
             path = folder / "corpus.jsonl"
             with atomic_writer(path) as f:
@@ -109,9 +150,20 @@ def write_workbench(folder: str | Path, units: list[Unit] | None = None, questio
     if questions is not None:
         path = folder / "questions.jsonl"
         with atomic_writer(path) as f:
-            _jsonl(f, ({"_id": q.id, "question": q.question, "supporting_titles": list(q.gold),
-                        **{k: v for k, v in (("type", q.type), ("hops", q.hops), ("answer", q.answer)) if v is not None}}
-                       for q in questions))
+            _jsonl(
+                f,
+                (
+                    {
+                        "_id": q.id,
+                        "question": q.question,
+                        "supporting_titles": list(q.gold),
+                        **{
+                            k: v for k, v in (("type", q.type), ("hops", q.hops), ("answer", q.answer)) if v is not None
+                        },
+                    }
+                    for q in questions
+                ),
+            )
         written.append(path)
     return written
 
@@ -119,7 +171,10 @@ def write_workbench(folder: str | Path, units: list[Unit] | None = None, questio
 def write_trec_qrels(path: str | Path, questions: list[Question]) -> Path:
     """The gold as TREC qrels: `qid 0 docno 1` per gold document (questions without gold omitted).
 
-    >>> write_trec_qrels("gold.qrels", load_questions("questions.jsonl"))   # doctest: +SKIP
+    >>> write_trec_qrels("gold.qrels", load_questions("sample_corpora/encyclopedia/questions.jsonl"))
+    PosixPath('gold.qrels')
+    >>> Path("gold.qrels").read_text(encoding="utf-8").splitlines()[:2]
+    ['enc-01 0 Glass%20Harbour 1', 'enc-01 0 Élodie%20Marchetti 1']
     """
     path = Path(path)
     with atomic_writer(path) as f:
@@ -134,7 +189,9 @@ def write_topics_tsv(path: str | Path, questions: list[Question]) -> Path:
     with atomic_writer(path) as f:
         for q in questions:
             if "\t" in q.id or "\n" in q.question or "\t" in q.question:
-                raise FormatError(f"question {q.id!r}: a tab or newline cannot be written to {path.name} (qid<TAB>query)")
+                raise FormatError(
+                    f"question {q.id!r}: a tab or newline cannot be written to {path.name} (qid<TAB>query)"
+                )
             f.write(f"{q.id}\t{q.question}\n")
     return path
 
@@ -150,8 +207,9 @@ def run_rows(records: list[dict], depth: int = RUN_DEPTH):
     """(qid, docno, rank, score) for every question record of an evaluation (its ranking of
     unique documents, first occurrences kept: the R@k dedup).
 
-    >>> next(run_rows(evaluate(index, questions, "bm25").records))   # doctest: +SKIP
-    ('enc-01', 'Glass Harbour', 1, 21.0)
+    >>> from workbench.runs import evaluate
+    >>> next(run_rows(evaluate(index, questions, "bm25", progress=False).records))
+    ('docs-01', 'onboarding/new_engineers.md', 1, 12.0)
     """
     for rec in records:
         docs = rec.get("ranking") or []
@@ -174,8 +232,17 @@ def write_trec_run(path: str | Path, rows, tag: str = "sag2wb") -> Path:
 CONVERT_TARGETS = ("beir", "workbench", "trec")
 
 
-def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str | None = None,
-            results=None, run=None, tag: str | None = None) -> list[Path]:
+def convert(
+    to: str,
+    out: str | Path,
+    *,
+    corpus=None,
+    questions=None,
+    split: str | None = None,
+    results=None,
+    run=None,
+    tag: str | None = None,
+) -> list[Path]:
     """`sag2wb convert`: write the corpus / questions / an `eval` result in another layout.
 
     - `beir`: OUT/corpus.jsonl, OUT/queries.jsonl, OUT/qrels/SPLIT.tsv (split default test)
@@ -187,7 +254,11 @@ def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str
     Sources are anything `sag2wb index` / `--questions` read (corpus.json, .jsonl, folders,
     BEIR folders, TREC folders, irds:NAME).
 
-    >>> convert("beir", "enc-beir", corpus="corpus.json", questions="questions.jsonl")  # doctest: +SKIP
+    >>> convert("beir", "enc-beir", corpus="sample_corpora/encyclopedia/corpus.json",
+    ...         questions="sample_corpora/encyclopedia/questions.jsonl")
+    [PosixPath('enc-beir/corpus.jsonl'), PosixPath('enc-beir/queries.jsonl'), PosixPath('enc-beir/qrels/test.tsv')]
+    >>> convert("trec", "enc-trec", questions="enc-beir")
+    [PosixPath('enc-trec/topics.tsv'), PosixPath('enc-trec/qrels.txt')]
     """
     if to not in CONVERT_TARGETS:
         raise FormatError(f"--to {to!r}: choose one of {', '.join(CONVERT_TARGETS)}")
@@ -199,8 +270,12 @@ def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str
     if out.exists() and not out.is_dir():
         raise FormatError(f"{out}: exists and is not a folder; convert writes a folder")
     for src in (corpus, questions, results, run):
-        if src is not None and not str(src).startswith(IRDS_PREFIX) and Path(src).exists() \
-                and Path(src).resolve() == out.resolve():
+        if (
+            src is not None
+            and not str(src).startswith(IRDS_PREFIX)
+            and Path(src).exists()
+            and Path(src).resolve() == out.resolve()
+        ):
             raise FormatError(f"{out}: is also an input ({src}); choose another output folder")
     units = load_corpus(corpus) if corpus is not None else None
     # --split names the split read from a BEIR source and the split written to a BEIR target
@@ -215,6 +290,7 @@ def convert(to: str, out: str | Path, *, corpus=None, questions=None, split: str
             raise FormatError("--results: an eval result is already a workbench file; use --to trec for a run")
         written = write_workbench(out, units, qs)
         if run is not None:
+            assert qs is not None  # --run needs --questions (checked above)
             written.append(write_scored_run(out / "results.json", read_trec_run(run), qs, source=str(run)))
         return written
     if units is not None:
@@ -234,14 +310,27 @@ def score_run(run: dict, questions: list[Question], source: str = "run"):
     trec_eval's order, deduplicated (first occurrence kept), scored with the paper's
     metrics. A question the run does not name has an empty ranking (it counts 0).
 
-    >>> score_run(read_trec_run("splade.trec"), load_questions("q.jsonl")).metrics   # doctest: +SKIP
-    {'R@5': 61.2, 'R@10': 70.0, 'AE@10': 40.0, 'questions': 40, 'judgments': 0}
+    >>> _ = Path("other.trec").write_text("enc-01 Q0 Glass%20Harbour 1 2 other\\nenc-01 Q0 Porto%20Calven 2 1 other\\n")
+    >>> first = load_questions("sample_corpora/encyclopedia/questions.jsonl")[:1]   # gold: 2 documents
+    >>> score_run(read_trec_run("other.trec"), first).metrics
+    {'R@5': 50.0, 'R@10': 50.0, 'AE@10': 0.0, 'questions': 1, 'judgments': 0}
     """
     records = []
     for q in questions:
         docs = list(dict.fromkeys(doc for doc, _, _ in run.get(q.id, ())))
-        records.append({"_id": q.id, "type": q.type, "hops": q.hops, **question_metrics(docs, q.gold), "judgments": 0,
-                        "stop": None, "gold": list(q.gold), "ranking": docs[:RUN_DEPTH], "rounds": []})
+        records.append(
+            {
+                "_id": q.id,
+                "type": q.type,
+                "hops": q.hops,
+                **question_metrics(docs, q.gold),
+                "judgments": 0,
+                "stop": None,
+                "gold": list(q.gold),
+                "ranking": docs[:RUN_DEPTH],
+                "rounds": [],
+            }
+        )
     return EvalResult({"run": source}, records)
 
 
@@ -261,7 +350,10 @@ def read_eval_records(path: str | Path) -> list[dict]:
         raise FormatError(f"{path}: no such eval result file") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise FormatError(f"{path}: not an sag2wb eval result ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("questions"), list) \
-            or not all(isinstance(r, dict) and "_id" in r and isinstance(r.get("ranking"), list) for r in data["questions"]):
-        raise FormatError(f"{path}: not an sag2wb eval result (expected \"questions\" with \"_id\" and \"ranking\")")
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("questions"), list)
+        or not all(isinstance(r, dict) and "_id" in r and isinstance(r.get("ranking"), list) for r in data["questions"])
+    ):
+        raise FormatError(f'{path}: not an sag2wb eval result (expected "questions" with "_id" and "ranking")')
     return data["questions"]

@@ -2,6 +2,7 @@
 
 A leaf: the engine and every judge import it; it imports nothing of the workbench.
 """
+
 from __future__ import annotations
 
 import math
@@ -32,7 +33,9 @@ def validate_scores(name: str, scores, n: int) -> list[float]:
     try:
         scores = list(scores)
     except TypeError:
-        raise JudgeError(f"judge {name!r} returned {type(scores).__name__}, expected a list of {n} probabilities") from None
+        raise JudgeError(
+            f"judge {name!r} returned {type(scores).__name__}, expected a list of {n} probabilities"
+        ) from None
     if len(scores) != n:
         raise JudgeError(f"judge {name!r} returned {len(scores)} scores for {n} candidates")
     out = []
@@ -44,7 +47,6 @@ def validate_scores(name: str, scores, n: int) -> list[float]:
             raise JudgeError(f"judge {name!r}: score {i} is {s!r}, outside [0, 1]")
         out.append(s)
     return out
-
 
 
 class JudgmentMemo:
@@ -64,7 +66,7 @@ class JudgmentMemo:
     (1, 1)
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.scores: dict[tuple, float] = {}
         self.hits = 0
         self.misses = 0
@@ -91,3 +93,9 @@ class JudgmentMemo:
             for i, s in zip(missing, got):
                 self.scores[keys[i]] = s
         return [self.scores[k] for k in keys]
+
+
+def judge_usage(judge) -> dict:
+    """A judge's cumulative counters, if it keeps any (`usage()` -> {name: number})."""
+    usage = getattr(judge, "usage", None)
+    return dict(usage()) if callable(usage) else {}

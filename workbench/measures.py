@@ -8,9 +8,12 @@ document counts 0 (as `trec_eval -c` and pt.Experiment count it); a question wit
 is left out (as R@k leaves it out). Values stay on ir_measures' own scale (0-1), while the
 paper's metrics stay percentages, computed by workbench/metrics.py exactly as before.
 
->>> compute_measures(result.records, questions, ["nDCG@10", "RR"])    # doctest: +SKIP
-{'nDCG@10': 0.6124, 'RR': 0.7233}
+>>> from workbench.runs import evaluate
+>>> result = evaluate(index, questions, "lexical", progress=False)
+>>> compute_measures(result.records, questions, ["nDCG@10", "RR"])
+{'nDCG@10': 0.74939..., 'RR': 0.84259...}
 """
+
 from __future__ import annotations
 
 import math
@@ -37,7 +40,9 @@ def parse_measures(names) -> list:
         try:
             out.append(irm.parse_measure(name))
         except (ValueError, NameError, SyntaxError, TypeError, AttributeError) as exc:
-            raise FormatError(f"--measure {name!r}: not an ir_measures measure ({exc}); e.g. nDCG@10, RR, AP, R@10") from None
+            raise FormatError(
+                f"--measure {name!r}: not an ir_measures measure ({exc}); e.g. nDCG@10, RR, AP, R@10"
+            ) from None
     return out
 
 
@@ -82,8 +87,10 @@ def per_question(records: list[dict], questions: list[Question], names) -> dict[
 def compute_measures(records: list[dict], questions: list[Question], names) -> dict[str, float]:
     """Mean of each measure over the questions with gold (unrounded)."""
     values = per_question(records, questions, names)
-    return {str(m): (sum(v[str(m)] for v in values.values()) / len(values) if values else math.nan)
-            for m in parse_measures(names)}
+    return {
+        str(m): (sum(v[str(m)] for v in values.values()) / len(values) if values else math.nan)
+        for m in parse_measures(names)
+    }
 
 
 def measure_name(name: str) -> str:
@@ -97,14 +104,17 @@ def measure_name(name: str) -> str:
     return name
 
 
-def eval_extras(result, questions: list[Question], *, run=None, qrels=None, measures=(), tag: str = "sag2wb",
-                inputs=(), out=None) -> list[str]:
+def eval_extras(
+    result, questions: list[Question], *, run=None, qrels=None, measures=(), tag: str = "sag2wb", inputs=(), out=None
+) -> list[str]:
     """What `sag2wb eval --run/--qrels/--measure` add to a finished evaluation: the TREC run
     and qrels files, and each measure per question (`record["measures"]`) and as a mean (in
     `result.stats["measures"]`). Returns lines for the CLI to print.
 
-    >>> eval_extras(result, questions, run="sag2.trec", measures=["nDCG@10"])   # doctest: +SKIP
-    ['nDCG@10 0.6124', 'run -> sag2.trec (40 questions)']
+    >>> from workbench.runs import evaluate
+    >>> result = evaluate(index, questions, "lexical", progress=False)
+    >>> eval_extras(result, questions, run="sag2.trec", measures=["nDCG@10"])
+    ['nDCG@10 0.7494', 'run -> sag2.trec (9 questions)']
     """
     named = [(p, what) for p, what in ((out, "--out"), (run, "--run"), (qrels, "--qrels")) if p is not None]
     for i, (path, what) in enumerate(named):

@@ -10,6 +10,7 @@ documents. Percentages (0-100) are the paper's scale; a question without gold ha
 >>> question_metrics(["a", "x", "b"], ["a", "b"])
 {'R@5': 100.0, 'R@10': 100.0, 'AE@10': 100.0}
 """
+
 from __future__ import annotations
 
 import math
@@ -87,7 +88,9 @@ def mean_metrics(rows: list[dict]) -> dict:
     return out
 
 
-def paired_bootstrap(a, b, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
+def paired_bootstrap(
+    a, b, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> tuple[float, float, float]:
     """Mean of (a - b) and its paired 95% percentile interval over question resamples
     (`a[i]` and `b[i]` are the same question; seeded, so the interval is reproducible).
 

@@ -7,6 +7,7 @@ Traceback (most recent call last):
 ...
 workbench.params.ParamsError: H (expansion rounds) must be 0, 1 or 2, got 3
 """
+
 from __future__ import annotations
 
 import math
@@ -52,7 +53,9 @@ class Params:
         need(self.context_size >= 0, f"context_size must be >= 0, got {self.context_size}")
         need(self.fusion_constant >= 0, f"fusion_constant must be >= 0, got {self.fusion_constant}")
         weights = tuple(self.field_weights)
-        need(len(weights) == 3, f"field_weights must be three numbers (title, heading, body), got {self.field_weights!r}")
+        need(
+            len(weights) == 3, f"field_weights must be three numbers (title, heading, body), got {self.field_weights!r}"
+        )
         for w in weights:
             need(
                 isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0,
@@ -124,9 +127,17 @@ def earliest_affected_round(old: Params, new: Params) -> int:
     Returns a round past the last (3) when only the final diversity ordering changes."""
     changed = {f.name for f in fields(Params) if getattr(old, f.name) != getattr(new, f.name)}
     first_round = {
-        "B": 0, "query_tokens": 0, "field_weights": 0, "fusion_constant": 0,
-        "s": 1, "L": 1, "p": 1, "term_weighting": 1, "use_context": 1,
-        "incoming_limit": 2, "context_size": 2,
+        "B": 0,
+        "query_tokens": 0,
+        "field_weights": 0,
+        "fusion_constant": 0,
+        "s": 1,
+        "L": 1,
+        "p": 1,
+        "term_weighting": 1,
+        "use_context": 1,
+        "incoming_limit": 2,
+        "context_size": 2,
     }
     rounds = [first_round[name] for name in changed if name in first_round]
     if "H" in changed:

@@ -12,12 +12,16 @@ workbench/formats.rank_score): PyTerrier and ir_measures order results by score,
 score has to fall strictly with our rank for pt.Experiment to measure our ranking. `rank`
 is 0-based, as everywhere in PyTerrier. No JVM is started.
 
->>> import pyterrier as pt                                                   # doctest: +SKIP
+>>> import pyterrier as pt
 >>> from pyterrier.measures import R, nDCG
 >>> bm25, sag2 = BM25Retriever(index), SAG2Retriever(index, "lexical")
->>> pt.Experiment([bm25, sag2], topics_frame(qs), qrels_frame(qs),
-...               eval_metrics=[R@5, R@10, nDCG@10], baseline=0)
+>>> pt.Experiment([bm25, sag2], topics_frame(questions), qrels_frame(questions),
+...               eval_metrics=[R@5, R@10, nDCG@10], round=3)
+                       name    R@5   R@10  nDCG@10
+0     BM25Retriever('bm25')  0.602  0.759    0.703
+1  SAG2Retriever('lexical')  0.676  0.907    0.749
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,9 +33,9 @@ try:
 except ImportError as exc:  # the extra is optional; say how to get it
     raise ImportError("workbench.pyterrier needs PyTerrier: pip install 'sag2-workbench[pyterrier]'") from exc
 
-from workbench.index.corpora import Question
 from workbench.engine import Run
 from workbench.formats import RUN_DEPTH, rank_score
+from workbench.index.corpora import Question
 from workbench.index.store import Index
 from workbench.judges.base import FunctionJudge
 from workbench.judgment import JudgmentMemo
@@ -44,7 +48,7 @@ RESULT_COLUMNS = ["docno", "score", "rank", "unit_id", "title", "judge_score", "
 
 def trace_rows(trace, depth: int = RUN_DEPTH) -> list[dict]:
     """One row per document of a trace's final ranking (first occurrence kept), top `depth`."""
-    entered: dict[int, object] = {}
+    entered: dict[int, tuple[int, str | None, float]] = {}
     for r in trace.rounds:
         for c in r.candidates:
             if c.unit_id not in entered:
@@ -58,9 +62,19 @@ def trace_rows(trace, depth: int = RUN_DEPTH) -> list[dict]:
     for i, doc in enumerate(docs):
         u = first_unit[doc]
         round_, via, bm25 = entered.get(u, (None, None, None))
-        rows.append({"docno": doc, "score": rank_score(i + 1, len(docs)), "rank": i, "unit_id": u,
-                     "title": trace.units[u].title, "judge_score": scores.get(u), "bm25": bm25,
-                     "entered_round": round_, "via_term": via})
+        rows.append(
+            {
+                "docno": doc,
+                "score": rank_score(i + 1, len(docs)),
+                "rank": i,
+                "unit_id": u,
+                "title": trace.units[u].title,
+                "judge_score": scores.get(u),
+                "bm25": bm25,
+                "entered_round": round_,
+                "via_term": via,
+            }
+        )
     return rows
 
 
@@ -108,7 +122,11 @@ class _WorkbenchRetriever(pt.Transformer):
 class BM25Retriever(_WorkbenchRetriever):
     """The paper's BM25 baseline: the first-round FTS5 list (field weights 2/2/1), no judge.
 
-    >>> BM25Retriever(index).search("Where was the director of Glass Harbour born?")   # doctest: +SKIP
+    >>> BM25Retriever(index).search("How are refunds approved?")[["docno", "score", "rank"]].head(3)
+                            docno  score  rank
+    0             api/partners.md    4.0     0
+    1             access/roles.md    3.0     1
+    2  api/permission_registry.md    2.0     2
     """
 
     def __init__(self, index, params: Params | None = None, *, num_results: int = RUN_DEPTH):
@@ -119,12 +137,26 @@ class SAG2Retriever(_WorkbenchRetriever):
     """SAG2 with any workbench judge: a name (`lexical`, `oracle`, `jev`, `FILE.py:NAME`) or
     a judge function / object. The oracle needs gold: pass `qrels` (qid, docno, label).
 
-    >>> sag2_h1 = SAG2Retriever(index, "lexical", Params(H=1))               # doctest: +SKIP
-    >>> oracle = SAG2Retriever(index, "oracle", qrels=qrels)                # doctest: +SKIP
+    >>> sag2_h1 = SAG2Retriever(index, "lexical", Params(H=1))
+    >>> oracle = SAG2Retriever(index, "oracle", qrels=qrels_frame(questions))
+    >>> sag2_h1, oracle
+    (SAG2Retriever('lexical', H=1), SAG2Retriever('oracle'))
+    >>> oracle.transform(topics_frame(questions[:1]))[["qid", "docno", "rank"]].head(2)
+           qid                       docno  rank
+    0  docs-01  api/permission_registry.md     0
+    1  docs-01               auth/login.md     1
     """
 
-    def __init__(self, index, judge="lexical", params: Params | None = None, *, num_results: int = RUN_DEPTH,
-                 qrels: pd.DataFrame | None = None, **jev_options):
+    def __init__(
+        self,
+        index,
+        judge="lexical",
+        params: Params | None = None,
+        *,
+        num_results: int = RUN_DEPTH,
+        qrels: pd.DataFrame | None = None,
+        **jev_options,
+    ):
         super().__init__(index, params, num_results=num_results)
         if isinstance(judge, str):
             self.judge_name = judge

@@ -19,6 +19,7 @@ finished questions stay resumable); 2 bad input or environment, named in one lin
 3 `--keep-going` finished with some questions failed (metrics cover the rest only);
 130 interrupted (everything finished is kept for resume).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,9 +28,9 @@ import tempfile
 from pathlib import Path
 
 EXIT_OK = 0
-EXIT_FAILED = 1        # the work could not be done (a question's judge failed); finished questions are resumable
-EXIT_USAGE = 2         # bad input or environment, named in one line (file, DB, cache, option)
-EXIT_PARTIAL = 3       # --keep-going: finished, but some questions failed; metrics cover the rest only
+EXIT_FAILED = 1  # the work could not be done (a question's judge failed); finished questions are resumable
+EXIT_USAGE = 2  # bad input or environment, named in one line (file, DB, cache, option)
+EXIT_PARTIAL = 3  # --keep-going: finished, but some questions failed; metrics cover the rest only
 EXIT_INTERRUPTED = 130  # Ctrl-C: everything finished is kept for resume
 
 TEMP_PREFIX = ".sag2wb-tmp-"
@@ -168,6 +169,8 @@ def check_output(path, *, inputs=(), ours=None, force: bool = False, what: str =
     if path.is_dir():
         raise OutputError(f"{what} {path} is a directory; give a file path")
     if path.exists() and ours is not None and not force and not ours(path):
-        raise OutputError(f"{what} {path} exists and is not a result written by sag2wb; "
-                          f"choose another path, or pass --force to replace it")
+        raise OutputError(
+            f"{what} {path} exists and is not a result written by sag2wb; "
+            f"choose another path, or pass --force to replace it"
+        )
     return path

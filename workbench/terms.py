@@ -13,6 +13,7 @@ Register it with `register_term_weighting("name", my_rule)` (or load it from
 >>> sorted(TERM_WEIGHTINGS)[:3]
 ['bm25_feedback', 'no_idf', 'no_query_connection']
 """
+
 from __future__ import annotations
 
 import functools
@@ -106,8 +107,11 @@ def summarize_sentences(sentences) -> BodyTerms:
         for t in dict.fromkeys(units):
             sentences_of[t] = where(t, ()) + (i,)
     return BodyTerms(
-        dict(tf), kinds, sentences_of,
-        tuple(u.tokens for u in sentences), tuple((t, tuple(t.split(" "))) for t in tf if " " in t),
+        dict(tf),
+        kinds,
+        sentences_of,
+        tuple(u.tokens for u in sentences),
+        tuple((t, tuple(t.split(" "))) for t in tf if " " in t),
     )
 
 
@@ -184,8 +188,7 @@ def sentence_connections(seed: SeedView, stats: CorpusStats) -> list[float]:
 def query_connections(seed: SeedView, stats: CorpusStats) -> dict[str, float]:
     """c(t, d) = max over sentences u whose 𝔅(u) contains t of c(u) (SPEC §3)."""
     cu = sentence_connections(seed, stats)
-    return {t: cu[w[0]] if len(w) == 1 else max([cu[i] for i in w])
-            for t, w in seed_terms(seed).sentences_of.items()}
+    return {t: cu[w[0]] if len(w) == 1 else max([cu[i] for i in w]) for t, w in seed_terms(seed).sentences_of.items()}
 
 
 def paper_seed_weight(seed: SeedView) -> float:
@@ -246,8 +249,9 @@ RM3_TOKEN_LENGTH = (2, 20)  # paper B.3: RM3 keeps tokens of 2-20 alphanumeric c
 BM25_REFERENCE_LENGTH = 100.0  # |d| normaliser: a seed of 100 expansion units counts as average
 
 
-def bm25_feedback(seed: SeedView, stats: CorpusStats, k1: float = 1.2, b: float = 0.75,
-                  avg_len: float = BM25_REFERENCE_LENGTH) -> dict[str, TermWeight]:
+def bm25_feedback(
+    seed: SeedView, stats: CorpusStats, k1: float = 1.2, b: float = 0.75, avg_len: float = BM25_REFERENCE_LENGTH
+) -> dict[str, TermWeight]:
     """RM3-like relevance feedback (paper Appendix B.3, in spirit): BM25 weight of the term
     in the seed, times the seed's judge score as its relevance.
 
@@ -281,7 +285,12 @@ def bm25_feedback(seed: SeedView, stats: CorpusStats, k1: float = 1.2, b: float 
         idf = stats.idf(t)
         weight = n * (k1 + 1) / (n + norm) * idf
         out[t] = TermWeight(
-            weight * seed.score, tf=n, df=df, idf=idf, seed_score=seed.score, seed_weight=seed.score,
+            weight * seed.score,
+            tf=n,
+            df=df,
+            idf=idf,
+            seed_score=seed.score,
+            seed_weight=seed.score,
             extra=(("bm25_weight", weight),),
         )
     return out
@@ -305,7 +314,9 @@ def register_term_weighting(name: str, fn: TermWeighting) -> TermWeighting:
     >>> del TERM_WEIGHTINGS["half_idf"]
     """
     if not isinstance(name, str) or not name.strip() or ".py:" in name:
-        raise TermWeightingError(f"term weighting name {name!r}: expected a non-empty name (FILE.py:NAME is the file form)")
+        raise TermWeightingError(
+            f"term weighting name {name!r}: expected a non-empty name (FILE.py:NAME is the file form)"
+        )
     if not callable(fn):
         raise TermWeightingError(f"term weighting {name!r}: {fn!r} is not callable")
     TERM_WEIGHTINGS[name] = fn
@@ -436,7 +447,7 @@ class _Optimistic:
     a matching term can have (df = 1), and note it as pending. Question tokens stay exact:
     their idf enters every term's query connection."""
 
-    def __init__(self, stats, exact):
+    def __init__(self, stats, exact) -> None:
         self.stats, self.N, self.exact = stats, stats.N, exact
         self.cached_df = getattr(stats, "cached_df", lambda term: None)
         self.cached_idf = getattr(stats, "cached_idf", lambda term: None)
@@ -470,7 +481,9 @@ def _weigh(weighting, weighting_name: str, seed: SeedView, stats) -> tuple[dict,
     (None if it gave no TermWeight)."""
     weights = weighting(seed, stats)
     if not isinstance(weights, dict):
-        raise TermWeightingError(f"term weighting {weighting_name!r} returned {type(weights).__name__}, expected a dict")
+        raise TermWeightingError(
+            f"term weighting {weighting_name!r} returned {type(weights).__name__}, expected a dict"
+        )
     seed_weight = next((w.seed_weight for w in weights.values() if isinstance(w, TermWeight)), None)
     eligible, u = seed.candidate_terms, seed.unit_id
     weights = {t: w for t, w in weights.items() if t in eligible}  # a variant may propose anything

@@ -7,6 +7,7 @@
 straight (one jieba pass over the whole text) and exists so tests can prove the fast
 path emits exactly the same tokens.
 """
+
 from __future__ import annotations
 
 import functools
@@ -27,7 +28,8 @@ CONNECTED_LATIN = r"([a-zA-Z0-9]+(?:[._-][a-zA-Z0-9]+)*%?)"
 
 STOPWORDS = frozenset(
     "的 了 是 在 和 与 或 哪 什么 哪个 哪些 如何 怎么 为什么 是否 这 那 一个 一种 请 我 你 他 它 吗 呢 吧 地 得".split()
-    + "the a an of in on at to for and or is are was were be by with from which what who how when where does do did that this it as".split()
+    + "the a an of in on at to for and or is are was were be".split()
+    + "by with from which what who how when where does do did that this it as".split()
 )
 
 _SEPARATOR = re.compile(r"[._-]")
@@ -35,7 +37,7 @@ _LATIN_LETTER = re.compile(r"[a-z]")
 _LETTER_OR_DIGIT = regex.compile(r"[\p{L}\p{N}]")
 # jieba.cut's own block splitter (re_han_default): each block is segmented on its own,
 # which is what makes per-block memoisation exact.
-_JIEBA_BLOCK = re.compile("([\u4E00-\u9FD5a-zA-Z0-9+#&\\._%\\-]+)", re.U)
+_JIEBA_BLOCK = re.compile("([\u4e00-\u9fd5a-zA-Z0-9+#&\\._%\\-]+)", re.U)
 
 
 @functools.cache
@@ -77,9 +79,7 @@ def _expand_word(word: str, freq: dict) -> list[str]:
         out.extend(p for p in _SEPARATOR.split(word) if len(p) >= 2 and _LATIN_LETTER.search(p))
     for n in (2, 3):
         if len(word) > n and not skip_lookups:
-            out.extend(
-                word[i : i + n] for i in range(len(word) - n + 1) if freq.get(word[i : i + n], 0) > 0
-            )
+            out.extend(word[i : i + n] for i in range(len(word) - n + 1) if freq.get(word[i : i + n], 0) > 0)
     out.append(word)
     return [t for t in out if t not in STOPWORDS and _LETTER_OR_DIGIT.search(t)]
 

@@ -13,6 +13,7 @@
 >>> Trace.from_json(trace.to_json()) == trace
 True
 """
+
 from __future__ import annotations
 
 import html
@@ -118,16 +119,58 @@ class UnitInfo:
 
 
 PASSAGE_COLUMNS = [
-    "round", "unit_id", "title", "document", "source", "origin", "retrieval_rank", "via_term", "term_rank",
-    "bm25", "score", "previous_score", "score_change", "rank", "pinned", "in_context", "gold",
-    "explanation", "components",  # nullable: filled by judges that explain themselves (docs/judges.md)
+    "round",
+    "unit_id",
+    "title",
+    "document",
+    "source",
+    "origin",
+    "retrieval_rank",
+    "via_term",
+    "term_rank",
+    "bm25",
+    "score",
+    "previous_score",
+    "score_change",
+    "rank",
+    "pinned",
+    "in_context",
+    "gold",
+    "explanation",
+    "components",  # nullable: filled by judges that explain themselves (docs/judges.md)
 ]
 TERM_COLUMNS = [
-    "round", "term", "kind", "surface", "seed", "seed_title", "tf", "df", "idf", "query_connection", "seed_score",
-    "seed_weight", "priority", "selected", "order", "resolved", "resolution",
+    "round",
+    "term",
+    "kind",
+    "surface",
+    "seed",
+    "seed_title",
+    "tf",
+    "df",
+    "idf",
+    "query_connection",
+    "seed_score",
+    "seed_weight",
+    "priority",
+    "selected",
+    "order",
+    "resolved",
+    "resolution",
 ]
 SEED_COLUMNS = ["round", "rank", "unit_id", "title", "score", "weight", "gold"]
-ROUND_COLUMNS = ["round", "scored", "candidates", "pool", "context", "seeds", "terms_selected", "judgments", "stop", "error"]
+ROUND_COLUMNS = [
+    "round",
+    "scored",
+    "candidates",
+    "pool",
+    "context",
+    "seeds",
+    "terms_selected",
+    "judgments",
+    "stop",
+    "error",
+]
 CONTEXT_COLUMNS = ["round", "position", "unit_id", "title", "previous_score"]
 RANKING_COLUMNS = ["position", "unit_id", "title", "document", "score", "rank_before_diversity", "gold"]
 
@@ -197,45 +240,104 @@ class Trace:
                 c = cand.get(entry.unit_id)
                 info = self.units[entry.unit_id]
                 prev = latest.get(entry.unit_id)
-                passages.append({
-                    "round": r.round, "unit_id": entry.unit_id, "title": info.title, "document": info.document,
-                    "source": f"{info.source} {info.location}".strip(), "origin": entry.origin,
-                    "retrieval_rank": c.retrieval_rank if c else None, "via_term": c.via_term if c else None,
-                    "term_rank": c.term_rank if c else None, "bm25": c.bm25 if c else None, "score": score,
-                    "previous_score": prev, "score_change": None if score is None or prev is None else score - prev,
-                    "rank": rank.get(entry.unit_id), "pinned": entry.unit_id in pinned,
-                    "in_context": entry.unit_id in in_context, "gold": (info.document in gold) if gold else None,
-                    "explanation": why[0] if why else None, "components": dict(why[1]) if why else None,
-                })
+                passages.append(
+                    {
+                        "round": r.round,
+                        "unit_id": entry.unit_id,
+                        "title": info.title,
+                        "document": info.document,
+                        "source": f"{info.source} {info.location}".strip(),
+                        "origin": entry.origin,
+                        "retrieval_rank": c.retrieval_rank if c else None,
+                        "via_term": c.via_term if c else None,
+                        "term_rank": c.term_rank if c else None,
+                        "bm25": c.bm25 if c else None,
+                        "score": score,
+                        "previous_score": prev,
+                        "score_change": None if score is None or prev is None else score - prev,
+                        "rank": rank.get(entry.unit_id),
+                        "pinned": entry.unit_id in pinned,
+                        "in_context": entry.unit_id in in_context,
+                        "gold": (info.document in gold) if gold else None,
+                        "explanation": why[0] if why else None,
+                        "components": dict(why[1]) if why else None,
+                    }
+                )
             for entry, score in zip(r.pool, r.scores):
                 latest[entry.unit_id] = score
             for t in r.terms:
-                terms.append({
-                    "round": r.round, "term": t.term, "kind": t.kind, "surface": t.surface, "seed": t.seed,
-                    "seed_title": self.units[t.seed].title, "tf": t.tf, "df": t.df, "idf": t.idf,
-                    "query_connection": t.query_connection, "seed_score": t.seed_score, "seed_weight": t.seed_weight,
-                    "priority": t.priority, "selected": t.selected, "order": t.order, "resolved": t.resolved,
-                    "resolution": t.resolution,
-                })
+                terms.append(
+                    {
+                        "round": r.round,
+                        "term": t.term,
+                        "kind": t.kind,
+                        "surface": t.surface,
+                        "seed": t.seed,
+                        "seed_title": self.units[t.seed].title,
+                        "tf": t.tf,
+                        "df": t.df,
+                        "idf": t.idf,
+                        "query_connection": t.query_connection,
+                        "seed_score": t.seed_score,
+                        "seed_weight": t.seed_weight,
+                        "priority": t.priority,
+                        "selected": t.selected,
+                        "order": t.order,
+                        "resolved": t.resolved,
+                        "resolution": t.resolution,
+                    }
+                )
             for s in r.seeds:
                 info = self.units[s.unit_id]
-                seeds.append({"round": r.round, "rank": s.rank, "unit_id": s.unit_id, "title": info.title,
-                              "score": s.score, "weight": s.weight, "gold": (info.document in gold) if gold else None})
+                seeds.append(
+                    {
+                        "round": r.round,
+                        "rank": s.rank,
+                        "unit_id": s.unit_id,
+                        "title": info.title,
+                        "score": s.score,
+                        "weight": s.weight,
+                        "gold": (info.document in gold) if gold else None,
+                    }
+                )
             for i, ctx in enumerate(r.context, start=1):
-                context.append({"round": r.round, "position": i, "unit_id": ctx.unit_id,
-                                "title": self.units[ctx.unit_id].title, "previous_score": ctx.previous_score})
-            rounds.append({
-                "round": r.round, "scored": r.scored, "candidates": len(r.candidates), "pool": len(r.pool),
-                "context": len(r.context), "seeds": len(r.seeds), "terms_selected": sum(t.selected for t in r.terms),
-                "judgments": r.judgments, "stop": r.stop, "error": r.error,
-            })
+                context.append(
+                    {
+                        "round": r.round,
+                        "position": i,
+                        "unit_id": ctx.unit_id,
+                        "title": self.units[ctx.unit_id].title,
+                        "previous_score": ctx.previous_score,
+                    }
+                )
+            rounds.append(
+                {
+                    "round": r.round,
+                    "scored": r.scored,
+                    "candidates": len(r.candidates),
+                    "pool": len(r.pool),
+                    "context": len(r.context),
+                    "seeds": len(r.seeds),
+                    "terms_selected": sum(t.selected for t in r.terms),
+                    "judgments": r.judgments,
+                    "stop": r.stop,
+                    "error": r.error,
+                }
+            )
         final_scores = self.final_scores()
         before = {u: i + 1 for i, u in enumerate(self.ranking_before_diversity())}
-        ranking = [{
-            "position": i + 1, "unit_id": u, "title": self.units[u].title, "document": self.units[u].document,
-            "score": final_scores.get(u), "rank_before_diversity": before.get(u),
-            "gold": (self.units[u].document in gold) if gold else None,
-        } for i, u in enumerate(self.final_ranking)]
+        ranking = [
+            {
+                "position": i + 1,
+                "unit_id": u,
+                "title": self.units[u].title,
+                "document": self.units[u].document,
+                "score": final_scores.get(u),
+                "rank_before_diversity": before.get(u),
+                "gold": (self.units[u].document in gold) if gold else None,
+            }
+            for i, u in enumerate(self.final_ranking)
+        ]
         return {
             "passages": pd.DataFrame(passages, columns=PASSAGE_COLUMNS),
             "terms": pd.DataFrame(terms, columns=TERM_COLUMNS),
@@ -248,8 +350,11 @@ class Trace:
     # ---- JSON -----------------------------------------------------------------------------
     def to_dict(self) -> dict:
         return {
-            "question": self.question, "question_id": self.question_id, "gold": list(self.gold),
-            "params": self.params.to_dict(), "judge": self.judge,
+            "question": self.question,
+            "question_id": self.question_id,
+            "gold": list(self.gold),
+            "params": self.params.to_dict(),
+            "judge": self.judge,
             "rounds": [_round_to_dict(r) for r in self.rounds],
             "final_ranking": list(self.final_ranking),
             "units": {str(k): asdict(v) for k, v in sorted(self.units.items())},
@@ -268,8 +373,11 @@ class Trace:
     @classmethod
     def from_dict(cls, d: dict) -> "Trace":
         return cls(
-            question=d["question"], question_id=d.get("question_id"), gold=tuple(d.get("gold", ())),
-            params=Params.from_dict(d["params"]), judge=d["judge"],
+            question=d["question"],
+            question_id=d.get("question_id"),
+            gold=tuple(d.get("gold", ())),
+            params=Params.from_dict(d["params"]),
+            judge=d["judge"],
             rounds=tuple(_round_from_dict(r) for r in d["rounds"]),
             final_ranking=tuple(d["final_ranking"]),
             units={int(k): UnitInfo(**v) for k, v in d["units"].items()},
@@ -284,20 +392,28 @@ class Trace:
         """The CLI contract's per-question record (titles, not ids)."""
         rounds = []
         for r in self.rounds:
-            rounds.append({
-                "round": r.round,
-                "candidates": self.titles(c.unit_id for c in r.candidates),
-                "terms": [t.term for t in sorted((t for t in r.terms if t.selected), key=lambda t: t.order)],
-                "seeds": self.titles(s.unit_id for s in r.seeds),
-                "pool": self.titles(e.unit_id for e in r.pool),
-                "context": self.titles(c.unit_id for c in r.context),
-                "scores": {self.units[e.unit_id].title: s for e, s in zip(r.pool, r.scores)},
-                "judgments": r.judgments,
-                "stop": r.stop,
-                **({"error": r.error} if r.error else {}),
-            })
-        return {"_id": self.question_id, "question": self.question, "ranking": self.documents()[:100],
-                "judgments": self.judgments, "stop": self.stop, "rounds": rounds}
+            rounds.append(
+                {
+                    "round": r.round,
+                    "candidates": self.titles(c.unit_id for c in r.candidates),
+                    "terms": [t.term for t in sorted((t for t in r.terms if t.selected), key=lambda t: t.order)],
+                    "seeds": self.titles(s.unit_id for s in r.seeds),
+                    "pool": self.titles(e.unit_id for e in r.pool),
+                    "context": self.titles(c.unit_id for c in r.context),
+                    "scores": {self.units[e.unit_id].title: s for e, s in zip(r.pool, r.scores)},
+                    "judgments": r.judgments,
+                    "stop": r.stop,
+                    **({"error": r.error} if r.error else {}),
+                }
+            )
+        return {
+            "_id": self.question_id,
+            "question": self.question,
+            "ranking": self.documents()[:100],
+            "judgments": self.judgments,
+            "stop": self.stop,
+            "rounds": rounds,
+        }
 
     def _repr_html_(self) -> str:
         rows = "".join(
@@ -341,3 +457,35 @@ def _round_from_dict(d: dict) -> RoundState:
     d["explanations"] = tuple(None if e is None else (e[0], dict(e[1])) for e in d.get("explanations", ()))
     names = {f.name for f in fields(RoundState)}
     return RoundState(**{k: v for k, v in d.items() if k in names})
+
+
+NEAR_MISSES = 2  # unselected terms kept in the trace: this many times L (the "why not" view)
+
+
+def term_rows(choices, resolutions, L: int) -> tuple[Term, ...]:
+    """Trace rows for a round's terms: the selected ones and the best near misses."""
+    out = []
+    for c in choices[: L * (1 + NEAR_MISSES)]:
+        resolved, how = resolutions.get(c.term, (None, None))
+        w = c.weight
+        out.append(
+            Term(
+                term=c.term,
+                kind=c.kind,
+                surface=c.surface,
+                seed=c.seed,
+                tf=w.tf,
+                df=w.df,
+                idf=w.idf,
+                query_connection=w.query_connection,
+                seed_score=w.seed_score,
+                seed_weight=w.seed_weight,
+                priority=w.priority,
+                selected=c.selected,
+                order=c.order,
+                resolved=resolved,
+                resolution=how,
+                extra=tuple(w.extra),
+            )
+        )
+    return tuple(out)

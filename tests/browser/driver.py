@@ -13,6 +13,7 @@ What "agrees" means (read from the plotly DOM: the plotted div's `.data` / `.lay
   round; Sankey: its title is the stepper's run label (judge, L, H).
 No scenario is retried: a chart that does not agree within the step timeout counts as stale.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "dashboard.ipynb"
 CHROMIUM = os.environ.get("SAG2WB_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1280, "height": 800}
 LOAD_TIMEOUT_MS = 120_000  # a kernel starts, the sample index is built, the notebook runs
 STEP_TIMEOUT_MS = 30_000
@@ -115,8 +123,11 @@ def _stop(proc: subprocess.Popen):
 
 
 def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT),
-            "SAG2WB_DASHBOARD_CORPUS": str(ROOT / "sample_corpora" / "internal_docs")}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "SAG2WB_DASHBOARD_CORPUS": str(ROOT / "sample_corpora" / "internal_docs"),
+    }
 
 
 @contextmanager
@@ -128,9 +139,21 @@ def voila_server(workdir: Path):
     port, log = free_port(), workdir / "voila.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "widgets.voila", str(workdir / "dashboard.ipynb"), "--no-browser",
-             f"--port={port}", "--Voila.ip=127.0.0.1", "--Voila.port_retries=0"],
-            cwd=workdir, env=_env(), stdout=out, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "widgets.voila",
+                str(workdir / "dashboard.ipynb"),
+                "--no-browser",
+                f"--port={port}",
+                "--Voila.ip=127.0.0.1",
+                "--Voila.port_retries=0",
+            ],
+            cwd=workdir,
+            env=_env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for_port(port, proc, log)
         yield f"http://127.0.0.1:{port}/", proc, log
@@ -153,11 +176,26 @@ def lab_server(workdir: Path):
     env = {**_env(), "JUPYTER_RUNTIME_DIR": str(workdir / "runtime")}
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-             "--ServerApp.port_retries=0", "--allow-root", f"--IdentityProvider.token={LAB_TOKEN}",
-             f"--ServerApp.root_dir={workdir}", f"--LabApp.user_settings_dir={workdir / 'settings'}",
-             f"--LabApp.workspaces_dir={workdir / 'workspaces'}", "--ServerApp.open_browser=False"],
-            cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                f"--port={port}",
+                "--ServerApp.ip=127.0.0.1",
+                "--ServerApp.port_retries=0",
+                "--allow-root",
+                f"--IdentityProvider.token={LAB_TOKEN}",
+                f"--ServerApp.root_dir={workdir}",
+                f"--LabApp.user_settings_dir={workdir / 'settings'}",
+                f"--LabApp.workspaces_dir={workdir / 'workspaces'}",
+                "--ServerApp.open_browser=False",
+            ],
+            cwd=workdir,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for_port(port, proc, log)
         yield f"http://127.0.0.1:{port}/", proc, log
@@ -268,7 +306,9 @@ def wait_agreement(page, timeout_ms: int = STEP_TIMEOUT_MS) -> dict:
     try:
         page.wait_for_function(
             f"() => {{ const r = ({AGREEMENT_JS})(); return Object.values(r).every(v => v === null); }}",
-            timeout=timeout_ms, polling=50)
+            timeout=timeout_ms,
+            polling=50,
+        )
         return {}
     except Exception:  # playwright's TimeoutError: report what is stale instead
         return disagreements(page)
@@ -299,6 +339,7 @@ def _judge_to(page, name: str):
 
 def actions():
     """(name, do(page, before_state), done(state_before, state_now)) for the seven steps."""
+
     def slider(page, st):
         readout = page.locator(".sag2wb-round-slider .widget-readout")
         readout.click()
@@ -318,9 +359,11 @@ def actions():
         ("H change", lambda p, st: _set_int(p, "H", 1), lambda a, b: b["run"] > a["run"]),
         ("pin", pin, lambda a, b: b["run"] > a["run"]),
         ("judge switch", lambda p, st: _judge_to(p, "bm25"), lambda a, b: b["run"] > a["run"]),
-        
-        ("question switch", lambda p, st: _select_other(p, ".sag2wb-question"),
-         lambda a, b: b["question"] != a["question"]),
+        (
+            "question switch",
+            lambda p, st: _select_other(p, ".sag2wb-question"),
+            lambda a, b: b["question"] != a["question"],
+        ),
     ]
 
 
@@ -340,10 +383,11 @@ def run_actions(page, on_step=None) -> list[dict]:
         after = state(page)
         if not done(before, after):
             stale = {**stale, "stepper": f"{name}: stepper went from {before} to {after}"}
-        draw_ms = page.evaluate("() => Math.max(0, ...[...document.querySelectorAll('.sag2wb-chart')]"
-                                ".map(d => Number(d.dataset.drawMs || 0)))")
-        results.append({"action": name, "seconds": None if stale else seconds, "stale": stale,
-                        "draw_ms": draw_ms})
+        draw_ms = page.evaluate(
+            "() => Math.max(0, ...[...document.querySelectorAll('.sag2wb-chart')]"
+            ".map(d => Number(d.dataset.drawMs || 0)))"
+        )
+        results.append({"action": name, "seconds": None if stale else seconds, "stale": stale, "draw_ms": draw_ms})
         if on_step:
             on_step(name, page)
     return results

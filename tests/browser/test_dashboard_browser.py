@@ -9,6 +9,7 @@ scenario is retried: one stale chart fails the test. Counts (reduced for CI):
 The full 20 + 5 with timings: benchmarks/bench_dashboard_browser.py. Screenshots go to
 $SAG2WB_SCREENSHOT_DIR when it is set.
 """
+
 from __future__ import annotations
 
 import os
@@ -128,13 +129,16 @@ def _check_lab_layout(page):
     assert page.locator(".jp-FileBrowser").first.is_visible(), "the file browser should be open"
     clipped = page.evaluate(
         "() => Object.fromEntries(['pool', 'context', 'ranking'].map(n => {"
-        " const b = document.querySelector(`.sag2wb-${n} .box`); return [n, b ? b.scrollWidth - b.clientWidth : -1]; }))")
+        " const b = document.querySelector(`.sag2wb-${n} .box`);"
+        " return [n, b ? b.scrollWidth - b.clientWidth : -1]; }))"
+    )
     assert clipped == {"pool": 0, "context": 0, "ranking": 0}, f"tables wider than their boxes (px): {clipped}"
     # every table's box ends inside its section: a wider table scrolls, it is not cut off
     overflow = page.evaluate(
         "() => [...document.querySelectorAll('.sag2wb-dt .box')].map(b => {"
         " const sec = b.closest('.widget-vbox'); return b.getBoundingClientRect().right"
-        " - sec.getBoundingClientRect().right; })")
+        " - sec.getBoundingClientRect().right; })"
+    )
     assert overflow and max(overflow) <= 1, f"table boxes extend past their sections by {overflow} px"
 
 
@@ -155,7 +159,8 @@ def test_invalid_entry_is_refused_with_the_engine_message(browser, voila):
         field.fill("3")
         field.press("Enter")
         expect(s.page.locator(".sag2wb-params-message")).to_contain_text(
-            "H (expansion rounds) must be 0, 1 or 2, got 3")
+            "H (expansion rounds) must be 0, 1 or 2, got 3"
+        )
         expect(s.page.locator(".sag2wb-round-summary")).to_contain_text("of 2")  # the last good trajectory
         assert s.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     finally:

@@ -6,6 +6,7 @@ sets one up); otherwise it is skipped with that reason. Every round's candidates
 terms, pool, context, scores and ranking, and the final ranking after diversity, must be
 identical for the same deterministic judge.
 """
+
 import os
 import subprocess
 import sys
@@ -24,31 +25,70 @@ pytestmark = [
 
 def _compare(tmp_path, corpus, questions, judge, limit=None):
     out = tmp_path / f"reference-{judge}.json"
-    cmd = [REFERENCE_PYTHON, str(REPO / "benchmarks" / "reference_adapter.py"), "--corpus", str(corpus),
-           "--questions", str(questions), "--judge", judge, "--out", str(out), "--workdir", str(tmp_path / "refwork")]
+    cmd = [
+        REFERENCE_PYTHON,
+        str(REPO / "benchmarks" / "reference_adapter.py"),
+        "--corpus",
+        str(corpus),
+        "--questions",
+        str(questions),
+        "--judge",
+        judge,
+        "--out",
+        str(out),
+        "--workdir",
+        str(tmp_path / "refwork"),
+    ]
     if limit:
         cmd += ["--limit", str(limit)]
     subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1200)
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "compare_reference.py"), "--corpus", str(corpus),
-                           "--questions", str(questions), "--judge", judge, "--reference", str(out)],
-                          capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "compare_reference.py"),
+            "--corpus",
+            str(corpus),
+            "--questions",
+            str(questions),
+            "--judge",
+            judge,
+            "--reference",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
 
 def test_hotpotqa_sample_hash_judge_trajectories_identical(tmp_path):
-    out = _compare(tmp_path, shared_data("hotpotqa-sample", "corpus.json"),
-                   shared_data("hotpotqa-sample", "questions.jsonl"), "hash")
+    out = _compare(
+        tmp_path,
+        shared_data("hotpotqa-sample", "corpus.json"),
+        shared_data("hotpotqa-sample", "questions.jsonl"),
+        "hash",
+    )
     assert "10 identical trajectories" in out
 
 
 def test_2wiki_dev_context_dependent_judge_trajectories_identical(tmp_path):
-    out = _compare(tmp_path, shared_data("2wiki", "corpus.json"), shared_data("2wiki", "questions-dev.jsonl"),
-                   "hash", limit=int(os.environ.get("SAG2WB_REFERENCE_LIMIT", "40")))
+    out = _compare(
+        tmp_path,
+        shared_data("2wiki", "corpus.json"),
+        shared_data("2wiki", "questions-dev.jsonl"),
+        "hash",
+        limit=int(os.environ.get("SAG2WB_REFERENCE_LIMIT", "40")),
+    )
     assert "0 with differences" in out
 
 
 def test_encyclopedia_sample_oracle_trajectories_identical(tmp_path):
-    out = _compare(tmp_path, REPO / "sample_corpora" / "encyclopedia" / "corpus.json",
-                   REPO / "sample_corpora" / "encyclopedia" / "questions.jsonl", "oracle")
+    out = _compare(
+        tmp_path,
+        REPO / "sample_corpora" / "encyclopedia" / "corpus.json",
+        REPO / "sample_corpora" / "encyclopedia" / "questions.jsonl",
+        "oracle",
+    )
     assert "0 with differences" in out

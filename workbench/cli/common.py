@@ -21,20 +21,8 @@ from workbench.runs.evaluation import QuestionFailed, load_resume, naming_path
 # The bundled sample corpora are package data: the checkout's sample_corpora/ installs as the
 # package workbench.sample_corpora (pyproject.toml), so `sag2wb demo` runs from any folder
 # after a plain `pip install` (a regular package on disk: its files are a real folder).
-SAMPLE_CORPORA = Path(resources.files("workbench.sample_corpora"))
+SAMPLE_CORPORA = Path(str(resources.files("workbench.sample_corpora")))
 SAMPLE_DOCS = SAMPLE_CORPORA / "internal_docs"
-SAMPLE_DOCS_QUESTIONS = SAMPLE_CORPORA / "internal_docs.questions.jsonl"
-
-
-# The bundled sample corpora are package data: the checkout's sample_corpora/ installs as the
-# package workbench.sample_corpora (pyproject.toml), so `sag2wb demo` runs from any folder
-# after a plain `pip install` (a regular package on disk: its files are a real folder).
-SAMPLE_CORPORA = Path(resources.files("workbench.sample_corpora"))
-
-
-SAMPLE_DOCS = SAMPLE_CORPORA / "internal_docs"
-
-
 SAMPLE_DOCS_QUESTIONS = SAMPLE_CORPORA / "internal_docs.questions.jsonl"
 
 
@@ -259,7 +247,8 @@ def explain(trace) -> None:
             print(
                 "   seeds: "
                 + "; ".join(
-                    f"{trace.units[s.unit_id].title} (score {s.score:.3f}, w {s.weight if s.weight is None else round(s.weight, 3)})"
+                    f"{trace.units[s.unit_id].title} (score {s.score:.3f}, "
+                    f"w {s.weight if s.weight is None else round(s.weight, 3)})"
                     for s in r.seeds
                 )
             )
@@ -276,7 +265,7 @@ def explain(trace) -> None:
 ABLATION_TABLE_MARKER = "<!-- written by sag2wb ablate -->"  # lets a rerun recognise (and replace) its own .md/.html
 
 
-OS_HINTS = {
+OS_HINTS: dict[int | None, str] = {  # keyed by OSError.errno, which may be None
     errno.EACCES: "check its permissions or choose another location",
     errno.EPERM: "check its permissions or choose another location",
     errno.EROFS: "the file system is read-only: choose a writable location",

@@ -41,10 +41,14 @@ def cmd_demo(args) -> int:
     trace = Run(index, question, Params(), judge).run()
     print_ranking(trace, index, 10, question.gold)
     baseline = Run(index, question, Params(), None).run()
-    found = lambda t: sorted(set(t.documents()[:10]) & set(question.gold))
+
+    def found(t):
+        return sorted(set(t.documents()[:10]) & set(question.gold))
+
     print(f"gold files ({len(question.gold)}): " + ", ".join(sorted(question.gold)))
     print(
-        f"in the top 10: BM25 alone {len(found(baseline))}, SAG2 with the offline {judge_name} judge {len(found(trace))}"
+        f"in the top 10: BM25 alone {len(found(baseline))}, "
+        f"SAG2 with the offline {judge_name} judge {len(found(trace))}"
         f" (reached through expansion: {', '.join(sorted(set(found(trace)) - set(found(baseline)))) or 'none'})"
     )
     explain(trace)

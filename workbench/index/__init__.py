@@ -2,6 +2,7 @@
 
 >>> from workbench.index import Index, load_corpus
 """
+
 from workbench.index.corpora import (
     CorpusError,
     Question,
@@ -16,6 +17,17 @@ from workbench.index.store import Index, IndexProblem, open_or_build
 from workbench.index.update import update_folder, update_passages
 
 __all__ = [
-    "CorpusError", "Index", "IndexProblem", "Question", "Unit", "check_gold", "iter_corpus",
-    "load_corpus", "load_folder", "load_questions", "open_or_build", "update_folder", "update_passages",
+    "CorpusError",
+    "Index",
+    "IndexProblem",
+    "Question",
+    "Unit",
+    "check_gold",
+    "iter_corpus",
+    "load_corpus",
+    "load_folder",
+    "load_questions",
+    "open_or_build",
+    "update_folder",
+    "update_passages",
 ]

@@ -22,6 +22,7 @@ several give byte-identical tables.
 >>> meta["units"], meta["documents"], meta["chunks"], meta["complete"]
 ('169', '169', '1', '1')
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -84,7 +85,9 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
     """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together)."""
 
     tok = textlib.tokenize
-    fts_rows, phrases, title_keys = [], Counter(), []
+    fts_rows: list[tuple[int, str, str, str]] = []
+    phrases: Counter[str] = Counter()
+    title_keys: list[tuple[str, str]] = []
     keys_of_title: dict[str, tuple[str, str]] = {}
     doc_sets: list[set[str]] = []
     doc_tokens: set[str] = set()
@@ -118,8 +121,13 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
     rows_of, counts_of = np.unique(keys >> 32, return_counts=True)
     lengths[np.searchsorted(np.array(ids, dtype=np.int64), rows_of)] = counts_of
     return {
-        "fts_rows": fts_rows, "terms": terms, "blobs": blobs, "lengths": lengths.tobytes(),
-        "phrases": sorted(phrases.items()), "title_keys": title_keys, "diversity": list(diversity.items()),
+        "fts_rows": fts_rows,
+        "terms": terms,
+        "blobs": blobs,
+        "lengths": lengths.tobytes(),
+        "phrases": sorted(phrases.items()),
+        "title_keys": title_keys,
+        "diversity": list(diversity.items()),
     }
 
 
@@ -171,8 +179,9 @@ class _Chunks:
 def unit_digest(u: Unit) -> bytes:
     """sha256 of a unit's fields (stored per unit: an update recomputes the fingerprint
     from these without reading the text)."""
-    return hashlib.sha256(f"{u.title}\x1f{u.heading}\x1f{u.body}\x1f{u.document}\x1f{u.source}\x1f{u.location}"
-                          .encode("utf-8")).digest()
+    return hashlib.sha256(
+        f"{u.title}\x1f{u.heading}\x1f{u.body}\x1f{u.document}\x1f{u.source}\x1f{u.location}".encode("utf-8")
+    ).digest()
 
 
 class Fingerprint:
@@ -198,15 +207,25 @@ def _progress_bar(progress, total):
     from tqdm.auto import tqdm
 
     # disable=None: a bar on a terminal or in a notebook, nothing in a log file
-    return tqdm(total=total, unit=" passages", desc="indexing", disable=None if progress is None else not progress,
-                smoothing=0.1, mininterval=0.5)
+    return tqdm(
+        total=total,
+        unit=" passages",
+        desc="indexing",
+        disable=None if progress is None else not progress,
+        smoothing=0.1,
+        mininterval=0.5,
+    )
 
 
 def insert_units(db: sqlite3.Connection, ids, units: list[Unit], title_keys, fingerprint=None) -> None:
     add = fingerprint.add if fingerprint is not None else unit_digest
-    db.executemany("INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-        (i, u.title, u.heading, u.body, u.document, u.source, u.location, *keys, add(u))
-        for i, u, keys in zip(ids, units, title_keys)])
+    db.executemany(
+        "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (i, u.title, u.heading, u.body, u.document, u.source, u.location, *keys, add(u))
+            for i, u, keys in zip(ids, units, title_keys)
+        ],
+    )
 
 
 def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[Unit], done: dict, fingerprint) -> None:
@@ -214,11 +233,15 @@ def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[U
     summed at the end)."""
     insert_units(db, range(first, first + len(units)), units, done["title_keys"], fingerprint)
     db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", done["fts_rows"])
-    db.executemany("INSERT INTO postings (chunk, term, keys) VALUES (?, ?, ?)",
-                   zip(itertools.repeat(chunk_no), done["terms"], done["blobs"]))
+    db.executemany(
+        "INSERT INTO postings (chunk, term, keys) VALUES (?, ?, ?)",
+        zip(itertools.repeat(chunk_no), done["terms"], done["blobs"]),
+    )
     db.execute("INSERT INTO row_lengths VALUES (?, ?, ?)", (first, chunk_no, done["lengths"]))
-    db.executemany("INSERT INTO title_phrases VALUES (?, ?) ON CONFLICT (phrase) DO UPDATE SET units = units + excluded.units",
-                   done["phrases"])
+    db.executemany(
+        "INSERT INTO title_phrases VALUES (?, ?) ON CONFLICT (phrase) DO UPDATE SET units = units + excluded.units",
+        done["phrases"],
+    )
     db.executemany("INSERT INTO temp.diversity_parts VALUES (?, ?)", done["diversity"])
 
 
@@ -237,8 +260,10 @@ def write_aliases(db: sqlite3.Connection, folds=None) -> None:
     that differs from it (all of them, or only those of the keys `folds`)."""
     if folds is None:
         db.execute("DELETE FROM aliases")
-        rows = db.execute("SELECT title_fold, min(title_norm) FROM (SELECT DISTINCT title_norm, title_fold FROM units) "
-                          "GROUP BY title_fold HAVING count(*) = 1 AND title_fold != min(title_norm)").fetchall()
+        rows = db.execute(
+            "SELECT title_fold, min(title_norm) FROM (SELECT DISTINCT title_norm, title_fold FROM units) "
+            "GROUP BY title_fold HAVING count(*) = 1 AND title_fold != min(title_norm)"
+        ).fetchall()
     else:
         rows = []
         for fold in folds:
@@ -250,8 +275,15 @@ def write_aliases(db: sqlite3.Connection, folds=None) -> None:
     db.executemany("INSERT INTO aliases VALUES (?, ?, ?)", [(f, t, f.casefold()) for f, t in rows])
 
 
-def write_index(units: Iterable[Unit], path: Path, source: str, *, workers: int | None = None,
-                progress: bool | None = False, total: int | None = None) -> dict:
+def write_index(
+    units: Iterable[Unit],
+    path: Path,
+    source: str,
+    *,
+    workers: int | None = None,
+    progress: bool | None = False,
+    total: int | None = None,
+) -> dict:
     """Write a complete index of `units` (any iterable, read once) into the new file
     `path`. Returns the meta table it wrote."""
 
@@ -259,8 +291,10 @@ def write_index(units: Iterable[Unit], path: Path, source: str, *, workers: int 
     db = sqlite3.connect(path)
     bar = _progress_bar(progress, total)
     try:
-        db.executescript("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = 4096;"
-                         "PRAGMA cache_size = -65536;" + SCHEMA)
+        db.executescript(
+            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = 4096;"
+            "PRAGMA cache_size = -65536;" + SCHEMA
+        )
         db.execute("CREATE TEMP TABLE diversity_parts (term TEXT NOT NULL, df INTEGER NOT NULL)")
         fingerprint = Fingerprint()
         documents = 0

@@ -9,6 +9,7 @@
 >>> load_questions("sample_corpora/internal_docs.questions.jsonl")[0].gold
 ('auth/login.md', 'access/roles.md', 'api/gateway.md', 'api/permission_registry.md')
 """
+
 from __future__ import annotations
 
 import json
@@ -25,6 +26,7 @@ from workbench.index.units import (  # noqa: F401  (the corpus layer's names, re
     Unit,
     json_objects,
 )
+
 
 def load_corpus(path: str | Path) -> list[Unit]:
     """Units from a benchmark `corpus.json`, a folder of .md/.txt documents, a JSON Lines
@@ -49,7 +51,7 @@ def load_benchmark_corpus(path: str | Path) -> list[Unit]:
     except json.JSONDecodeError as exc:
         raise CorpusError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
     if not isinstance(items, list):
-        raise CorpusError(f"{path}: expected a JSON list of {{\"title\", \"text\"}} objects, got {type(items).__name__}")
+        raise CorpusError(f'{path}: expected a JSON list of {{"title", "text"}} objects, got {type(items).__name__}')
     if not items:
         raise CorpusError(f"{path}: the corpus is empty")
     first_seen: dict[str, int] = {}
@@ -60,18 +62,18 @@ def _benchmark_unit(item, i: int, path: Path, first_seen: dict[str, int]) -> Uni
     """Item `i` of a benchmark corpus as a unit, checked (`first_seen`: title -> item)."""
     where = f"{path}, item {i}"
     if not isinstance(item, dict):
-        raise CorpusError(f"{where}: expected an object with \"title\" and \"text\", got {type(item).__name__}")
+        raise CorpusError(f'{where}: expected an object with "title" and "text", got {type(item).__name__}')
     for name in ("title", "text"):
         if name not in item:
-            raise CorpusError(f"{where}: missing \"{name}\"")
+            raise CorpusError(f'{where}: missing "{name}"')
         if not isinstance(item[name], str):
-            raise CorpusError(f"{where}: \"{name}\" must be a string, got {type(item[name]).__name__}")
+            raise CorpusError(f'{where}: "{name}" must be a string, got {type(item[name]).__name__}')
     # surrounding whitespace carries nothing (and would change what a judge is shown)
     title, text = item["title"].strip(), item["text"].strip()
     if not title.strip():
-        raise CorpusError(f"{where}: empty \"title\"")
+        raise CorpusError(f'{where}: empty "title"')
     if not text.strip():
-        raise CorpusError(f"{where} ({title!r}): empty \"text\"")
+        raise CorpusError(f'{where} ({title!r}): empty "text"')
     if title in first_seen:
         raise CorpusError(f"{where}: duplicate title {title!r} (first at item {first_seen[title]})")
     first_seen[title] = i
@@ -224,14 +226,14 @@ def load_questions(path: str | Path, split: str | None = None) -> list[Question]
         where = f"{path}, line {n}"
         for name in ("_id", "question"):
             if name not in item:
-                raise CorpusError(f"{where}: missing \"{name}\"")
+                raise CorpusError(f'{where}: missing "{name}"')
         if not isinstance(item["question"], str):
-            raise CorpusError(f"{where}: \"question\" must be a string, not {_json_kind(item['question'])}")
+            raise CorpusError(f'{where}: "question" must be a string, not {_json_kind(item["question"])}')
         if isinstance(item["_id"], bool) or not isinstance(item["_id"], (str, int)):
-            raise CorpusError(f"{where}: \"_id\" must be a string or an integer, not {_json_kind(item['_id'])}")
+            raise CorpusError(f'{where}: "_id" must be a string or an integer, not {_json_kind(item["_id"])}')
         gold = item.get("supporting_titles", [])
         if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):
-            raise CorpusError(f"{where}: \"supporting_titles\" must be a list of strings")
+            raise CorpusError(f'{where}: "supporting_titles" must be a list of strings')
         qid = str(item["_id"])
         if qid in seen:
             raise CorpusError(f"{where}: duplicate _id {qid!r}")

@@ -1,4 +1,5 @@
 """The index file on disk: never build over what is not ours; clear the builds a killed process left."""
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,10 @@ def check_replaceable(path: Path) -> None:
         except sqlite3.DatabaseError:
             ours = False
     if not ours:
-        raise IndexProblem(f"{path}: exists and is not a SAG2 workbench index; refusing to replace it "
-                           "(choose another --db, or delete the file yourself)")
+        raise IndexProblem(
+            f"{path}: exists and is not a SAG2 workbench index; refusing to replace it "
+            "(choose another --db, or delete the file yourself)"
+        )
 
 
 def remove_stale_builds(path: Path) -> list[Path]:

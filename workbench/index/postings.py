@@ -22,13 +22,14 @@ the index. The same positions give a phrase's matching rows and its body df.
 >>> rows, scores.round(2)
 (array([ 16,  67, 117, 147]), array([-5.79, -5.54, -5.73, -4.54]))
 """
+
 from __future__ import annotations
 
 import math
 import re
 import sqlite3
 import threading
-from typing import cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -90,7 +91,12 @@ def read_instances(db: sqlite3.Connection, table: str = "fts") -> tuple[list[str
     return terms, counts, keys
 
 
-def averages(db: sqlite3.Connection) -> tuple[int, float]:
+class Queryable(Protocol):
+    # what Postings reads through: a sqlite3.Connection, or the index's read connection around one
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+
+def averages(db: Queryable) -> tuple[int, float]:
     """(rows, average row length in tokens) from FTS5's averages record, as fts5_aux.c reads them."""
     (block,) = db.execute("SELECT block FROM fts_data WHERE id = 1").fetchone()
     n_rows, *column_totals = _varints(block)
@@ -119,7 +125,7 @@ class Postings:
     positions are read from disk when a phrase first needs them (SQLite memory-maps the
     file), so opening costs the row sizes only, whatever the corpus size."""
 
-    def __init__(self, db: sqlite3.Connection, row_norm: np.ndarray, n_rows: int):
+    def __init__(self, db: Queryable, row_norm: np.ndarray, n_rows: int):
         self.db = db
         self.row_norm = row_norm  # rowid -> k1 * (1 - b + b * |row| / avgdl)
         self.n_rows = n_rows
@@ -131,7 +137,7 @@ class Postings:
         self._scratch = False  # the scratch table that splits phrases like FTS5 exists
 
     @classmethod
-    def open(cls, db: sqlite3.Connection) -> "Postings":
+    def open(cls, db: Queryable) -> "Postings":
         """The stored postings of an index (row sizes and averages are read now)."""
         n_rows, avgdl = averages(db)
         blobs = db.execute("SELECT first_id, lengths FROM row_lengths ORDER BY first_id").fetchall()
@@ -154,12 +160,14 @@ class Postings:
                     self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch USING fts5(x)")
                     self.db.execute(
                         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch_terms "
-                        "USING fts5vocab(temp, sag2wb_scratch, 'instance')")
+                        "USING fts5vocab(temp, sag2wb_scratch, 'instance')"
+                    )
                     self._scratch = True
                 self.db.execute("INSERT INTO temp.sag2wb_scratch (rowid, x) VALUES (1, ?)", (phrase,))
                 try:
-                    toks = tuple(t for (t,) in self.db.execute(
-                        "SELECT term FROM temp.sag2wb_scratch_terms ORDER BY offset"))
+                    toks = tuple(
+                        t for (t,) in self.db.execute("SELECT term FROM temp.sag2wb_scratch_terms ORDER BY offset")
+                    )
                 finally:
                     self.db.execute("DELETE FROM temp.sag2wb_scratch")
         if len(self._tokens) >= 100_000:

@@ -15,9 +15,12 @@ qrels files, and in the ids of a BEIR folder (whose qrels TSV ir_datasets also s
 whitespace), a qid or docno has whitespace and `%` percent-encoded (`Glass%20Harbour`);
 readers decode them. A workbench JSON Lines corpus keeps names as they are.
 
->>> units = load_beir_corpus("beir/hotpotqa")                        # doctest: +SKIP
->>> questions = load_beir_questions("beir/hotpotqa", split="test")   # doctest: +SKIP
+>>> units = load_beir_corpus(enc_beir)          # enc_beir: the encyclopedia as a BEIR folder
+>>> questions = load_beir_questions(enc_beir, split="test")
+>>> len(units), units[0].document, questions[0].gold
+(169, 'Adèle Ferrand', ('Glass Harbour', 'Élodie Marchetti'))
 """
+
 from __future__ import annotations
 
 import math
@@ -92,13 +95,13 @@ def _string_field(item: dict, name: str, where: str, required: bool) -> str | No
 def _string_field(item: dict, name: str, where: str, required: bool = True) -> str | None:
     if name not in item:
         if required:
-            raise FormatError(f"{where}: missing \"{name}\"")
+            raise FormatError(f'{where}: missing "{name}"')
         return None
     value = item[name]
     if isinstance(value, int) and not isinstance(value, bool) and name == "_id":
         return str(value)  # some BEIR exports write numeric ids
     if not isinstance(value, str):
-        raise FormatError(f"{where}: \"{name}\" must be a string, got {type(value).__name__}")
+        raise FormatError(f'{where}: "{name}" must be a string, got {type(value).__name__}')
     return value
 
 
@@ -111,8 +114,11 @@ def load_jsonl_corpus(path: str | Path, *, require_id: bool = False, encoded_ids
     corpus.json. One unit per line (benchmark passages are not split, SPEC §2).
     `encoded_ids`: the ids are percent-encoded (a BEIR folder's, see the module docstring).
 
-    >>> load_jsonl_corpus("corpus.jsonl")[0].document       # doctest: +SKIP
+    >>> _ = Path("corpus.jsonl").write_text('{"title": "Glass Harbour", "text": "A film."}\\n', encoding="utf-8")
+    >>> load_jsonl_corpus("corpus.jsonl")[0].document
     'Glass Harbour'
+    >>> load_jsonl_corpus(enc_beir / "corpus.jsonl", encoded_ids=True)[0].document   # named by _id
+    'Adèle Ferrand'
     """
     path = Path(path)
     units: list[Unit] = []
@@ -126,18 +132,26 @@ def load_jsonl_corpus(path: str | Path, *, require_id: bool = False, encoded_ids
         if doc_id is not None:
             doc_id = decode_id(doc_id.strip()) if encoded_ids else doc_id.strip()
             if not doc_id:
-                raise FormatError(f"{where}: empty \"_id\"")
+                raise FormatError(f'{where}: empty "_id"')
         elif not title:
-            raise FormatError(f"{where}: empty \"title\" (and no \"_id\" to name the document)")
+            raise FormatError(f'{where}: empty "title" (and no "_id" to name the document)')
         if not text:
-            raise FormatError(f"{where} ({doc_id or title!r}): empty \"text\"")
+            raise FormatError(f'{where} ({doc_id or title!r}): empty "text"')
         document = doc_id if doc_id is not None else title
         if document in first_seen:
             key = "_id" if doc_id is not None else "title"
             raise FormatError(f"{where}: duplicate {key} {document!r} (first at line {first_seen[document]})")
         first_seen[document] = n
-        units.append(Unit(title=title or document, heading="", body=text, document=document,
-                          source=path.name, location=f"line {n}"))
+        units.append(
+            Unit(
+                title=title or document,
+                heading="",
+                body=text,
+                document=document,
+                source=path.name,
+                location=f"line {n}",
+            )
+        )
     if not units:
         raise FormatError(f"{path}: the corpus is empty")
     return units
@@ -193,7 +207,9 @@ def read_beir_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         if n == 1 and fields[:2] == ["query-id", "corpus-id"]:
             continue
         if len(fields) != 3:
-            raise FormatError(f"{path}, line {n}: expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}")
+            raise FormatError(
+                f"{path}, line {n}: expected 3 tab-separated fields (query-id, corpus-id, score), got {len(fields)}"
+            )
         qid, docid, score = (decode_id(f.strip()) for f in fields)
         rel = _number(score, int, f"{path}, line {n}: score")
         qrels.setdefault(qid, {})[docid] = rel
@@ -202,17 +218,24 @@ def read_beir_qrels(path: str | Path) -> dict[str, dict[str, int]]:
 
 def _question(qid: str, text: str, gold, metadata: dict, line: int) -> Question:
     hops = metadata.get("hops")
-    return Question(id=qid, question=text, gold=tuple(dict.fromkeys(gold)),
-                    type=metadata.get("type") if isinstance(metadata.get("type"), str) else None,
-                    hops=hops if isinstance(hops, int) else None,
-                    answer=metadata.get("answer") if isinstance(metadata.get("answer"), str) else None, line=line)
+    return Question(
+        id=qid,
+        question=text,
+        gold=tuple(dict.fromkeys(gold)),
+        type=metadata.get("type") if isinstance(metadata.get("type"), str) else None,
+        hops=hops if isinstance(hops, int) else None,
+        answer=metadata.get("answer") if isinstance(metadata.get("answer"), str) else None,
+        line=line,
+    )
 
 
 def load_beir_questions(folder: str | Path, split: str | None = None) -> list[Question]:
     """The questions of a BEIR split: queries named in `qrels/SPLIT.tsv`, in queries.jsonl
     order; gold = documents with score > 0 (graded relevance is binarised, as R@k counts it).
 
-    >>> qs = load_beir_questions("beir/hotpotqa", split="test")   # doctest: +SKIP
+    >>> qs = load_beir_questions(enc_beir, split="test")   # enc_beir: the encyclopedia as a BEIR folder
+    >>> qs[0].id, qs[0].gold, qs[0].type
+    ('enc-01', ('Glass Harbour', 'Élodie Marchetti'), 'compositional')
     """
     folder = Path(folder)
     queries = folder / BEIR_QUERIES
@@ -268,7 +291,9 @@ def _number(text: str, kind: type, what: str):
 def read_trec_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """TREC qrels (`qid iteration docno relevance`, 4 whitespace-separated fields) -> {qid: {docno: rel}}.
 
-    >>> read_trec_qrels("gold.qrels")["enc-01"]          # doctest: +SKIP
+    >>> _ = Path("gold.qrels").write_text("enc-01 0 Glass%20Harbour 1\\nenc-01 0 Élodie%20Marchetti 1\\n",
+    ...                                   encoding="utf-8")
+    >>> read_trec_qrels("gold.qrels")["enc-01"]
     {'Glass Harbour': 1, 'Élodie Marchetti': 1}
     """
     path = Path(path)
@@ -307,7 +332,11 @@ def read_topics_tsv(path: str | Path) -> dict[str, str]:
 def load_trec_questions(folder: str | Path) -> list[Question]:
     """A TREC folder as `convert --to trec` writes it: topics.tsv + qrels.txt (gold = rel > 0).
 
-    >>> load_trec_questions("enc-trec")[0].gold          # doctest: +SKIP
+    >>> Path("enc-trec").mkdir()
+    >>> _ = Path("enc-trec/topics.tsv").write_text("enc-01\\tWhere was the director of Glass Harbour born?\\n")
+    >>> _ = Path("enc-trec/qrels.txt").write_text("enc-01 0 Glass%20Harbour 1\\nenc-01 0 Élodie%20Marchetti 1\\n",
+    ...                                           encoding="utf-8")
+    >>> load_trec_questions("enc-trec")[0].gold
     ('Glass Harbour', 'Élodie Marchetti')
     """
     folder = Path(folder)
@@ -317,8 +346,10 @@ def load_trec_questions(folder: str | Path) -> list[Question]:
     unknown = [q for q in qrels if q not in topics]
     if unknown:
         raise FormatError(f"{qrels_path}: qid(s) {unknown[:5]!r} are not in {folder / TREC_TOPICS}")
-    return [_question(qid, text, [d for d, r in qrels.get(qid, {}).items() if r > 0], {}, n)
-            for n, (qid, text) in enumerate(topics.items(), start=1)]
+    return [
+        _question(qid, text, [d for d, r in qrels.get(qid, {}).items() if r > 0], {}, n)
+        for n, (qid, text) in enumerate(topics.items(), start=1)
+    ]
 
 
 def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, int, float]]]:
@@ -326,8 +357,9 @@ def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, int, float]]]:
     as trec_eval reads it (score descending, ties by docno descending). Refuses duplicate
     docnos within a qid, naming both lines.
 
-    >>> read_trec_run("sag2.trec")["enc-01"][0]          # doctest: +SKIP
-    ('Glass Harbour', 1, 100.0)
+    >>> _ = Path("sag2.trec").write_text("enc-01 Q0 Porto%20Calven 2 99 sag2\\nenc-01 Q0 Glass%20Harbour 1 100 sag2\\n")
+    >>> read_trec_run("sag2.trec")["enc-01"]
+    [('Glass Harbour', 1, 100.0), ('Porto Calven', 2, 99.0)]
     """
     path = Path(path)
     run: dict[str, list[tuple[str, int, float]]] = {}
@@ -337,7 +369,9 @@ def read_trec_run(path: str | Path) -> dict[str, list[tuple[str, int, float]]]:
         rank = _number(fields[3], int, f"{path}, line {n}: rank")
         score = _number(fields[4], float, f"{path}, line {n}: score")
         if (qid, docno) in seen:
-            raise FormatError(f"{path}, line {n}: duplicate docno {docno!r} for qid {qid!r} (first at line {seen[qid, docno]})")
+            raise FormatError(
+                f"{path}, line {n}: duplicate docno {docno!r} for qid {qid!r} (first at line {seen[qid, docno]})"
+            )
         seen[qid, docno] = n
         run.setdefault(qid, []).append((docno, rank, score))
     if not run:
@@ -352,7 +386,9 @@ def _irds(name: str):
     try:
         import ir_datasets
     except ImportError:
-        raise FormatError(f"{IRDS_PREFIX}{name}: ir_datasets is not installed (pip install 'sag2-workbench[pyterrier]')") from None
+        raise FormatError(
+            f"{IRDS_PREFIX}{name}: ir_datasets is not installed (pip install 'sag2-workbench[pyterrier]')"
+        ) from None
     try:
         return ir_datasets.load(name)
     except KeyError:
@@ -363,7 +399,9 @@ def load_irds(name: str) -> list[Question]:
     """Questions of an ir_datasets dataset (queries with qrels; gold = relevance > 0). The
     dataset's files must be available locally (ir_datasets downloads them on first use).
 
-    >>> qs = load_irds("beir/hotpotqa/test")            # doctest: +SKIP
+    >>> qs = load_irds("sag2wb/encyclopedia")   # a local one (conftest.py); e.g. beir/hotpotqa/test downloads
+    >>> len(qs), qs[0].gold                     # ir_datasets keeps the files' ids, encoded here
+    (40, ('Glass%20Harbour', 'Élodie%20Marchetti'))
     """
     ds = _irds(name)
     if not (ds.has_queries() and ds.has_qrels()):
@@ -373,10 +411,15 @@ def load_irds(name: str) -> list[Question]:
         for qrel in ds.qrels_iter():
             if qrel.relevance > 0:
                 gold.setdefault(qrel.query_id, []).append(qrel.doc_id)
-        questions = [_question(q.query_id, q.text, gold[q.query_id], {}, n)
-                     for n, q in enumerate(ds.queries_iter(), start=1) if q.query_id in gold]
+        questions = [
+            _question(q.query_id, q.text, gold[q.query_id], {}, n)
+            for n, q in enumerate(ds.queries_iter(), start=1)
+            if q.query_id in gold
+        ]
     except (OSError, ConnectionError) as exc:
-        raise FormatError(f"{IRDS_PREFIX}{name}: its files are not available here ({type(exc).__name__}: {exc})") from None
+        raise FormatError(
+            f"{IRDS_PREFIX}{name}: its files are not available here ({type(exc).__name__}: {exc})"
+        ) from None
     if not questions:
         raise FormatError(f"{IRDS_PREFIX}{name}: no query has a positive qrel")
     return questions
@@ -385,7 +428,8 @@ def load_irds(name: str) -> list[Question]:
 def load_irds_corpus(name: str) -> list[Unit]:
     """Documents of an ir_datasets dataset: `document = doc_id`, title when the dataset has one.
 
-    >>> load_irds_corpus("beir/hotpotqa")[0].document     # doctest: +SKIP
+    >>> load_irds_corpus("sag2wb/encyclopedia")[0].document   # a local one (conftest.py)
+    'Adèle%20Ferrand'
     """
     ds = _irds(name)
     if not ds.has_docs():
@@ -397,10 +441,20 @@ def load_irds_corpus(name: str) -> list[Unit]:
             if not text:
                 continue
             title = (getattr(doc, "title", "") or "").strip() or doc.doc_id
-            units.append(Unit(title=title, heading="", body=text, document=doc.doc_id, source=f"{IRDS_PREFIX}{name}",
-                              location=f"doc {n}"))
+            units.append(
+                Unit(
+                    title=title,
+                    heading="",
+                    body=text,
+                    document=doc.doc_id,
+                    source=f"{IRDS_PREFIX}{name}",
+                    location=f"doc {n}",
+                )
+            )
     except (OSError, ConnectionError) as exc:
-        raise FormatError(f"{IRDS_PREFIX}{name}: its files are not available here ({type(exc).__name__}: {exc})") from None
+        raise FormatError(
+            f"{IRDS_PREFIX}{name}: its files are not available here ({type(exc).__name__}: {exc})"
+        ) from None
     if not units:
         raise FormatError(f"{IRDS_PREFIX}{name}: no documents with text")
     return units
@@ -411,7 +465,7 @@ def corpus_loader(path):
     """The loader for a corpus path this module handles, or None (corpus.json, folders of .md)."""
     text = str(path)
     if text.startswith(IRDS_PREFIX):
-        return lambda: load_irds_corpus(text[len(IRDS_PREFIX):])
+        return lambda: load_irds_corpus(text[len(IRDS_PREFIX) :])
     p = Path(path)
     if p.is_dir() and (p / BEIR_CORPUS).is_file():
         return lambda: load_beir_corpus(p)
@@ -427,13 +481,17 @@ def questions_loader(path, split: str | None = None):
     p = Path(path)
     if p.is_dir() and not (p / TREC_TOPICS).is_file():
         if not is_beir_folder(p):
-            raise FormatError(f"{p}: Is a directory, not a questions file; give a file path, or a BEIR folder with "
-                              f"{BEIR_QUERIES} and {BEIR_QRELS_DIR}/SPLIT.tsv (found: {_listing(p)})")
+            raise FormatError(
+                f"{p}: Is a directory, not a questions file; give a file path, or a BEIR folder with "
+                f"{BEIR_QUERIES} and {BEIR_QRELS_DIR}/SPLIT.tsv (found: {_listing(p)})"
+            )
         return lambda: load_beir_questions(p, split)  # names what a BEIR folder lacks
     if split is not None:
-        raise FormatError(f"--split {split}: {path} is not a BEIR folder (a split selects a BEIR folder's qrels/SPLIT.tsv)")
+        raise FormatError(
+            f"--split {split}: {path} is not a BEIR folder (a split selects a BEIR folder's qrels/SPLIT.tsv)"
+        )
     if text.startswith(IRDS_PREFIX):
-        return lambda: load_irds(text[len(IRDS_PREFIX):])
+        return lambda: load_irds(text[len(IRDS_PREFIX) :])
     if p.is_dir():
         return lambda: load_trec_questions(p)
     return None

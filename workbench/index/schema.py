@@ -7,6 +7,7 @@ Appendix C), the schema version and the tokenizer signature an index records.
 >>> fold_accents("Élodie Marchetti"), normalize_title("Straße")
 ('Elodie Marchetti', 'strasse')
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,7 +34,7 @@ class IndexProblem(InputError, RuntimeError):
     the CLI prints it in one line and exits 2)."""
 
 
-def _damaged(path: Path, exc: sqlite3.DatabaseError) -> IndexProblem:
+def damaged_index(path: Path, exc: sqlite3.DatabaseError) -> IndexProblem:
     return IndexProblem(f"{path}: the index file is damaged ({exc}); rebuild it with `sag2wb index CORPUS --db {path}`")
 
 

@@ -12,6 +12,7 @@ place: `workbench/index/update.py`; text rules: `workbench/index/schema.py`.
 >>> index.df("role_id"), round(index.idf("role_id"), 3)
 (5, 1.514)
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,6 @@ import re
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -40,108 +40,20 @@ from workbench.index.schema import (  # noqa: F401  (quote and query_expression:
     DIVERSITY_TOKEN,
     SCHEMA_VERSION,
     IndexProblem,
-    _damaged,
+    damaged_index,
     fold_accents,
     normalize_title,
     query_expression,
     quote,
     tokenizer_signature,
 )
+from workbench.index.sqlite import Aliases, Memo, ReadConnection, StoredSet
 from workbench.index.update import write_manifest
+
 _LETTER_OR_NUMBER = regex.compile(r"[\p{L}\p{N}]")
 UNIT_CACHE_LIMIT = 50_000  # units held in memory; a corpus up to this size is read whole
 _INHERITED_CONNECTIONS: list = []  # a forked child's copies of the parent's connections: kept, never used
 _PLAIN_TOKEN = re.compile(r"[a-z0-9]+")
-
-
-class Memo(dict):
-    """A dict that computes a missing value once, with `compute(key)`."""
-
-    def __init__(self, compute):
-        super().__init__()
-        self.compute = compute
-
-    def __missing__(self, key):
-        value = self[key] = self.compute(key)
-        return value
-
-
-class _Rows(list):
-    def fetchone(self):
-        return self[0] if self else None
-
-    def fetchall(self):
-        return self
-
-
-class _ReadConnection:
-    """The index's SQLite connection; a damaged file becomes an IndexProblem that names the
-    path and the fix, whichever query meets the damaged page first."""
-
-    def __init__(self, path: Path, db: sqlite3.Connection):
-        self.path, self.raw = path, db
-
-    def execute(self, sql: str, args=()) -> _Rows:
-        try:
-            return _Rows(self.raw.execute(sql, args).fetchall())
-        except sqlite3.OperationalError as exc:
-            if "malformed" in str(exc) or "corrupt" in str(exc):
-                raise _damaged(self.path, exc) from None
-            raise  # e.g. an FTS5 expression error: callers name it
-        except sqlite3.DatabaseError as exc:
-            raise _damaged(self.path, exc) from None
-
-    def close(self) -> None:
-        self.raw.close()
-
-
-class _StoredSet(Set):
-    """A set stored in one table column: membership is one indexed look-up."""
-
-    def __init__(self, db, table: str, column: str, decode=lambda v: v, encode=lambda v: v):
-        self.db, self.table, self.column, self.decode, self.encode = db, table, column, decode, encode
-        self._known: dict = {}
-
-    def __contains__(self, item) -> bool:
-        found = self._known.get(item)
-        if found is None:
-            found = self._known[item] = bool(self.db.execute(
-                f"SELECT 1 FROM {self.table} WHERE {self.column} = ?", (self.encode(item),)).fetchone())
-            if len(self._known) > 100_000:
-                self._known.clear()
-        return found
-
-    def __iter__(self):
-        return iter([self.decode(v) for (v,) in self.db.execute(f"SELECT {self.column} FROM {self.table}")])
-
-    def __len__(self) -> int:
-        return self.db.execute(f"SELECT count(*) FROM {self.table}").fetchone()[0]
-
-    @classmethod
-    def _from_iterable(cls, items):  # set operations give plain sets
-        return frozenset(items)
-
-    def __repr__(self) -> str:
-        return f"<{len(self)} stored in {self.table}>"
-
-
-class _Aliases(Mapping):
-    """Accent-folded key -> title, stored in the index (one look-up per key)."""
-
-    def __init__(self, db):
-        self.db = db
-
-    def __getitem__(self, key: str) -> str:
-        row = self.db.execute("SELECT title FROM aliases WHERE fold = ?", (key,)).fetchone()
-        if row is None:
-            raise KeyError(key)
-        return row[0]
-
-    def __iter__(self):
-        return iter([k for (k,) in self.db.execute("SELECT fold FROM aliases")])
-
-    def __len__(self) -> int:
-        return self.db.execute("SELECT count(*) FROM aliases").fetchone()[0]
 
 
 @dataclass(frozen=True)
@@ -175,13 +87,19 @@ class Index:
             raw.execute("PRAGMA mmap_size = 2147418112")
             meta = dict(raw.execute("SELECT key, value FROM meta"))
         except sqlite3.DatabaseError as exc:
-            raise IndexProblem(f"{self.path}: not a SAG2 workbench index ({exc}); build one with "
-                               f"`sag2wb index CORPUS --db {self.path}`") from None
-        self.db = _ReadConnection(self.path, raw)
+            raise IndexProblem(
+                f"{self.path}: not a SAG2 workbench index ({exc}); build one with "
+                f"`sag2wb index CORPUS --db {self.path}`"
+            ) from None
+        self.db = ReadConnection(self.path, raw)
         if meta.get("schema") != SCHEMA_VERSION or meta.get("complete") != "1":
             raise IndexProblem(f"{self.path}: incomplete or foreign index (schema {meta.get('schema')!r}); rebuild it")
         expected = tokenizer_signature()
-        diffs = [f"{k}: index has {meta.get(k)!r}, this workbench uses {v!r}" for k, v in expected.items() if meta.get(k) != v]
+        diffs = [
+            f"{k}: index has {meta.get(k)!r}, this workbench uses {v!r}"
+            for k, v in expected.items()
+            if meta.get(k) != v
+        ]
         if diffs:
             raise IndexProblem(
                 f"{self.path} was built with other text-processing settings ({'; '.join(diffs)}). "
@@ -206,10 +124,9 @@ class Index:
         self.max_postings = max_postings
         self._postings_lock = threading.Lock()
         self._alias_keys: dict[str, str | None] = {}
-        self.aliases = _Aliases(self.db)
+        self.aliases = Aliases(self.db)
         """Accent-folded key -> the one NFKC case-folded title that folds to it (SPEC §2)."""
-        self.title_phrases = _StoredSet(self.db, "title_phrases", "phrase",
-                                        lambda p: tuple(p.split(" ")), " ".join)
+        self.title_phrases = StoredSet(self.db, "title_phrases", "phrase", lambda p: tuple(p.split(" ")), " ".join)
         """Token tuples of titles with >= 2 tokens (SPEC §2): `toks in index.title_phrases`."""
 
     def __repr__(self) -> str:
@@ -322,8 +239,12 @@ class Index:
             if self.N <= UNIT_CACHE_LIMIT:  # a small index: every key in memory, one read
                 keys = self._small_aliases.get(span.casefold(), ())
             else:
-                keys = [k for (k,) in self.db.execute(
-                    "SELECT fold FROM aliases WHERE lookup = ? ORDER BY fold", (span.casefold(),))]
+                keys = [
+                    k
+                    for (k,) in self.db.execute(
+                        "SELECT fold FROM aliases WHERE lookup = ? ORDER BY fold", (span.casefold(),)
+                    )
+                ]
             if len(known) > 100_000:
                 known.clear()
             known[span] = next((k for k in keys if regex.fullmatch(regex.escape(k), span, regex.IGNORECASE)), None)
@@ -357,7 +278,7 @@ class Index:
         """(rows, scores) from the in-memory postings, or None to ask FTS5."""
         phrases = phrases_of(expression)
         postings = self.postings if phrases else None
-        return postings.bm25(phrases, weights) if postings is not None else None
+        return postings.bm25(phrases, weights) if postings is not None and phrases else None
 
     def search(self, expression: str, limit: int, weights=DEFAULT_FIELD_WEIGHTS) -> list[tuple[int, float]]:
         """First `limit` units by BM25 of `expression` (ties: lower id first)."""
@@ -401,12 +322,15 @@ class Index:
 
     def _bm25_sql(self, expression: str, weights, restrict) -> dict[int, float]:
         w1, w2, w3 = weights
+        args: tuple
         if restrict is None:
             sql, args = "SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ?", (w1, w2, w3, expression)
         else:
             # '+rowid' keeps SQLite from turning the filter into one FTS5 look-up per id
-            sql = ("SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ? "
-                   "AND +rowid IN (SELECT value FROM json_each(?))")
+            sql = (
+                "SELECT rowid, bm25(fts, ?, ?, ?) FROM fts WHERE fts MATCH ? "
+                "AND +rowid IN (SELECT value FROM json_each(?))"
+            )
             args = (w1, w2, w3, expression, json.dumps(restrict))
         return dict(self._fts(sql, args))
 
@@ -423,7 +347,9 @@ class Index:
             chunk = missing[i : i + 500]
             rows = self.db.execute(
                 "SELECT title, heading, body, document, source, location, id FROM units "
-                f"WHERE id IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+                f"WHERE id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
             for row in rows:
                 self._remember(UnitRecord(*row))
         get = known.get
@@ -511,8 +437,11 @@ class Index:
         for i in range(0, len(missing), 500):
             chunk = missing[i : i + 500]
             found = dict.fromkeys(chunk, 0)
-            found.update(self.db.execute(
-                f"SELECT term, df FROM diversity_df WHERE term IN ({','.join('?' * len(chunk))})", chunk).fetchall())
+            found.update(
+                self.db.execute(
+                    f"SELECT term, df FROM diversity_df WHERE term IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
+            )
             known.update(found)  # in one step: a question on another thread never reads a placeholder 0
         return {t: known[t] for t in tokens}
 
@@ -534,8 +463,9 @@ class Index:
 
     # ---- building ------------------------------------------------------------------------
     @classmethod
-    def build(cls, units, path: str | Path, *, source: str = "", workers: int | None = None,
-              progress: bool | None = False) -> "Index":
+    def build(
+        cls, units, path: str | Path, *, source: str = "", workers: int | None = None, progress: bool | None = False
+    ) -> "Index":
         """Build an index of `units` (a list, any iterable read once, or a corpus path,
         streamed) into `path` atomically: a failed or interrupted build leaves the old file
         as it was. `path` may be a workbench index (replaced) or new; anything else is
@@ -560,12 +490,17 @@ class Index:
         if tmp.exists():
             tmp.unlink()
         try:
-            meta = write_index(units, tmp, source, workers=workers, progress=progress,
-                               total=len(units) if hasattr(units, "__len__") else None)
+            meta = write_index(
+                units,
+                tmp,
+                source,
+                workers=workers,
+                progress=progress,
+                total=len(units) if hasattr(units, "__len__") else None,
+            )
             if not meta:
                 raise IndexProblem(f"{source or path}: nothing to index (no units)")
             if folder is not None:  # what `sag2wb index FOLDER` compares to update in place
-
                 with sqlite3.connect(tmp) as db:
                     write_manifest(db, folder)
                 db.close()
@@ -583,7 +518,9 @@ def corpus_fingerprint(units) -> str:
     return fingerprint.hexdigest()
 
 
-def open_or_build(units_or_corpus, path: str | Path, *, source: str = "", progress: bool | None = False) -> tuple[Index, bool]:
+def open_or_build(
+    units_or_corpus, path: str | Path, *, source: str = "", progress: bool | None = False
+) -> tuple[Index, bool]:
     """Open `path` if it holds an index of exactly these units; otherwise (re)build it.
     Returns (index, built)."""
     is_path = isinstance(units_or_corpus, (str, Path))

@@ -1,10 +1,10 @@
 """What a corpus and a questions file are made of: units, questions and the error that names
 a bad input; below every reader, so the readers of each format build on them."""
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-
 
 UNIT_MAX_CHARS = 2200  # SPEC §2: group adjacent paragraphs up to this many characters
 DOCUMENT_SUFFIXES = (".md", ".txt")

@@ -26,6 +26,7 @@ Index('docs.sqlite', units=24, documents=19)
 >>> Index("docs.sqlite")
 Index('docs.sqlite', units=24, documents=19)
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -56,15 +57,19 @@ class Changes:
 
     def summary(self) -> str:
         moved = f", {len(self.renumbered)} renumbered" if self.renumbered else ""
-        return (f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed document(s)"
-                f"{moved}; {self.units_tokenized} units tokenized; {self.seconds:.1f} s")
+        return (
+            f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed document(s)"
+            f"{moved}; {self.units_tokenized} units tokenized; {self.seconds:.1f} s"
+        )
 
 
 def write_manifest(db: sqlite3.Connection, root: Path) -> None:
     """The folder's files as indexed (size, mtime, content hash, unit ids): what an update
     compares against."""
-    db.execute("CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
-               "mtime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL) WITHOUT ROWID")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
+        "mtime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL) WITHOUT ROWID"
+    )
     db.execute("DELETE FROM files")
     rows = []
     for (document,) in db.execute("SELECT DISTINCT document FROM units"):
@@ -119,14 +124,20 @@ def apply(db: sqlite3.Connection, removed: list[int], added: list[tuple[int, Uni
     old_rows = []
     for i in range(0, len(removed), 500):
         part = removed[i : i + 500]
-        old_rows += db.execute(f"SELECT id, {_UNIT_COLUMNS} FROM units WHERE id IN ({','.join('?' * len(part))}) "
-                               "ORDER BY id", part).fetchall()
+        old_rows += db.execute(
+            f"SELECT id, {_UNIT_COLUMNS} FROM units WHERE id IN ({','.join('?' * len(part))}) ORDER BY id", part
+        ).fetchall()
     old = tokenize_rows([r[0] for r in old_rows], [(r[1], r[2], r[3], r[4]) for r in old_rows]) if old_rows else None
-    new = tokenize_rows([i for i, _ in added], [(u.title, u.heading, u.body, u.document) for _, u in added]) \
-        if added else None
+    new = (
+        tokenize_rows([i for i, _ in added], [(u.title, u.heading, u.body, u.document) for _, u in added])
+        if added
+        else None
+    )
     # FTS5: a contentless table deletes a row given the values it indexed
     if old is not None:
-        db.executemany("INSERT INTO fts (fts, rowid, title, heading, body) VALUES ('delete', ?, ?, ?, ?)", old["fts_rows"])
+        db.executemany(
+            "INSERT INTO fts (fts, rowid, title, heading, body) VALUES ('delete', ?, ?, ?, ?)", old["fts_rows"]
+        )
         db.executemany("DELETE FROM units WHERE id = ?", [(r[0],) for r in old_rows])
     if new is not None:
         db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", new["fts_rows"])
@@ -156,8 +167,10 @@ def _edit_counts(db, table: str, key: str, column: str, minus, plus) -> None:
         change[k] += n
     for k, n in change.items():
         if n:
-            db.execute(f"INSERT INTO {table} VALUES (?, ?) ON CONFLICT ({key}) DO UPDATE SET {column} = {column} + ?",
-                       (k, n, n))
+            db.execute(
+                f"INSERT INTO {table} VALUES (?, ?) ON CONFLICT ({key}) DO UPDATE SET {column} = {column} + ?",
+                (k, n, n),
+            )
     db.execute(f"DELETE FROM {table} WHERE {column} <= 0")
 
 
@@ -172,8 +185,10 @@ def _edit_postings(db, removed, added, old, new) -> None:
     beyond = sorted(i for i, _ in added if i >= last_end)
     if beyond:
         number = 1 + max((c[1] for c in chunks), default=-1)
-        db.execute("INSERT INTO row_lengths VALUES (?, ?, ?)",
-                   (beyond[0], number, np.zeros(beyond[-1] - beyond[0] + 1, dtype="<i4").tobytes()))
+        db.execute(
+            "INSERT INTO row_lengths VALUES (?, ?, ?)",
+            (beyond[0], number, np.zeros(beyond[-1] - beyond[0] + 1, dtype="<i4").tobytes()),
+        )
         chunks = db.execute("SELECT first_id, chunk, lengths FROM row_lengths ORDER BY first_id").fetchall()
         firsts = np.array([c[0] for c in chunks], dtype=np.int64)
     numbers = [c[1] for c in chunks]
@@ -208,11 +223,17 @@ def _edit_postings(db, removed, added, old, new) -> None:
         elif row:
             db.execute("DELETE FROM postings WHERE rowid = ?", (row[0],))
         elif len(keys):
-            db.execute("INSERT INTO postings (chunk, term, keys) VALUES (?, ?, ?)", (number, term, keys.astype("<i8").tobytes()))
+            db.execute(
+                "INSERT INTO postings (chunk, term, keys) VALUES (?, ?, ?)",
+                (number, term, keys.astype("<i8").tobytes()),
+            )
     # row lengths
     lengths_of = dict(zip((i for i, _ in added), np.frombuffer(new["lengths"], dtype="<i4"))) if new else {}
-    touched = {int(c) for c in chunk_of(np.array(sorted(set(removed) | set(lengths_of)), dtype=np.int64))} \
-        if (removed or lengths_of) else set()
+    touched = (
+        {int(c) for c in chunk_of(np.array(sorted(set(removed) | set(lengths_of)), dtype=np.int64))}
+        if (removed or lengths_of)
+        else set()
+    )
     for c in touched:
         first, number, blob = chunks[c]
         lengths = np.frombuffer(blob, dtype="<i4").copy()
@@ -235,8 +256,12 @@ def _finish(db: sqlite3.Connection, source: str) -> dict:
         fingerprint.add_digest(digest)
     (n,) = db.execute("SELECT count(*) FROM units").fetchone()
     (documents,) = db.execute("SELECT count(DISTINCT document) FROM units").fetchone()
-    meta = {"units": str(n), "documents": str(documents), "fingerprint": fingerprint.hexdigest(),
-            "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    meta = {
+        "units": str(n),
+        "documents": str(documents),
+        "fingerprint": fingerprint.hexdigest(),
+        "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     if source:
         meta["source"] = source
     db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
@@ -270,9 +295,10 @@ def _transaction(path: Path):
 
 def _busy(path: Path, exc: Exception) -> Exception:
 
-    return IndexProblem(f"{path}: cannot update the index ({exc}); another process is writing it or reading it "
-                        "in a transaction: let it finish, or close it, and run the update again")
-
+    return IndexProblem(
+        f"{path}: cannot update the index ({exc}); another process is writing it or reading it "
+        "in a transaction: let it finish, or close it, and run the update again"
+    )
 
 
 def update_folder(path: Path, root: Path) -> Changes:
@@ -302,8 +328,10 @@ def update_folder(path: Path, root: Path) -> Changes:
         changes.units_tokenized = apply(db, removed, added)
         for rel in set(changes.added) | set(changes.changed) | set(changes.renumbered):
             st = (root / rel).stat()
-            db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)",
-                       (rel, st.st_size, st.st_mtime_ns, file_sha256(root / rel)))
+            db.execute(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)",
+                (rel, st.st_size, st.st_mtime_ns, file_sha256(root / rel)),
+            )
         db.executemany("DELETE FROM files WHERE path = ?", [(r,) for r in changes.removed])
         if not db.execute("SELECT 1 FROM units LIMIT 1").fetchone():
             raise CorpusError(f"{root}: no .md or .txt files found")
@@ -328,6 +356,7 @@ def update_passages(path: Path, add: Path | None = None, remove=()) -> Changes:
     changes = Changes()
     items = list(iter_corpus(add)) if add is not None else []
     with _transaction(path) as db:
+
         def span(title: str):  # (first id, units) of an indexed document, or None
             first, n = db.execute("SELECT min(id), count(*) FROM units WHERE document = ?", (title,)).fetchone()
             return (first, n) if n else None

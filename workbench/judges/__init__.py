@@ -6,6 +6,7 @@ Each candidate dict has "unit_id", "title", "text" and "document"; each context 
 "unit_id", "title", "text" and, in the final round, "previous_score". A judge object has
 a `name`, a `key` (everything that changes its answers, for caching) and `judge(...)`.
 """
+
 from workbench.judges.base import (
     FunctionJudge,
     JudgeTimeout,
@@ -27,8 +28,24 @@ from workbench.judges.registry import (
 from workbench.judgment import Judge, JudgeError, JudgmentMemo, validate_scores
 
 __all__ = [
-    "JUDGE_KINDS", "JudgeKind", "JudgeSpec", "judge_key",
-    "OFFLINE_JUDGES", "FunctionJudge", "Judge", "JudgeError", "JudgeTimeout", "JudgeTimeoutSetting", "judge_timeout_from_env", "JudgmentMemo", "LexicalJudge",
-    "OracleJudge", "call_with_time_limit", "default_judge", "make_judge", "passage_tokens", "resolve_judge",
+    "JUDGE_KINDS",
+    "JudgeKind",
+    "JudgeSpec",
+    "judge_key",
+    "OFFLINE_JUDGES",
+    "FunctionJudge",
+    "Judge",
+    "JudgeError",
+    "JudgeTimeout",
+    "JudgeTimeoutSetting",
+    "judge_timeout_from_env",
+    "JudgmentMemo",
+    "LexicalJudge",
+    "OracleJudge",
+    "call_with_time_limit",
+    "default_judge",
+    "make_judge",
+    "passage_tokens",
+    "resolve_judge",
     "validate_scores",
 ]

@@ -1,4 +1,5 @@
 """Researchers' function judges, run with a time limit per call on reusable daemon threads."""
+
 from __future__ import annotations
 
 import math
@@ -10,7 +11,6 @@ from typing import Callable, cast
 
 from workbench.judgment import JudgeError
 from workbench.safeio import InputError
-
 
 DEFAULT_JUDGE_TIMEOUT = 60.0  # seconds per call of a function judge (issue 10: a sleeping judge must not hang a run)
 JUDGE_TIMEOUT_VARIABLE = "SAG2WB_JUDGE_TIMEOUT"  # seconds; 0 or "none" turns the limit off
@@ -139,7 +139,8 @@ class _WorkerPool:
             raise JudgeTimeout(
                 f"judge {self.name!r} did not answer within its time limit of {seconds:g} s per call; the call is "
                 f"abandoned (it may still be running in the background). Raise the limit with "
-                f"${JUDGE_TIMEOUT_VARIABLE}=SECONDS (0: no limit) if the judge is just slow")
+                f"${JUDGE_TIMEOUT_VARIABLE}=SECONDS (0: no limit) if the judge is just slow"
+            )
         with self.lock:
             if len(self.idle) < self.MAX_IDLE:
                 self.idle.append(worker)

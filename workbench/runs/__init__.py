@@ -4,6 +4,7 @@ the one task type executors run for them.
 
 >>> from workbench.runs import Config, Experiment, evaluate
 """
+
 from workbench.runs.evaluation import EvalResult, evaluate
 from workbench.runs.experiment import Experiment, paper_ablation, run_experiment
 from workbench.runs.policies import POLICIES, Config, final_only_trace
@@ -13,8 +14,26 @@ from workbench.runs.resume import load_resume, record_fingerprint
 from workbench.runs.tasks import JudgeSource, QuestionTask, judge_factory
 
 __all__ = [
-    "POLICIES", "Config", "EvalResult", "Experiment", "ExperimentError", "JudgeFailed", "JudgeSource", "Outcome",
-    "QuestionFailed", "QuestionTask", "Results", "ablation_markdown", "ablation_report", "evaluate",
-    "final_only_trace", "judge_factory", "load_resume", "paired_interval", "paper_ablation", "question_record",
-    "record_fingerprint", "run_experiment",
+    "POLICIES",
+    "Config",
+    "EvalResult",
+    "Experiment",
+    "ExperimentError",
+    "JudgeFailed",
+    "JudgeSource",
+    "Outcome",
+    "QuestionFailed",
+    "QuestionTask",
+    "Results",
+    "ablation_markdown",
+    "ablation_report",
+    "evaluate",
+    "final_only_trace",
+    "judge_factory",
+    "load_resume",
+    "paired_interval",
+    "paper_ablation",
+    "question_record",
+    "record_fingerprint",
+    "run_experiment",
 ]

@@ -3,9 +3,9 @@ and hop count, judgment counts, paired bootstrap intervals; resumable. An evalua
 experiment with one configuration (`Experiment.as_evaluation`): the same loop, the same record
 maker, with the evaluation's record, resume line and result shapes.
 
->>> result = evaluate(index, load_questions("q.jsonl"), "lexical")      # doctest: +SKIP
->>> result.metrics                                                       # doctest: +SKIP
-{'R@5': 61.2, 'R@10': 70.0, 'AE@10': 40.0, 'questions': 30, 'judgments': 8123}
+>>> result = evaluate(index, questions, "lexical", progress=False)
+>>> result.metrics
+{'R@5': 67.59, 'R@10': 90.74, 'AE@10': 77.78, 'questions': 9, 'judgments': 350}
 
 The failure contract (docs/reliability.md): a question whose judge fails (or whose term
 weighting misbehaves) is a *failure*, never a number. By default `evaluate` stops at the
@@ -15,6 +15,7 @@ completed questions only, labelled so, with `result.failures` saying which faile
 Resume reuses a record only when its fingerprint (question text, gold, params, judge key,
 index identity) is unchanged, and never a failed one (failures are not written).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -80,14 +81,18 @@ class EvalResult:
         """Means over completed questions with gold. Extra keys appear only when something is
         left out: `failed`, `excluded_no_gold` and `scope` (a sentence saying what the means cover)."""
         scored = len(self.records) - len(self.excluded)
-        out = {**mean_metrics(self.records), "questions": scored,
-               "judgments": sum(r["judgments"] for r in self.records)}
+        out = {
+            **mean_metrics(self.records),
+            "questions": scored,
+            "judgments": sum(r["judgments"] for r in self.records),
+        }
         if self.failures or self.excluded:
             total = self.total if self.total is not None else len(self.records) + len(self.failures)
             out["failed"] = len(self.failures)
             out["excluded_no_gold"] = len(self.excluded)
-            left = [f"{n} {what}" for n, what in ((len(self.failures), "failed"),
-                                                  (len(self.excluded), "without gold")) if n]
+            left = [
+                f"{n} {what}" for n, what in ((len(self.failures), "failed"), (len(self.excluded), "without gold")) if n
+            ]
             out["scope"] = f"completed questions with gold only: {scored} of {total} ({', '.join(left)})"
         return out
 
@@ -109,8 +114,13 @@ class EvalResult:
 
     def to_dict(self) -> dict:
         """The out.json body: marker, config, metrics, stats, per-question records (and failures)."""
-        out = {RESULT_MARKER: {"kind": "eval", "version": RESULT_VERSION}, "config": self.config,
-               "metrics": self.metrics, "stats": self.stats, "questions": self.records}
+        out = {
+            RESULT_MARKER: {"kind": "eval", "version": RESULT_VERSION},
+            "config": self.config,
+            "metrics": self.metrics,
+            "stats": self.stats,
+            "questions": self.records,
+        }
         if self.failures:
             out["failures"] = self.failures
         if self.excluded:
@@ -118,15 +128,31 @@ class EvalResult:
         for col in ("type", "hops"):
             table = self.by(col)
             if len(table):
-                out[f"by_{col}"] = {str(k): {m: (None if is_missing(v) else float(v)) for m, v in row.items()}
-                                    for k, row in table.iterrows()}
+                out[f"by_{col}"] = {
+                    str(k): {m: (None if is_missing(v) else float(v)) for m, v in row.items()}
+                    for k, row in table.iterrows()
+                }
         return out
 
 
-def evaluate(index, questions: list[Question], judge: str | JudgeSpec = "lexical", params: Params | None = None, *,
-             progress: bool = True, resume_path: str | Path | None = None, trace_dir: str | Path | None = None,
-             keep_traces: bool = False, memo: JudgmentMemo | None = None, judge_for=None, keep_going: bool = False,
-             map_outcomes=None, executor=None, on_arrival=None, **jev_options) -> EvalResult:
+def evaluate(
+    index,
+    questions: list[Question],
+    judge: str | JudgeSpec = "lexical",
+    params: Params | None = None,
+    *,
+    progress: bool = True,
+    resume_path: str | Path | None = None,
+    trace_dir: str | Path | None = None,
+    keep_traces: bool = False,
+    memo: JudgmentMemo | None = None,
+    judge_for=None,
+    keep_going: bool = False,
+    map_outcomes=None,
+    executor=None,
+    on_arrival=None,
+    **jev_options,
+) -> EvalResult:
     """Run SAG2 (or the BM25 baseline) over `questions`.
 
     `resume_path`: a JSONL file that receives one record per finished question; a record is
@@ -141,8 +167,14 @@ def evaluate(index, questions: list[Question], judge: str | JudgeSpec = "lexical
     results identical to a sequential run; `on_arrival(outcome)` sees each of its task
     outcomes as it arrives from a worker. `jev_options` go to the JEV judge.
 
-    >>> evaluate(index, questions, "lexical", keep_going=True).failures   # doctest: +SKIP
-    [{'question': 'q7', 'round': 1, 'error': "judge 'j.py:judge' raised ValueError: boom", 'kind': 'judge error'}]
+    >>> _ = Path("j.py").write_text("def judge(question, candidates, context):\\n"
+    ...                             "    if 'refund' in question: raise ValueError('boom')\\n"
+    ...                             "    return [0.5] * len(candidates)\\n")
+    >>> result = evaluate(index, questions, "j.py:judge", keep_going=True, progress=False)
+    >>> result.failures
+    [{'question': 'docs-08', 'round': 0, 'error': "judge 'j.py:judge' raised ValueError: boom", 'kind': 'judge error'}]
+    >>> result.metrics["scope"]
+    'completed questions with gold only: 8 of 9 (1 failed)'
     """
     params = params or Params()
     try:
@@ -154,17 +186,32 @@ def evaluate(index, questions: list[Question], judge: str | JudgeSpec = "lexical
     label = judge if isinstance(judge, str) else str(spec)
     if judge_for is None:
         require_gold(questions, spec)
-    experiment = Experiment.as_evaluation(index, questions, Config("eval", params, spec), desc=label,
-                                          judge_for=judge_for, memo=memo, resume_path=resume_path,
-                                          progress=progress, keep_traces=keep_traces, keep_going=keep_going)
+    experiment = Experiment.as_evaluation(
+        index,
+        questions,
+        Config("eval", params, spec),
+        desc=label,
+        judge_for=judge_for,
+        memo=memo,
+        resume_path=resume_path,
+        progress=progress,
+        keep_traces=keep_traces,
+        keep_going=keep_going,
+    )
     experiment.judges.prepare([spec])  # built now: one judge (one JEV client) for every question
     # workers send their judgments back only when the caller will read the memo afterwards
-    tally = experiment.loop(executor, map_outcomes=map_outcomes, trace_dir=trace_dir, on_arrival=on_arrival,
-                            send_judgments=memo is not None)
+    tally = experiment.loop(
+        executor, map_outcomes=map_outcomes, trace_dir=trace_dir, on_arrival=on_arrival, send_judgments=memo is not None
+    )
     records = [rec for _, rec in tally.rows["eval"]]
     memo = experiment.memo
     config = {"judge": label, "params": params.to_dict(), "index": index.meta.get("fingerprint")}
-    stats = {"judgments": sum(r["judgments"] for r in records), "memo_hits": memo.hits, "memo_misses": memo.misses,
-             "resumed_questions": len(tally.resumed), **tally.usage}
+    stats = {
+        "judgments": sum(r["judgments"] for r in records),
+        "memo_hits": memo.hits,
+        "memo_misses": memo.misses,
+        "resumed_questions": len(tally.resumed),
+        **tally.usage,
+    }
     traces = experiment.traces.get("eval", {}) if keep_traces else {}
     return EvalResult(config, records, traces, stats, list(tally.failed.values()), len(questions))

@@ -5,12 +5,17 @@ one loop of the run layer (resume, failures, keep_going, progress, Ctrl-C); an e
 is an experiment with one configuration (workbench/runs/evaluation.py).
 
 >>> configs = [Config("sag2", judge="lexical"),
-...            Config("no_idf", Params(term_weighting="no_idf"), judge="lexical")]   # doctest: +SKIP
->>> results = Experiment(index, questions, configs, resume_path="runs.jsonl").run()  # doctest: +SKIP
->>> results.summary()                      # one row per configuration              # doctest: +SKIP
->>> results.compare("no_idf", "sag2")      # paired 95% interval of the R@10 difference  # doctest: +SKIP
-{'metric': 'R@10', 'a': 'no_idf', 'b': 'sag2', 'questions': 40, 'difference': -2.5, 'low': -6.25, 'high': 0.0}
->>> results.plot("R@10")                   # bars with intervals, like the paper's Figure 4  # doctest: +SKIP
+...            Config("no_idf", Params(term_weighting="no_idf"), judge="lexical")]
+>>> results = Experiment(index, questions, configs, resume_path="runs.jsonl", progress=False).run()
+>>> results.summary()                      # one row per configuration
+          R@5   R@10  AE@10  judgments  questions
+config
+sag2    67.59  90.74  77.78        350          9
+no_idf  67.59  85.19  66.67        410          9
+>>> results.compare("no_idf", "sag2")      # paired 95% interval of the R@10 difference
+{'metric': 'R@10', 'a': 'no_idf', 'b': 'sag2', 'questions': 9, 'difference': -5.5556, 'low': -16.6667, 'high': 0.0}
+>>> results.plot("R@10").layout.title.text  # bars with intervals, like the paper's Figure 4
+'R@10 with 95% bootstrap intervals (9 questions)'
 
 A configuration (`Config`) is a name, Params, a judge (`bm25`, `lexical`, `oracle`, `jev`,
 `FILE.py:NAME`, ...: a `JudgeSpec`) and a policy from `policies.POLICIES`: `sag2` (with
@@ -19,6 +24,7 @@ judge `bm25`: the BM25 baseline), `truncated`, `matched-budget`, `final-only`.
 Every configuration shares one `JudgmentMemo`, so rows reuse judgments wherever their
 inputs coincide (round 0 of every judged row, the matched-budget pool's first 100 units).
 """
+
 from __future__ import annotations
 
 import json
@@ -123,12 +129,14 @@ def check_experiment(questions: list[Question], configs: list[Config]) -> None:
             raise ExperimentError(f"configuration {c.name!r}: source {c.source!r} must be a judged sag2 configuration")
         if c.policy == "truncated":
             if src.judge != c.judge:
-                raise ExperimentError(f"configuration {c.name!r}: judge {str(c.judge)!r} differs from its source's "
-                                      f"{str(src.judge)!r}")
+                raise ExperimentError(
+                    f"configuration {c.name!r}: judge {str(c.judge)!r} differs from its source's {str(src.judge)!r}"
+                )
             if src.params != c.params.replace(H=src.params.H) or c.params.H > src.params.H:
                 raise ExperimentError(
                     f"configuration {c.name!r}: a truncated trajectory needs its source's parameters with "
-                    f"H <= {src.params.H}; got {c.params} vs {src.params}")
+                    f"H <= {src.params.H}; got {c.params} vs {src.params}"
+                )
 
 
 @dataclass
@@ -157,32 +165,85 @@ class Experiment:
     every configuration's results cover only the questions that completed in all of them
     (so comparisons stay paired), with `results.failures` listing the rest.
 
-    >>> results = Experiment(index, questions, paper_ablation(judge="oracle")).run()   # doctest: +SKIP
+    >>> results = Experiment(index, questions, paper_ablation(judge="oracle"), progress=False).run()
+    >>> results
+    Results(7 configurations × 9 questions: bm25, H=0, H=1, H=2, no-context, matched-budget, final-only)
     """
 
-    def __init__(self, index, questions: list[Question], configs: list[Config], *, memo: JudgmentMemo | None = None,
-                 resume_path: str | Path | None = None, progress: bool = True, judge_options: dict | None = None,
-                 keep_traces: bool = False, keep_going: bool = False):
+    def __init__(
+        self,
+        index,
+        questions: list[Question],
+        configs: list[Config],
+        *,
+        memo: JudgmentMemo | None = None,
+        resume_path: str | Path | None = None,
+        progress: bool = True,
+        judge_options: dict | None = None,
+        keep_traces: bool = False,
+        keep_going: bool = False,
+    ):
         check_experiment(questions, configs)
-        self._setup(index, questions, [replace(c, judge=judge_spec(c.judge, judge_options)) for c in configs],
-                    memo=memo, resume_path=resume_path, progress=progress, keep_traces=keep_traces,
-                    keep_going=keep_going)
+        self._setup(
+            index,
+            questions,
+            [replace(c, judge=judge_spec(c.judge, judge_options)) for c in configs],
+            memo=memo,
+            resume_path=resume_path,
+            progress=progress,
+            keep_traces=keep_traces,
+            keep_going=keep_going,
+        )
 
     @classmethod
-    def as_evaluation(cls, index, questions: list[Question], config: Config, *, desc: str, judge_for=None,
-                   memo: JudgmentMemo | None = None, resume_path=None, progress: bool = True,
-                   keep_traces: bool = False, keep_going: bool = False) -> "Experiment":
+    def as_evaluation(
+        cls,
+        index,
+        questions: list[Question],
+        config: Config,
+        *,
+        desc: str,
+        judge_for=None,
+        memo: JudgmentMemo | None = None,
+        resume_path=None,
+        progress: bool = True,
+        keep_traces: bool = False,
+        keep_going: bool = False,
+    ) -> "Experiment":
         """The one-configuration experiment `evaluate` runs: records, resume lines, failures and
         fingerprints in the evaluation's shape, no refusals (any question list goes), the bar
         named `desc`; `judge_for(question) -> judge` stands for the configuration's judge."""
         self = cls.__new__(cls)
-        self._setup(index, questions, [config], memo=memo, resume_path=resume_path, progress=progress,
-                    keep_traces=keep_traces, keep_going=keep_going, evaluation=True, desc=desc,
-                    factories={config.judge: judge_for} if judge_for is not None else None)
+        self._setup(
+            index,
+            questions,
+            [config],
+            memo=memo,
+            resume_path=resume_path,
+            progress=progress,
+            keep_traces=keep_traces,
+            keep_going=keep_going,
+            evaluation=True,
+            desc=desc,
+            factories={config.judge: judge_for} if judge_for is not None else None,
+        )
         return self
 
-    def _setup(self, index, questions, configs, *, memo, resume_path, progress, keep_traces, keep_going,
-               evaluation=False, desc="experiment", factories=None):
+    def _setup(
+        self,
+        index,
+        questions,
+        configs,
+        *,
+        memo,
+        resume_path,
+        progress,
+        keep_traces,
+        keep_going,
+        evaluation=False,
+        desc="experiment",
+        factories=None,
+    ) -> None:
         self.index = index
         self.questions = list(questions)
         self.configs = list(configs)
@@ -205,8 +266,11 @@ class Experiment:
         if config.name not in self._keys:
             by_name = {c.name: c for c in self.configs}
             key = {
-                "name": config.name, "policy": config.policy, "judge": str(config.judge),
-                "params": config.params.to_dict(), "variant": variant_fingerprint(config.params.term_weighting),
+                "name": config.name,
+                "policy": config.policy,
+                "judge": str(config.judge),
+                "params": config.params.to_dict(),
+                "variant": variant_fingerprint(config.params.term_weighting),
                 "index": self.index.meta.get("fingerprint"),
                 "source": self.config_key(by_name[config.source]) if config.source else None,
             }
@@ -215,9 +279,13 @@ class Experiment:
 
     def fingerprint(self, config: Config, question: Question) -> str:
         """The resume key of one (configuration, question) record (resume.record_fingerprint)."""
-        return record_fingerprint(question, config.params, self.judges.key(config.judge),
-                                  self.index.meta.get("fingerprint"),
-                                  extra=None if self.evaluation else self.config_key(config))
+        return record_fingerprint(
+            question,
+            config.params,
+            self.judges.key(config.judge),
+            self.index.meta.get("fingerprint"),
+            extra=None if self.evaluation else self.config_key(config),
+        )
 
     def trace(self, config: Config, question: Question) -> Trace:
         """The trace of one configuration on one question (computing a source if needed)."""
@@ -229,8 +297,9 @@ class Experiment:
             self.resume.append(fingerprint, head, record)
 
     # ---- all ---------------------------------------------------------------------------------
-    def run(self, *, concurrency: int | None = None, processes: int | None = None, client=None,
-            executor=None) -> Results:
+    def run(
+        self, *, concurrency: int | None = None, processes: int | None = None, client=None, executor=None
+    ) -> Results:
         """All configurations × questions. `concurrency=N` runs N questions at once on threads
         (default 8 when a configuration's judge waits on a service, JEV, else 1), `processes=N`
         on a process pool, `client=` (a dask.distributed Client or scheduler address) on a Dask
@@ -247,13 +316,20 @@ class Experiment:
                 executor.close()
         completed = [q.id for i, q in enumerate(self.questions) if i not in tally.failed]
         ordered = [rec for c in self.configs for i, rec in tally.rows[c.name] if i not in tally.failed]
-        stats = {"seconds": round(time.perf_counter() - t0, 3), "records_computed": tally.computed,
-                 "records_reused": tally.reused, "memo_hits": self.memo.hits, "memo_misses": self.memo.misses}
-        return Results(ordered, completed, self.configs, stats, failures=list(tally.failed.values()),
-                       total=len(self.questions))
+        stats = {
+            "seconds": round(time.perf_counter() - t0, 3),
+            "records_computed": tally.computed,
+            "records_reused": tally.reused,
+            "memo_hits": self.memo.hits,
+            "memo_misses": self.memo.misses,
+        }
+        return Results(
+            ordered, completed, self.configs, stats, failures=list(tally.failed.values()), total=len(self.questions)
+        )
 
-    def loop(self, executor=None, *, map_outcomes=None, trace_dir=None, on_arrival=None,
-             send_judgments: bool = True) -> Tally:
+    def loop(
+        self, executor=None, *, map_outcomes=None, trace_dir=None, on_arrival=None, send_judgments: bool = True
+    ) -> Tally:
         """The one loop: every configuration (sources first) × every question, in that order,
         reusing resumed records, computing the rest through `executor` (or a caller's
         `map_outcomes(fn, questions)` for one configuration), saving each record as it comes,
@@ -273,32 +349,53 @@ class Experiment:
 
         ahead = map_outcomes is not None or not isinstance(executor, Sequential)
         planned = ahead or self.evaluation  # what is to do known now (else found as the loop goes)
-        todo = {(c.name, i) for c in order for i in range(len(questions))
-                if planned and fingerprint(c, i) not in done}
-        first = next((questions[i] for c in order for i in range(len(questions))
-                      if not planned or (c.name, i) in todo), None)
+        todo = {(c.name, i) for c in order for i in range(len(questions)) if planned and fingerprint(c, i) not in done}
+        first = next(
+            (questions[i] for c in order for i in range(len(questions)) if not planned or (c.name, i) in todo), None
+        )
         if trace_dir is not None:
             Path(trace_dir).mkdir(parents=True, exist_ok=True)
-        bar = Progress(len(questions) * len(order), self.desc, self.progress,
-                       self.judges.prepare([c.judge for c in order if c.judge.kind.waits], first).values())
+        bar = Progress(
+            len(questions) * len(order),
+            self.desc,
+            self.progress,
+            self.judges.prepare([c.judge for c in order if c.judge.kind.waits], first).values(),
+        )
         fetch: InOrder = InOrder(self.context, questions)
         if map_outcomes is not None:
-            fetch = Mapped(self.context, order[0], questions,
-                           [i for i in range(len(questions)) if (order[0].name, i) in todo], map_outcomes)
+            fetch = Mapped(
+                self.context,
+                order[0],
+                questions,
+                [i for i in range(len(questions)) if (order[0].name, i) in todo],
+                map_outcomes,
+            )
         elif ahead:
             known = {k: done[f]["record"]["judgments"] for k, f in prints.items() if f in done}
-            fetch = Streamed(executor, self.context, order, questions, todo, known,
-                             self.judges.prepare([c.judge for c in order], first),
-                             keep_traces=self.keep_traces or trace_dir is not None, send_judgments=send_judgments,
-                             progress=bar, on_arrival=on_arrival)
+            fetch = Streamed(
+                executor,
+                self.context,
+                order,
+                questions,
+                todo,
+                known,
+                self.judges.prepare([c.judge for c in order], first),
+                keep_traces=self.keep_traces or trace_dir is not None,
+                send_judgments=send_judgments,
+                progress=bar,
+                on_arrival=on_arrival,
+            )
         tally = Tally({c.name: [] for c in order}, {})
         with heap_frozen():  # collections during the run skip what the caller held before it
             try:
                 for config in order:
                     for i in range(len(questions)):
                         # a question failed in one configuration is left out of every one anyway
-                        made = 0 if i in tally.failed else self._step(config, i, fingerprint(config, i), done,
-                                                                      fetch, tally, trace_dir)
+                        made = (
+                            0
+                            if i in tally.failed
+                            else self._step(config, i, fingerprint(config, i), done, fetch, tally, trace_dir)
+                        )
                         bar.update(1, made)
             except KeyboardInterrupt:  # records finished out of order by an executor are kept for resume too
                 for name, i, out in fetch.finished():

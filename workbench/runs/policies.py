@@ -9,7 +9,7 @@ judgment count.
 
 - `sag2`: a plain Run (with judge `bm25`: the BM25 baseline, no judge).
 - `truncated`: the trajectories of another `sag2` configuration (`source`) read off after
-  expansion round `params.H` (`engine.truncated_trace`): the paper's H=0/1/2 "from the same
+  expansion round `params.H` (`truncated_trace`): the paper's H=0/1/2 "from the same
   retrieval trajectories" (§4.2). No judgment is made again.
 - `matched-budget`: one-shot BM25 pool of each question's `source` judgment count, scored
   once with no context (B.1). Questions with fewer BM25 matches than the budget are noted.
@@ -21,6 +21,7 @@ judgment count.
 >>> Config("no_idf", Params(term_weighting="no_idf"), judge="lexical").policy
 'sag2'
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,7 @@ from workbench.engine import (
     Run,
     add_fusion,
     dedupe,
+    final_ranking,
     initial_candidates,
     question_expression,
     rank,
@@ -37,8 +39,6 @@ from workbench.engine import (
     score_round,
     select_seeds,
     select_terms,
-    term_rows,
-    truncated_trace,
 )
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError, JudgmentMemo
@@ -57,7 +57,24 @@ from workbench.trace import (
     RoundState,
     Seed,
     Trace,
+    term_rows,
 )
+
+
+def truncated_trace(index, trace: Trace, H: int) -> Trace:
+    """The trace as if the run had stopped after expansion round H (same trajectory):
+    how the paper reads H=0, 1, 2 off one run."""
+    rounds = list(trace.rounds[: H + 1])
+    if rounds and rounds[-1].stop is None:
+        rounds[-1] = replace(rounds[-1], stop=STOP_MAX_ROUNDS)
+    final = final_ranking(index, rounds, trace.params, judged=trace.judge != "bm25")
+    return replace(
+        trace,
+        params=trace.params.replace(H=min(H, trace.params.H)),
+        rounds=tuple(rounds),
+        final_ranking=tuple(final),
+        stats={**trace.stats, "judgments": sum(r.judgments for r in rounds)},
+    )
 
 
 def sag2(run, config, question) -> Trace:
@@ -90,8 +107,12 @@ def final_only(run, config, question) -> Trace:
 
 
 Policy = Callable[..., Trace]
-POLICIES: dict[str, Policy] = {"sag2": sag2, "truncated": truncated, "matched-budget": matched_budget,
-                               "final-only": final_only}
+POLICIES: dict[str, Policy] = {
+    "sag2": sag2,
+    "truncated": truncated,
+    "matched-budget": matched_budget,
+    "final-only": final_only,
+}
 NEEDS_SOURCE = ("truncated", "matched-budget")  # read another configuration's results (`source`)
 NEEDS_JUDGE = ("truncated", "matched-budget", "final-only")  # meaningless with bm25
 READS_SOURCE_TRACE = ("truncated",)  # the source's traces are kept for these rows
@@ -112,11 +133,13 @@ class Config:
         if not isinstance(self.name, str) or not self.name:
             raise ExperimentError(f"configuration name {self.name!r}: expected a non-empty string")
         if self.policy not in POLICIES:
-            raise ExperimentError(f"configuration {self.name!r}: unknown policy {self.policy!r}; "
-                                  f"known: {', '.join(POLICIES)}")
+            raise ExperimentError(
+                f"configuration {self.name!r}: unknown policy {self.policy!r}; known: {', '.join(POLICIES)}"
+            )
         if self.policy in NEEDS_SOURCE and not self.source:
-            raise ExperimentError(f"configuration {self.name!r}: policy {self.policy!r} "
-                                  "needs source=<a sag2 configuration>")
+            raise ExperimentError(
+                f"configuration {self.name!r}: policy {self.policy!r} needs source=<a sag2 configuration>"
+            )
         object.__setattr__(self, "judge", JudgeSpec.parse(self.judge))
         if self.policy in NEEDS_JUDGE and self.judge.name == "bm25":
             raise ExperimentError(f"configuration {self.name!r}: policy {self.policy!r} needs a judge, not bm25")
@@ -153,8 +176,9 @@ def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo 
     says, this jointly changes seed selection, weighting, retention and context, so its gap
     to SAG2 cannot be attributed to intermediate scoring alone.
 
-    >>> final_only_trace(index, questions[0], Params(), OracleJudge(questions[0].gold)).judgments  # doctest: +SKIP
-    100
+    >>> from workbench.judges import OracleJudge
+    >>> final_only_trace(index, questions[0], Params(), OracleJudge(questions[0].gold)).judgments  # <= B
+    18
     """
     if judge is None:
         raise ExperimentError("final-only needs a judge (it scores the final pool)")
@@ -189,8 +213,9 @@ def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo 
         seed_states = tuple(Seed(u, i + 1, 1.0, weights.get(u)) for i, u in enumerate(seeds))
         selected = [c for c in choices if c.selected]
         if not selected:
-            stop_state = RoundState(r, "", seeds=seed_states, terms=term_rows(choices, {}, params.L),
-                                    stop=STOP_NO_TERMS)
+            stop_state = RoundState(
+                r, "", seeds=seed_states, terms=term_rows(choices, {}, params.L), stop=STOP_NO_TERMS
+            )
             break
         expr_r, cands, resolutions = retrieve_expansion(index, selected, expression, frozenset(seen), params)
         expanded = dedupe(expanded, seeds)
@@ -219,7 +244,12 @@ def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo 
         add_fusion(fusion, s.candidates, params)
     ranking = rank(list(pool_order), scores, fusion, params)
     states[pool_round] = replace(
-        states[pool_round], pool=pool, scores=tuple(scores), ranking=ranking, scored=True, judgments=judgments,
+        states[pool_round],
+        pool=pool,
+        scores=tuple(scores),
+        ranking=ranking,
+        scored=True,
+        judgments=judgments,
         stop=None if stop_state is not None else STOP_MAX_ROUNDS,
     )
     states = states[: pool_round + 1]

@@ -1,8 +1,17 @@
 """The progress bar of a run: questions (x configurations) done, judgments per second and,
 for a judge that counts requests (JEV), requests and cost so far.
 
->>> bar = Progress(100, "jev", judges=[jev_judge]); bar.update(1, judgments=212)   # doctest: +SKIP
+>>> from workbench.judges.jev import make_jev_judge
+>>> jev_judge = make_jev_judge(endpoint=judge_server.url, cache_dir="jev-cache")   # a local judge server
+>>> bar = Progress(9, "jev", judges=[jev_judge])
+>>> jev_judge.judge("Who directed Glass Harbour?", [{"unit_id": 1, "title": "Glass Harbour", "text": "A film."},
+...                                                 {"unit_id": 2, "title": "Porto Calven", "text": "A town."}], [])
+[0.69163..., 0.0]
+>>> bar.update(1, judgments=2); bar.usage()["requests"], bar.judgments
+(1, 2)
+>>> bar.close(); jev_judge.close()
 """
+
 from __future__ import annotations
 
 import time

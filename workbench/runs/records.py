@@ -8,6 +8,7 @@ before: an evaluation's (`_id`, ..., `gold`, `ranking`, `rounds`) and an experim
 >>> str(QuestionFailed("q7", 1, "judge 'j' raised ValueError: boom"))
 "question 'q7' failed at round 1: judge 'j' raised ValueError: boom"
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,8 +35,9 @@ class QuestionFailed(RuntimeError):
     {'config': 'H=2', 'question': 'q7', 'round': None, 'error': 'boom', 'kind': 'judge error'}
     """
 
-    def __init__(self, question: str, round: int | None, error: str, config: str | None = None,
-                 kind: str = STOP_JUDGE_ERROR):
+    def __init__(
+        self, question: str, round: int | None, error: str, config: str | None = None, kind: str = STOP_JUDGE_ERROR
+    ):
         self.question, self.round, self.error, self.config, self.kind = question, round, error, config, kind
         where = f"configuration {config!r}, " if config else ""
         at = f" at round {round}" if round is not None else ""
@@ -72,8 +74,14 @@ def question_record(question: Question, trace: Trace, config: str | None = None)
     adds the budget and the judgments it fell short by."""
     docs = trace.documents()
     head = {"_id": question.id} if config is None else {"config": config, "question": question.id}
-    rec = {**head, "type": question.type, "hops": question.hops, **question_metrics(docs, question.gold),
-           "judgments": trace.judgments, "stop": trace.stop}
+    rec = {
+        **head,
+        "type": question.type,
+        "hops": question.hops,
+        **question_metrics(docs, question.gold),
+        "judgments": trace.judgments,
+        "stop": trace.stop,
+    }
     if config is None:
         rec.update(gold=list(question.gold), ranking=docs[:RANKING_DEPTH], rounds=trace.summary()["rounds"])
         return rec

@@ -3,11 +3,22 @@ tables (one row per configuration, per question type or hop count), paired boots
 intervals, Markdown/HTML tables like the paper's B.1, plots (workbench/runs/plots.py), and
 the `sag2wb ablate` report.
 
->>> results.summary()                      # one row per configuration              # doctest: +SKIP
->>> results.compare("no_idf", "sag2")      # paired 95% interval of the R@10 difference  # doctest: +SKIP
-{'metric': 'R@10', 'a': 'no_idf', 'b': 'sag2', 'questions': 40, 'difference': -2.5, 'low': -6.25, 'high': 0.0}
->>> results.plot("R@10")                   # bars with intervals, like the paper's Figure 4  # doctest: +SKIP
+>>> from workbench.params import Params
+>>> from workbench.runs import Config, Experiment
+>>> configs = [Config("sag2", judge="lexical"),
+...            Config("no_idf", Params(term_weighting="no_idf"), judge="lexical")]
+>>> results = Experiment(index, questions, configs, progress=False).run()
+>>> results.summary()                      # one row per configuration
+          R@5   R@10  AE@10  judgments  questions
+config
+sag2    67.59  90.74  77.78        350          9
+no_idf  67.59  85.19  66.67        410          9
+>>> results.compare("no_idf", "sag2")      # paired 95% interval of the R@10 difference
+{'metric': 'R@10', 'a': 'no_idf', 'b': 'sag2', 'questions': 9, 'difference': -5.5556, 'low': -16.6667, 'high': 0.0}
+>>> results.plot("R@10").data[0].x         # bars with intervals, like the paper's Figure 4
+('sag2', 'no_idf')
 """
+
 from __future__ import annotations
 
 import html
@@ -28,9 +39,9 @@ ROW_DEFINITIONS = {
     "H=2": "SAG2 with the given parameters (default H=2): the trajectories the H=0/1 rows are read from.",
     "no-context": "SAG2 with the judge never shown context (Params(use_context=False)); same candidate policy.",
     "matched-budget": "One-shot BM25 pool of as many units as that question's H=2 judgment count, scored once "
-                      "with no context (Params(B=budget, H=0)); questions with fewer BM25 matches are noted.",
+    "with no context (Params(B=budget, H=0)); questions with fewer BM25 matches are noted.",
     "final-only": "BM25 order chooses the seeds, every seed weighs the same, the judge scores only the final "
-                  "pool (at most B units, once, no context); see experiments.final_only_trace.",
+    "pool (at most B units, once, no context); see experiments.final_only_trace.",
 }
 
 
@@ -59,7 +70,8 @@ def paired_interval(a, b, metric: str = "R@10", names=("a", "b")) -> dict:
             parts.append(f"{len(only_b)} only in {names[1]!r} ({', '.join(map(str, only_b[:5]))}{more})")
         raise ExperimentError(
             f"refusing to compare {names[0]!r} ({len(a)} questions) with {names[1]!r} ({len(b)} questions): "
-            f"the question sets differ — {'; '.join(parts)}")
+            f"the question sets differ — {'; '.join(parts)}"
+        )
     if not a:
         raise ExperimentError(f"nothing to compare: {names[0]!r} and {names[1]!r} have no questions")
     order = list(a)
@@ -67,17 +79,32 @@ def paired_interval(a, b, metric: str = "R@10", names=("a", "b")) -> dict:
     if missing:
         raise ExperimentError(
             f"cannot compare {names[0]!r} with {names[1]!r} on {metric}: {len(missing)} question(s) have no value "
-            f"(no gold labels?): {', '.join(map(str, missing[:5]))}{', ...' if len(missing) > 5 else ''}")
+            f"(no gold labels?): {', '.join(map(str, missing[:5]))}{', ...' if len(missing) > 5 else ''}"
+        )
     diff, lo, hi = paired_bootstrap([a[q] for q in order], [b[q] for q in order])
-    return {"metric": metric, "a": names[0], "b": names[1], "questions": len(order),
-            "difference": round(diff, 4), "low": round(lo, 4), "high": round(hi, 4)}
+    return {
+        "metric": metric,
+        "a": names[0],
+        "b": names[1],
+        "questions": len(order),
+        "difference": round(diff, 4),
+        "low": round(lo, 4),
+        "high": round(hi, 4),
+    }
 
 
 class Results:
     """Per-question records of several configurations; tables, intervals and plots."""
 
-    def __init__(self, records: list[dict], question_ids: list[str] | None = None, configs=None, stats=None,
-                 failures=None, total: int | None = None):
+    def __init__(
+        self,
+        records: list[dict],
+        question_ids: list[str] | None = None,
+        configs=None,
+        stats=None,
+        failures=None,
+        total: int | None = None,
+    ):
         self.records = list(records)
         self.configs = list(configs or [])
         self.stats = dict(stats or {})
@@ -87,8 +114,9 @@ class Results:
             if r["config"] not in names:
                 names.append(r["config"])
         self.names = names
-        self.question_ids = list(question_ids) if question_ids is not None else list(
-            dict.fromkeys(r["question"] for r in self.records))
+        self.question_ids = (
+            list(question_ids) if question_ids is not None else list(dict.fromkeys(r["question"] for r in self.records))
+        )
         self.total = total if total is not None else len(self.question_ids) + len(self.failures)
 
     @property
@@ -96,12 +124,15 @@ class Results:
         """None when every question completed; else a sentence saying what the figures cover."""
         if not self.failures:
             return None
-        return (f"completed questions only: {len(self.question_ids)} of {self.total} "
-                f"({len(self.failures)} failed and are left out of every configuration)")
+        return (
+            f"completed questions only: {len(self.question_ids)} of {self.total} "
+            f"({len(self.failures)} failed and are left out of every configuration)"
+        )
 
     def __repr__(self) -> str:
-        return (f"Results({len(self.names)} configurations × {len(self.question_ids)} questions: "
-                f"{', '.join(self.names)})")
+        return (
+            f"Results({len(self.names)} configurations × {len(self.question_ids)} questions: {', '.join(self.names)})"
+        )
 
     def combine(self, other: "Results") -> "Results":
         """Rows of both (configuration names must not clash); comparisons still need equal question sets."""
@@ -109,8 +140,13 @@ class Results:
         if clash:
             raise ExperimentError(f"cannot combine results: configuration names {clash} appear in both")
         ids = list(dict.fromkeys(self.question_ids + other.question_ids))
-        return Results(self.records + other.records, ids, self.configs + other.configs,
-                       {"combined": [self.stats, other.stats]}, failures=self.failures + other.failures)
+        return Results(
+            self.records + other.records,
+            ids,
+            self.configs + other.configs,
+            {"combined": [self.stats, other.stats]},
+            failures=self.failures + other.failures,
+        )
 
     # ---- frames -----------------------------------------------------------------------------
     def frame(self, extras: bool = False):
@@ -242,8 +278,15 @@ def _html_table(table, reference, metric, definitions=None) -> str:
     )
     out = f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
     if definitions:
-        out += "<ul>" + "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>"
-                                for k, v in definitions.items() if k in table.index) + "</ul>"
+        out += (
+            "<ul>"
+            + "".join(
+                f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>"
+                for k, v in definitions.items()
+                if k in table.index
+            )
+            + "</ul>"
+        )
     return out
 
 
@@ -263,13 +306,22 @@ def ablation_report(results: Results, judge) -> dict:
     for name in results.names:
         row = table.loc[name]
         lo, hi = row[f"ci_R@10_vs_{REFERENCE_ROW}"]
-        rows[name] = {"R@5": float(row["R@5"]), "R@10": float(row["R@10"]), "AE@10": float(row["AE@10"]),
-                      "judgments": int(row["judgments"]), "questions": int(row["questions"]),
-                      f"diff_R@10_vs_{REFERENCE_ROW}": float(row[f"diff_R@10_vs_{REFERENCE_ROW}"]),
-                      f"ci_R@10_vs_{REFERENCE_ROW}": [float(lo), float(hi)]}
-    report = {RESULT_MARKER: {"kind": "ablate", "version": RESULT_VERSION},
-              "judge": str(judge), "questions": len(results.question_ids), "rows": rows,
-              "definitions": {k: v for k, v in ROW_DEFINITIONS.items() if k in rows}}
+        rows[name] = {
+            "R@5": float(row["R@5"]),
+            "R@10": float(row["R@10"]),
+            "AE@10": float(row["AE@10"]),
+            "judgments": int(row["judgments"]),
+            "questions": int(row["questions"]),
+            f"diff_R@10_vs_{REFERENCE_ROW}": float(row[f"diff_R@10_vs_{REFERENCE_ROW}"]),
+            f"ci_R@10_vs_{REFERENCE_ROW}": [float(lo), float(hi)],
+        }
+    report = {
+        RESULT_MARKER: {"kind": "ablate", "version": RESULT_VERSION},
+        "judge": str(judge),
+        "questions": len(results.question_ids),
+        "rows": rows,
+        "definitions": {k: v for k, v in ROW_DEFINITIONS.items() if k in rows},
+    }
     if results.failures:
         report["scope"] = results.scope
         report["failures"] = results.failures
@@ -279,33 +331,48 @@ def ablation_report(results: Results, judge) -> dict:
         mb = [r for r in results.records if r["config"] == "matched-budget"]
         short = [r for r in mb if r.get("shortfall", 0) > 0]
         exact = [r["question"] for r in mb if r.get("shortfall", 0) == 0]
-        note = {"questions_with_too_few_matches": len(short), "ids": [r["question"] for r in short],
-                "missing_judgments": int(sum(r["shortfall"] for r in short))}
+        note = {
+            "questions_with_too_few_matches": len(short),
+            "ids": [r["question"] for r in short],
+            "missing_judgments": int(sum(r["shortfall"] for r in short)),
+        }
         if exact and REFERENCE_ROW in results.names:
             a = {q: v for q, v in results.values("matched-budget").items() if q in set(exact)}
             b = {q: v for q, v in results.values(REFERENCE_ROW).items() if q in set(exact)}
             c = paired_interval(a, b, "R@10", ("matched-budget", REFERENCE_ROW))
-            note["exactly_matched"] = {"questions": len(exact), "R@10": round(sum(a.values()) / len(a), 2),
-                                       f"{REFERENCE_ROW} R@10": round(sum(b.values()) / len(b), 2),
-                                       f"diff_R@10_vs_{REFERENCE_ROW}": c["difference"],
-                                       f"ci_R@10_vs_{REFERENCE_ROW}": [c["low"], c["high"]]}
+            note["exactly_matched"] = {
+                "questions": len(exact),
+                "R@10": round(sum(a.values()) / len(a), 2),
+                f"{REFERENCE_ROW} R@10": round(sum(b.values()) / len(b), 2),
+                f"diff_R@10_vs_{REFERENCE_ROW}": c["difference"],
+                f"ci_R@10_vs_{REFERENCE_ROW}": [c["low"], c["high"]],
+            }
         report["matched_budget"] = note
     by_type = results.by("type", "R@10")
     if len(by_type):
-        report["by_type_R@10"] = {str(t): {k: (float(v) if k != "questions" else int(v)) for k, v in row.items()}
-                                  for t, row in by_type.iterrows()}
+        report["by_type_R@10"] = {
+            str(t): {k: (float(v) if k != "questions" else int(v)) for k, v in row.items()}
+            for t, row in by_type.iterrows()
+        }
     by_hops = results.by("hops", "R@10")
     if len(by_hops):
-        report["by_hops_R@10"] = {str(t): {k: (float(v) if k != "questions" else int(v)) for k, v in row.items()}
-                                  for t, row in by_hops.iterrows()}
+        report["by_hops_R@10"] = {
+            str(t): {k: (float(v) if k != "questions" else int(v)) for k, v in row.items()}
+            for t, row in by_hops.iterrows()
+        }
     return report
 
 
 def ablation_markdown(results: Results, report: dict, title: str = "SAG2 ablation") -> str:
     """The B.1-like Markdown table, the matched-budget note and per-type R@10."""
-    md = [f"# {title}", "", f"Judge: `{report['judge']}`; {report['questions']} questions. "
-          f"Δ and intervals: paired 95% percentile bootstrap of the R@10 difference to {REFERENCE_ROW} "
-          "(2,000 question resamples, seed 20261015).", ""]
+    md = [
+        f"# {title}",
+        "",
+        f"Judge: `{report['judge']}`; {report['questions']} questions. "
+        f"Δ and intervals: paired 95% percentile bootstrap of the R@10 difference to {REFERENCE_ROW} "
+        "(2,000 question resamples, seed 20261015).",
+        "",
+    ]
     if report.get("note"):
         md += [f"**Note:** {report['note']}.", ""]
     if report.get("scope"):
@@ -315,22 +382,30 @@ def ablation_markdown(results: Results, report: dict, title: str = "SAG2 ablatio
     if mb:
         ids = mb["ids"]
         listed = f": {', '.join(ids[:20])}" + (f" and {len(ids) - 20} more" if len(ids) > 20 else "") if ids else ""
-        md.append(f"Matched budget: {mb['questions_with_too_few_matches']} question(s) have fewer BM25 matches than "
-                  f"their H=2 judgment count ({mb['missing_judgments']:,} judgments short){listed}.")
+        md.append(
+            f"Matched budget: {mb['questions_with_too_few_matches']} question(s) have fewer BM25 matches than "
+            f"their H=2 judgment count ({mb['missing_judgments']:,} judgments short){listed}."
+        )
         ex = mb.get("exactly_matched")
         if ex:
             lo, hi = ex[f"ci_R@10_vs_{REFERENCE_ROW}"]
-            md.append(f"On the {ex['questions']} exactly matched questions: matched-budget R@10 {ex['R@10']:.2f}, "
-                      f"{REFERENCE_ROW} {ex[f'{REFERENCE_ROW} R@10']:.2f}, difference "
-                      f"{ex[f'diff_R@10_vs_{REFERENCE_ROW}']:+.2f} [{lo:.2f}, {hi:.2f}].")
+            md.append(
+                f"On the {ex['questions']} exactly matched questions: matched-budget R@10 {ex['R@10']:.2f}, "
+                f"{REFERENCE_ROW} {ex[f'{REFERENCE_ROW} R@10']:.2f}, difference "
+                f"{ex[f'diff_R@10_vs_{REFERENCE_ROW}']:+.2f} [{lo:.2f}, {hi:.2f}]."
+            )
         md.append("")
     for key, label in (("by_type_R@10", "question type"), ("by_hops_R@10", "hop count")):
         block = report.get(key)
         if not block:
             continue
         cols = results.names
-        md += [f"R@10 by {label}:", "", "| " + " | ".join([label, *cols, "questions"]) + " |",
-               "|" + "|".join(["---"] + ["---:"] * (len(cols) + 1)) + "|"]
+        md += [
+            f"R@10 by {label}:",
+            "",
+            "| " + " | ".join([label, *cols, "questions"]) + " |",
+            "|" + "|".join(["---"] + ["---:"] * (len(cols) + 1)) + "|",
+        ]
         for t, row in block.items():
             md.append("| " + " | ".join([t, *(_fmt(row.get(c)) for c in cols), str(row.get("questions", ""))]) + " |")
         md.append("")

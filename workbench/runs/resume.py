@@ -6,6 +6,7 @@ says a result file is ours (safe to overwrite).
 >>> a == record_fingerprint(Question("q1", "Who? ", ("A",)), Params(), "lexical-v1", "ix1")
 False
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,9 +28,15 @@ def record_fingerprint(question: Question, params: Params, judge_key: str, index
     text and gold, the parameters (with the term-weighting variant's code), the judge key and
     the index identity (`extra`: anything else, e.g. an experiment configuration's key).
     A record is reused only under an equal fingerprint."""
-    body = {"question": question.question, "gold": list(question.gold), "params": params.to_dict(),
-            "variant": variant_fingerprint(params.term_weighting), "judge": judge_key, "index": index_identity,
-            "extra": extra}
+    body = {
+        "question": question.question,
+        "gold": list(question.gold),
+        "params": params.to_dict(),
+        "variant": variant_fingerprint(params.term_weighting),
+        "judge": judge_key,
+        "index": index_identity,
+        "extra": extra,
+    }
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:32]
 
 
@@ -94,8 +101,10 @@ def trace_file_name(question_id: str) -> str:
 def is_our_result(path, kind: str) -> bool:
     """True when `path` is a JSON result sag2wb wrote (its marker field names `kind`), or one of
     the results written before the marker existed (recognised by their exact top-level keys)."""
-    legacy = {"eval": {"config", "metrics", "stats", "questions"},
-              "ablate": {"judge", "questions", "rows", "definitions"}}
+    legacy = {
+        "eval": {"config", "metrics", "stats", "questions"},
+        "ablate": {"judge", "questions", "rows", "definitions"},
+    }
     try:
         if Path(path).stat().st_size > 2**30:
             return False

@@ -5,9 +5,16 @@ process or Dask worker runs it on its own index and judges), and the three ways 
 gets its outcomes: computed on demand (`InOrder`), from a caller's map (`Mapped`), or from
 an executor's stream of tasks (`Streamed`).
 
->>> task = QuestionTask.evaluating(question, "lexical", Params())          # doctest: +SKIP
->>> Processes(2).submit(run_remote, recipe_for(index, 2), None, task, question.id)   # doctest: +SKIP
+>>> from workbench.executors import Processes, load_outcome, run_remote
+>>> question = questions[0]
+>>> task = QuestionTask.evaluating(question, "lexical", Params())
+>>> processes = Processes(2)
+>>> future = processes.submit(run_remote, recipe_for(index, 2), None, task, question.id)
+>>> [(o.config, o.question.id, o.record["R@10"]) for o in load_outcome(future.result()).value]
+[('eval', 'docs-01', 50.0)]
+>>> processes.close(wait=True)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -45,9 +52,11 @@ def require_gold(questions: list[Question], judge, source="questions") -> None:
     no_gold = [q for q in questions if not q.gold]
     if spec.kind.needs_gold and no_gold:
         ids = ", ".join(f"{q.id!r} (line {q.line})" if q.line else repr(q.id) for q in no_gold[:5])
-        raise safeio.InputError(f"{source}: {len(no_gold)} question(s) have no gold labels (supporting_titles), "
-                                f"which the {spec} judge needs: {ids}{' ...' if len(no_gold) > 5 else ''}; "
-                                f"add them or use another judge")
+        raise safeio.InputError(
+            f"{source}: {len(no_gold)} question(s) have no gold labels (supporting_titles), "
+            f"which the {spec} judge needs: {ids}{' ...' if len(no_gold) > 5 else ''}; "
+            f"add them or use another judge"
+        )
 
 
 def question_judge(spec: JudgeSpec, question: Question, shared, index):
@@ -170,11 +179,13 @@ class RunContext:
         """The record (or the failure) of one configuration on one question."""
         trace, failure = self._compute(config, question)
         if failure is not None:
-            return Outcome(question, trace=trace, failure=failure, stats=trace.stats if trace else {},
-                           config=config.name)
+            return Outcome(
+                question, trace=trace, failure=failure, stats=trace.stats if trace else {}, config=config.name
+            )
         self.judgments[(config.name, question.id)] = trace.judgments
-        return Outcome(question, question_record(question, trace, self.label(config)), trace, stats=trace.stats,
-                       config=config.name)
+        return Outcome(
+            question, question_record(question, trace, self.label(config)), trace, stats=trace.stats, config=config.name
+        )
 
 
 @dataclass(frozen=True)
@@ -193,11 +204,13 @@ class QuestionTask:
     keep_traces: bool = True
 
     @classmethod
-    def evaluating(cls, question: Question, judge, params: Params | None = None, *, keep_traces: bool = True,
-                   name: str = "eval") -> "QuestionTask":
+    def evaluating(
+        cls, question: Question, judge, params: Params | None = None, *, keep_traces: bool = True, name: str = "eval"
+    ) -> "QuestionTask":
         """The task of one question of an evaluation with `judge` and `params`."""
-        return cls((Config(name, params or Params(), judge),), (name,), question, evaluation=True,
-                   keep_traces=keep_traces)
+        return cls(
+            (Config(name, params or Params(), judge),), (name,), question, evaluation=True, keep_traces=keep_traces
+        )
 
     def run(self, context: RunContext) -> list[Outcome]:
         for name, judgments in self.known:
@@ -334,8 +347,21 @@ class Streamed(InOrder):
     thread starts (their counters give a thread run's usage; a cached one receives the
     workers' new store entries)."""
 
-    def __init__(self, executor, context: RunContext, order, questions, todo: set, known: dict, judges: dict, *,
-                 keep_traces: bool, send_judgments: bool, progress=None, on_arrival=None):
+    def __init__(
+        self,
+        executor,
+        context: RunContext,
+        order,
+        questions,
+        todo: set,
+        known: dict,
+        judges: dict,
+        *,
+        keep_traces: bool,
+        send_judgments: bool,
+        progress=None,
+        on_arrival=None,
+    ):
         super().__init__(context, questions)
         configs = list(context.configs.values())
         groups = components(configs, order)
@@ -358,12 +384,18 @@ class Streamed(InOrder):
         else:
             index = context.index
             self.stream = Stream(
-                executor, list(self.tasks), None, remote=self.tasks.__getitem__,
-                recipe=recipe_for(index, executor.workers, judgments=send_judgments), index=index,
+                executor,
+                list(self.tasks),
+                None,
+                remote=self.tasks.__getitem__,
+                recipe=recipe_for(index, executor.workers, judgments=send_judgments),
+                index=index,
                 unpack=lambda outcomes: _with_units(outcomes, index),
-                absorb=absorb_judgments(context.memo, index, lambda: self.judges,
-                                        progress.add_usage if progress is not None else None),
-                on_arrival=on_arrival)
+                absorb=absorb_judgments(
+                    context.memo, index, lambda: self.judges, progress.add_usage if progress is not None else None
+                ),
+                on_arrival=on_arrival,
+            )
 
     def get(self, config, i: int) -> Outcome:
         k = (config.name, i)

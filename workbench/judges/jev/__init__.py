@@ -2,14 +2,19 @@
 retried, and cached on disk (one entry per judgment) by a CachedJudge around it.
 
 >>> from workbench.judges.jev import make_jev_judge
->>> judge = make_jev_judge(endpoint="openrouter", cache_dir=".sag2wb/jev-cache")   # doctest: +SKIP
->>> judge.judge(question, candidates, context)                                    # doctest: +SKIP
+>>> judge = make_jev_judge(endpoint=judge_server.url, cache_dir=".sag2wb/jev-cache")  # "openrouter": the hosted one
+>>> candidates = [{"unit_id": 1, "title": "Glass Harbour", "text": "A film."},
+...               {"unit_id": 2, "title": "Porto Calven", "text": "A town."}]
+>>> judge.judge("Who directed Glass Harbour?", candidates, [])   # here a local server's lexical judge answers
+[0.69163..., 0.0]
+>>> judge.close()
 
 Modules: `payload` (instructions, request bodies, answers), `client` (endpoint, key, HTTP,
 retries), `cache` (judgment keys, the cache directory, export/import, `sag2wb cache`),
 `judge` (JEVJudge, make_jev_judge), `errors`, and `server` (a local Noul-compatible judge
 server, imported on its own).
 """
+
 from workbench.judges.jev.cache import (
     CACHE_FILE,
     CACHE_KEY_PREFIX,
@@ -70,13 +75,56 @@ from workbench.judges.jev.payload import (
 )
 
 __all__ = [
-    "ATTEMPTS", "CACHE_FILE", "CACHE_KEY_PREFIX", "CONCURRENCY", "CONTEXT_NOTE", "CRITERIA", "DEFAULT_CACHE_DIR",
-    "DEFAULT_ENDPOINT", "INSTRUCTION_VERSION", "KEY_VARIABLES", "MAX_QUESTIONS", "MAX_REQUEST_TOKENS",
-    "PAYLOAD_STYLES", "PRESETS", "RECHECK_NOTE", "SCRUBBED_LOGGERS", "TASK", "USAGE_COUNTERS", "ImportReport",
-    "JEVAuthError", "JEVCacheError", "JEVCacheMiss", "JEVClient", "JEVError", "JEVInputError", "JEVJudge",
-    "JEVPayloadError", "JudgmentStore", "Preset", "base_state", "build_request", "cache_errors", "cache_main",
-    "cache_stats", "check_cache_dir", "context_items", "encode_request", "estimate_request_tokens",
-    "estimate_tokens", "export_cache", "import_cache", "judgment_key", "judgment_keys", "make_jev_judge",
-    "open_cache", "open_store", "parse_answer", "plan_requests", "read_key", "read_payload", "resolve_endpoint",
+    "ATTEMPTS",
+    "CACHE_FILE",
+    "CACHE_KEY_PREFIX",
+    "CONCURRENCY",
+    "CONTEXT_NOTE",
+    "CRITERIA",
+    "DEFAULT_CACHE_DIR",
+    "DEFAULT_ENDPOINT",
+    "INSTRUCTION_VERSION",
+    "KEY_VARIABLES",
+    "MAX_QUESTIONS",
+    "MAX_REQUEST_TOKENS",
+    "PAYLOAD_STYLES",
+    "PRESETS",
+    "RECHECK_NOTE",
+    "SCRUBBED_LOGGERS",
+    "TASK",
+    "USAGE_COUNTERS",
+    "ImportReport",
+    "JEVAuthError",
+    "JEVCacheError",
+    "JEVCacheMiss",
+    "JEVClient",
+    "JEVError",
+    "JEVInputError",
+    "JEVJudge",
+    "JEVPayloadError",
+    "JudgmentStore",
+    "Preset",
+    "base_state",
+    "build_request",
+    "cache_errors",
+    "cache_main",
+    "cache_stats",
+    "check_cache_dir",
+    "context_items",
+    "encode_request",
+    "estimate_request_tokens",
+    "estimate_tokens",
+    "export_cache",
+    "import_cache",
+    "judgment_key",
+    "judgment_keys",
+    "make_jev_judge",
+    "open_cache",
+    "open_store",
+    "parse_answer",
+    "plan_requests",
+    "read_key",
+    "read_payload",
+    "resolve_endpoint",
     "scrub_known_keys",
 ]

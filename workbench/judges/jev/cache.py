@@ -1,9 +1,16 @@
 """The JEV judgment cache on disk (diskcache, one entry per judgment): its keys, checking and
 opening a cache directory, export to and import from JSONL, and `sag2wb cache`.
 
->>> export_cache(".sag2wb/jev-cache", "study.jsonl")      # doctest: +SKIP
-1840
+>>> from workbench.judges.jev import make_jev_judge
+>>> judge = make_jev_judge(endpoint=judge_server.url, cache_dir=".sag2wb/jev-cache")   # a local judge server
+>>> judge.judge("Who directed Glass Harbour?", [{"unit_id": 1, "title": "Glass Harbour", "text": "A film."},
+...                                             {"unit_id": 2, "title": "Porto Calven", "text": "A town."}], [])
+[0.69163..., 0.0]
+>>> judge.close()
+>>> export_cache(".sag2wb/jev-cache", "study.jsonl")
+2
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,15 +37,26 @@ def judgment_key(family: str, model: str, style: str, question: str, context: li
     return judgment_keys(family, model, style, question, context, [candidate])[0]
 
 
-def judgment_keys(family: str, model: str, style: str, question: str, context: list[dict],
-                  candidates: list[dict]) -> list[str]:
+def judgment_keys(
+    family: str, model: str, style: str, question: str, context: list[dict], candidates: list[dict]
+) -> list[str]:
     """`judgment_key` of each candidate, the shared part encoded once: a round's keys used to
     re-encode the whole context per candidate, most of a JEV client's CPU per question.
     The canonical document (sorted keys) starts with "candidate", so each key is
     '{"candidate":' + candidate + ',' + the rest: byte for byte the same text as before."""
-    rest = json.dumps({"context": context_items(context), "endpoint_family": family, "model": model,
-                       "instruction_version": INSTRUCTION_VERSION, "payload_style": style, "question": question},
-                      ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    rest = json.dumps(
+        {
+            "context": context_items(context),
+            "endpoint_family": family,
+            "model": model,
+            "instruction_version": INSTRUCTION_VERSION,
+            "payload_style": style,
+            "question": question,
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     tail = ("," + rest[1:]).encode("utf-8")
     out = []
     for c in candidates:
@@ -56,7 +74,8 @@ CACHE_FILE = "cache.db"  # diskcache's SQLite file inside the cache directory
 def _cache_problem(cache_dir: Path, what: str) -> JEVCacheError:
     return JEVCacheError(
         f"JEV cache {what}. The cache only holds judgments that can be asked again, so deleting the cache "
-        f"directory {cache_dir} is safe (or pass another --cache-dir)")
+        f"directory {cache_dir} is safe (or pass another --cache-dir)"
+    )
 
 
 def _sqlite_detail(exc: BaseException) -> str:
@@ -71,8 +90,9 @@ def check_cache_dir(cache_dir: str | Path, *, must_exist: bool = False) -> Path:
     a truncated file is named here, before any question is judged, never later as a traceback."""
     path = Path(cache_dir)
     if path.exists() and not path.is_dir():
-        raise JEVCacheError(f"--cache-dir {path} is a file, not a directory; give a directory (it is created "
-                            f"if missing)")
+        raise JEVCacheError(
+            f"--cache-dir {path} is a file, not a directory; give a directory (it is created if missing)"
+        )
     if not path.exists():
         if must_exist:
             raise JEVCacheError(f"no JEV cache at {path} (the directory does not exist)")
@@ -101,7 +121,10 @@ def open_cache(cache_dir: str | Path, *, must_exist: bool = False):
     """The diskcache.Cache of `cache_dir`, checked first (`check_cache_dir`); created if missing
     unless `must_exist`. Any problem is a JEVCacheError that names the file.
 
-    >>> cache = open_cache(".sag2wb/jev-cache")      # doctest: +SKIP
+    >>> cache = open_cache(".sag2wb/jev-cache")      # created: it was missing
+    >>> len(cache), cache.directory
+    (0, '.sag2wb/jev-cache')
+    >>> cache.close()
     """
     import diskcache
 
@@ -109,7 +132,9 @@ def open_cache(cache_dir: str | Path, *, must_exist: bool = False):
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise JEVCacheError(f"--cache-dir {path}: cannot create it ({exc.strerror}); choose another directory") from None
+        raise JEVCacheError(
+            f"--cache-dir {path}: cannot create it ({exc.strerror}); choose another directory"
+        ) from None
     try:
         # Paid judgments are never evicted (diskcache's default drops the oldest past 1 GB), and
         # with no eviction a write skips the size and expiry queries it made per judgment
@@ -119,7 +144,7 @@ def open_cache(cache_dir: str | Path, *, must_exist: bool = False):
 
 
 @contextlib.contextmanager
-def cache_errors(cache_dir: Path | None):
+def cache_errors(cache_dir: str | Path):
     """Turn a SQLite or OS error while reading or writing the cache into a JEVCacheError."""
     try:
         yield
@@ -158,7 +183,7 @@ class JudgmentStore:
         self.cache.close()
 
 
-def open_store(cache_dir: str | Path | None, *, cache_only: bool = False) -> JudgmentStore:
+def open_store(cache_dir: str | Path, *, cache_only: bool = False) -> JudgmentStore:
     """The judgment store of `cache_dir` (`open_cache`); replay (`cache_only`) needs one that exists."""
     if cache_only and cache_dir is None:
         raise JEVError("cache-only (replay) mode needs a cache directory (--cache-dir)")
@@ -190,8 +215,16 @@ def export_cache(cache_dir: str | Path, file: str | Path, *, force: bool = False
     The file is written atomically (safeio): a failure leaves an earlier export whole. An
     existing file that is not an export is refused unless `force`.
 
-    >>> export_cache(".sag2wb/jev-cache", "study.jsonl")      # doctest: +SKIP
-    1840
+    >>> from workbench.judges.jev import make_jev_judge
+    >>> judge = make_jev_judge(endpoint=judge_server.url, cache_dir=".sag2wb/jev-cache")   # a local judge server
+    >>> judge.judge("Who directed Glass Harbour?", [{"unit_id": 1, "title": "Glass Harbour", "text": "A film."},
+    ...                                             {"unit_id": 2, "title": "Porto Calven", "text": "A town."}], [])
+    [0.69163..., 0.0]
+    >>> judge.close()
+    >>> export_cache(".sag2wb/jev-cache", "study.jsonl")
+    2
+    >>> sorted(json.loads(Path("study.jsonl").read_text().splitlines()[0]))
+    ['key', 'model', 'p']
     """
     file = Path(file)
     cache_dir = Path(cache_dir)
@@ -211,11 +244,15 @@ def export_cache(cache_dir: str | Path, file: str | Path, *, force: bool = False
                 with cache_errors(cache_dir):
                     value = cache.get(key)
                 if valid_entry(value):
-                    f.write(json.dumps({"key": key, "p": value["p"], "model": value.get("model")}, ensure_ascii=False) + "\n")
+                    f.write(
+                        json.dumps({"key": key, "p": value["p"], "model": value.get("model")}, ensure_ascii=False)
+                        + "\n"
+                    )
                     n += 1
     except OSError as exc:  # writing the export (a cache failure is a JEVCacheError, not an OSError)
-        raise JEVInputError(f"--file {file}: cannot write it ({exc.strerror or exc}); an earlier file there is "
-                            f"unchanged") from None
+        raise JEVInputError(
+            f"--file {file}: cannot write it ({exc.strerror or exc}); an earlier file there is unchanged"
+        ) from None
     finally:
         cache.close()
     return n
@@ -225,12 +262,12 @@ def export_cache(cache_dir: str | Path, file: str | Path, *, force: bool = False
 class ImportReport:
     """What `import_cache` did, line by line of the file (every line counted once)."""
 
-    lines: int = 0              # judgment lines read
-    added: int = 0              # new keys written
-    same_as_cache: int = 0      # key already cached with the same p: nothing to do
-    repeated_in_file: int = 0   # a later line repeating an earlier one with the same p
-    conflicts_kept: int = 0     # key cached with another p: the cache's value kept (no --overwrite)
-    replaced: int = 0           # key cached with another p: replaced (--overwrite)
+    lines: int = 0  # judgment lines read
+    added: int = 0  # new keys written
+    same_as_cache: int = 0  # key already cached with the same p: nothing to do
+    repeated_in_file: int = 0  # a later line repeating an earlier one with the same p
+    conflicts_kept: int = 0  # key cached with another p: the cache's value kept (no --overwrite)
+    replaced: int = 0  # key cached with another p: replaced (--overwrite)
     first_conflict: str | None = None
 
     def summary(self) -> str:
@@ -242,8 +279,10 @@ class ImportReport:
         if self.replaced:
             parts.append(f"{self.replaced} replaced a different cached value (--overwrite)")
         if self.conflicts_kept:
-            parts.append(f"{self.conflicts_kept} differ from the cached value and were NOT imported "
-                         f"(kept the cache's; e.g. {self.first_conflict}; --overwrite replaces them)")
+            parts.append(
+                f"{self.conflicts_kept} differ from the cached value and were NOT imported "
+                f"(kept the cache's; e.g. {self.first_conflict}; --overwrite replaces them)"
+            )
         return f"{self.lines} judgment lines: " + ", ".join(parts)
 
 
@@ -267,12 +306,16 @@ def _read_import_file(file: Path) -> tuple[list[tuple[str, dict, int]], int]:
                 continue
             where = f"{file}, line {n}"
             if len(raw) > MAX_IMPORT_LINE:
-                raise JEVInputError(f"{where}: {len(raw)} bytes, too long for a judgment line (at most {MAX_IMPORT_LINE})")
+                raise JEVInputError(
+                    f"{where}: {len(raw)} bytes, too long for a judgment line (at most {MAX_IMPORT_LINE})"
+                )
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise JEVInputError(f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-                                    f"exports are UTF-8 JSON lines") from None
+                raise JEVInputError(
+                    f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                    f"exports are UTF-8 JSON lines"
+                ) from None
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -281,7 +324,11 @@ def _read_import_file(file: Path) -> tuple[list[tuple[str, dict, int]], int]:
                 raise JEVInputError(f"{where}: JSON nested too deeply for a judgment line") from None
             except ValueError as exc:  # e.g. an integer with thousands of digits
                 raise JEVInputError(f"{where}: unusable JSON number ({str(exc).split(';')[0]})") from None
-            if not isinstance(rec, dict) or not isinstance(rec.get("key"), str) or not rec["key"].startswith(CACHE_KEY_PREFIX):
+            if (
+                not isinstance(rec, dict)
+                or not isinstance(rec.get("key"), str)
+                or not rec["key"].startswith(CACHE_KEY_PREFIX)
+            ):
                 raise JEVInputError(f'{where}: expected {{"key": "{CACHE_KEY_PREFIX}...", "p": ...}}')
             if not valid_entry(rec):
                 p = rec.get("p")
@@ -294,8 +341,10 @@ def _read_import_file(file: Path) -> tuple[list[tuple[str, dict, int]], int]:
             earlier = entries.get(rec["key"])
             if earlier is not None:
                 if earlier[0]["p"] != value["p"]:
-                    raise JEVInputError(f"{where}: key {rec['key'][:28]}... has p={value['p']!r}, but line {earlier[1]} "
-                                        f"gave it p={earlier[0]['p']!r}; keep one of the two lines")
+                    raise JEVInputError(
+                        f"{where}: key {rec['key'][:28]}... has p={value['p']!r}, but line {earlier[1]} "
+                        f"gave it p={earlier[0]['p']!r}; keep one of the two lines"
+                    )
                 repeated += 1
                 continue
             entries[rec["key"]] = (value, n)
@@ -307,8 +356,18 @@ def import_cache(cache_dir: str | Path, file: str | Path, *, overwrite: bool = F
     before anything is written; a key already cached with another p is kept (counted in the
     report) unless `overwrite`.
 
-    >>> import_cache("copy-cache", "study.jsonl").summary()      # doctest: +SKIP
-    '1840 judgment lines: 1840 new'
+    >>> from workbench.judges.jev import make_jev_judge
+    >>> judge = make_jev_judge(endpoint=judge_server.url, cache_dir=".sag2wb/jev-cache")   # a local judge server
+    >>> judge.judge("Who directed Glass Harbour?", [{"unit_id": 1, "title": "Glass Harbour", "text": "A film."},
+    ...                                             {"unit_id": 2, "title": "Porto Calven", "text": "A town."}], [])
+    [0.69163..., 0.0]
+    >>> judge.close()
+    >>> export_cache(".sag2wb/jev-cache", "study.jsonl")
+    2
+    >>> import_cache("copy-cache", "study.jsonl").summary()
+    '2 judgment lines: 2 new'
+    >>> import_cache("copy-cache", "study.jsonl").summary()
+    '2 judgment lines: 0 new, 2 already cached (identical)'
     """
     cache_dir = Path(cache_dir)
     entries, repeated = _read_import_file(Path(file))
@@ -339,8 +398,10 @@ def cache_stats(cache_dir: str | Path) -> dict:
     cache = open_cache(cache_dir, must_exist=True)
     try:
         with cache_errors(cache_dir):
-            return {"judgments": sum(1 for k in cache.iterkeys() if isinstance(k, str) and k.startswith(CACHE_KEY_PREFIX)),
-                    "bytes": cache.volume()}
+            return {
+                "judgments": sum(1 for k in cache.iterkeys() if isinstance(k, str) and k.startswith(CACHE_KEY_PREFIX)),
+                "bytes": cache.volume(),
+            }
     finally:
         cache.close()
 
@@ -355,11 +416,16 @@ def cache_main(args) -> int:
         print(f"exported {n} judgments from {args.cache_dir} to {args.file}")
     elif args.action == "import":
         report = import_cache(args.cache_dir, args.file, overwrite=getattr(args, "overwrite", False))
-        print(f"imported {report.added + report.replaced} judgments from {args.file} into {args.cache_dir} "
-              f"({report.summary()})")
+        print(
+            f"imported {report.added + report.replaced} judgments from {args.file} into {args.cache_dir} "
+            f"({report.summary()})"
+        )
         if report.conflicts_kept:
-            print(f"warning: {report.conflicts_kept} judgments in {args.file} differ from the cache and were not "
-                  f"imported; pass --overwrite to replace the cached values", file=sys.stderr)
+            print(
+                f"warning: {report.conflicts_kept} judgments in {args.file} differ from the cache and were not "
+                f"imported; pass --overwrite to replace the cached values",
+                file=sys.stderr,
+            )
     else:
         s = cache_stats(args.cache_dir)
         print(f"{args.cache_dir}: {s['judgments']} judgments, {s['bytes'] / 2**20:.2f} MiB")

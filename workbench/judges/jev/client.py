@@ -1,8 +1,15 @@
 """The JEV HTTP client: endpoints and presets, the API key (never shown, scrubbed from every
 message and log line), retries with backoff and Retry-After, and the HTTP threads.
 
->>> client = JEVClient("openrouter")          # the key from $JEV_API_KEY or $OPENROUTER_API_KEY  # doctest: +SKIP
+>>> JEVClient("openrouter")          # the key from $JEV_API_KEY or $OPENROUTER_API_KEY: none here
+Traceback (most recent call last):
+...
+workbench.judges.jev.errors.JEVAuthError: no API key for https://openrouter.ai/api/alpha/decisions: set one of ...
+>>> os.environ["OPENROUTER_API_KEY"] = "sk-or-example"      # (restored after this example)
+>>> JEVClient("openrouter")          # no request yet, and the key is never shown
+JEVClient('https://openrouter.ai/api/alpha/decisions', model='typesafe/jev-1.13')
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,10 +43,14 @@ class Preset:
 
 
 PRESETS = {
-    "typesafe": Preset("https://api.typesafe.ai/v1/systemone", "jev-latest",
-                       ("JEV_API_KEY", "TYPESAFE_API_KEY", "OPENROUTER_API_KEY")),
-    "openrouter": Preset("https://openrouter.ai/api/alpha/decisions", "typesafe/jev-1.13",
-                         ("JEV_API_KEY", "OPENROUTER_API_KEY", "TYPESAFE_API_KEY")),
+    "typesafe": Preset(
+        "https://api.typesafe.ai/v1/systemone", "jev-latest", ("JEV_API_KEY", "TYPESAFE_API_KEY", "OPENROUTER_API_KEY")
+    ),
+    "openrouter": Preset(
+        "https://openrouter.ai/api/alpha/decisions",
+        "typesafe/jev-1.13",
+        ("JEV_API_KEY", "OPENROUTER_API_KEY", "TYPESAFE_API_KEY"),
+    ),
 }
 DEFAULT_ENDPOINT = "openrouter"  # the paper's route (§4: JEV through OpenRouter's Noul interface)
 
@@ -56,8 +67,10 @@ def resolve_endpoint(endpoint: str | None, model: str | None) -> tuple[str, str,
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise JEVError(f"JEV endpoint {endpoint!r}: expected {' or '.join(PRESETS)} or an http(s) URL")
     if parts.username or parts.password or parts.query:
-        raise JEVError("JEV endpoint: put no credentials or query string in the URL; the key is read from "
-                       + ", ".join(KEY_VARIABLES))
+        raise JEVError(
+            "JEV endpoint: put no credentials or query string in the URL; the key is read from "
+            + ", ".join(KEY_VARIABLES)
+        )
     for name, p in PRESETS.items():
         if endpoint.rstrip("/") == p.url:
             return p.url, model or p.model, name, p.key_variables
@@ -85,8 +98,12 @@ class _Secret:
 
     def spellings(self) -> list[str]:
         """The key as it may appear in a message: plain, inside a repr, inside JSON."""
-        forms = {self._value, repr(self._value)[1:-1], json.dumps(self._value)[1:-1],
-                 json.dumps(self._value, ensure_ascii=False)[1:-1]}
+        forms = {
+            self._value,
+            repr(self._value)[1:-1],
+            json.dumps(self._value)[1:-1],
+            json.dumps(self._value, ensure_ascii=False)[1:-1],
+        }
         return sorted((f for f in forms if f), key=len, reverse=True)
 
     def __repr__(self) -> str:
@@ -100,8 +117,16 @@ class _Secret:
 
 # Loggers whose records may quote what a server sent (httpcore logs response headers at DEBUG,
 # asyncio logs unretrieved task exceptions): a filter scrubs every key read in this process.
-SCRUBBED_LOGGERS = ("workbench.jev", "httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2",
-                    "httpcore.proxy", "httpcore.socks", "asyncio")
+SCRUBBED_LOGGERS = (
+    "workbench.jev",
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+    "asyncio",
+)
 _KEY_SPELLINGS: set[str] = set()
 
 
@@ -199,9 +224,10 @@ class _HTTPThreads:
 
         import httpx
 
-        self.http = httpx.Client(timeout=httpx.Timeout(timeout),
-                                 limits=httpx.Limits(max_connections=n, max_keepalive_connections=n))
-        self.jobs = queue.SimpleQueue()
+        self.http = httpx.Client(
+            timeout=httpx.Timeout(timeout), limits=httpx.Limits(max_connections=n, max_keepalive_connections=n)
+        )
+        self.jobs: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
         self.threads = [threading.Thread(target=self._work, name=f"jev-http-{i}", daemon=True) for i in range(n)]
         for t in self.threads:
             t.start()
@@ -248,20 +274,34 @@ def _settle(fut: asyncio.Future, outcome) -> None:
 class JEVClient:
     """Posts request bodies to a Noul-compatible endpoint with retries; counts what it does.
 
-    >>> client = JEVClient("http://127.0.0.1:8765/v1/systemone", timeout=10)   # doctest: +SKIP
+    >>> client = JEVClient(judge_server.url, timeout=10)   # e.g. "http://127.0.0.1:8765/v1/systemone"
+    >>> client
+    JEVClient('http://127.0.0.1:.../v1/systemone', model='jev-latest')
+    >>> client.family, client.counters
+    ('url:127.0.0.1/v1/systemone', {'http_requests': 0, 'retries': 0})
     """
 
-    def __init__(self, endpoint: str | None = None, model: str | None = None, *, timeout: float = 60.0,
-                 attempts: int = ATTEMPTS, concurrency: int = CONCURRENCY, backoff_base: float = 0.5,
-                 backoff_max: float = 20.0, retry_after_max: float = 60.0, require_key: bool = True):
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        model: str | None = None,
+        *,
+        timeout: float = 60.0,
+        attempts: int = ATTEMPTS,
+        concurrency: int = CONCURRENCY,
+        backoff_base: float = 0.5,
+        backoff_max: float = 20.0,
+        retry_after_max: float = 60.0,
+        require_key: bool = True,
+    ):
         self.url, self.model, self.family, self.key_variables = resolve_endpoint(endpoint, model)
         if attempts < 1 or concurrency < 1 or timeout <= 0:
             raise JEVError("JEV client: attempts and concurrency must be >= 1 and timeout > 0")
         self.timeout, self.attempts, self.concurrency = float(timeout), int(attempts), int(concurrency)
         self.backoff_base, self.backoff_max, self.retry_after_max = backoff_base, backoff_max, retry_after_max
         self._key = read_key(self.key_variables, self.url) if require_key else None
-        self._http = None
-        self._semaphore = None
+        self._http: _HTTPThreads | None = None
+        self._semaphore: asyncio.Semaphore | None = None
         self.in_flight = 0
         self.counters = {"http_requests": 0, "retries": 0}
 
@@ -291,7 +331,9 @@ class JEVClient:
     def _key_hint(self) -> str:
         if self._key is None:
             return f"no key was sent; set one of {', '.join(self.key_variables)}"
-        return f"the key from ${self._key.source} was refused; check it (variables read: {', '.join(self.key_variables)})"
+        return (
+            f"the key from ${self._key.source} was refused; check it (variables read: {', '.join(self.key_variables)})"
+        )
 
     async def _client(self) -> _HTTPThreads:
         if self._http is None:
@@ -299,12 +341,15 @@ class JEVClient:
             self._semaphore = asyncio.Semaphore(self.concurrency)
         return self._http
 
-    async def post(self, body: dict, keys: list[str], content: bytes | None = None) -> tuple[list[float], dict, str | None]:
+    async def post(
+        self, body: dict, keys: list[str], content: bytes | None = None
+    ) -> tuple[list[float], dict, str | None]:
         """Send one request, retrying transient failures; returns the validated answer.
         `content`: the body already encoded (`encode_request`)."""
         import httpx
 
         http = await self._client()
+        assert self._semaphore is not None  # _client sets it with the first client; nothing unsets it
         if content is None:
             content = _dumps(body).encode("utf-8")
         where = f"JEV {self.url}"
@@ -315,8 +360,14 @@ class JEVClient:
                 self.counters["http_requests"] += 1
                 self.in_flight += 1
                 try:
-                    log.debug("POST %s: %d questions, %d bytes (attempt %d/%d)", self.url, len(keys), len(content),
-                              attempt, self.attempts)
+                    log.debug(
+                        "POST %s: %d questions, %d bytes (attempt %d/%d)",
+                        self.url,
+                        len(keys),
+                        len(content),
+                        attempt,
+                        self.attempts,
+                    )
                     resp = await http.post(self.url, content=content, headers=self._headers(), timeout=self.timeout)
                     raw = self.scrub_bytes(resp.content)  # a server may echo the key: gone before any parsing
                 except httpx.TimeoutException:
@@ -343,8 +394,14 @@ class JEVClient:
             if wait_hint is not None:
                 delay, reason = max(delay, min(wait_hint, self.retry_after_max)), "Retry-After"
             self.counters["retries"] += 1
-            log.info("JEV request failed (%s); retry %d of %d in %.2f s (%s)", last, attempt, self.attempts - 1,
-                     delay, reason)
+            log.info(
+                "JEV request failed (%s); retry %d of %d in %.2f s (%s)",
+                last,
+                attempt,
+                self.attempts - 1,
+                delay,
+                reason,
+            )
             await asyncio.sleep(delay)
         raise JEVError(f"{where}: failed after {self.attempts} attempts; last error: {last}")
 
@@ -352,4 +409,3 @@ class JEVClient:
         if self._http is not None:
             self._http.close()
             self._http = None
-

@@ -1,4 +1,5 @@
 """What can go wrong with JEV: the service, the key, a request, replay, a cache directory."""
+
 from __future__ import annotations
 
 from workbench.judges.cached import CacheMiss

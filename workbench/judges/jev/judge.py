@@ -1,12 +1,19 @@
 """The JEV judge: a question's candidates packed into requests, sent concurrently, answered
 in order; `make_jev_judge` puts it behind the judgment cache on disk.
 
->>> judge = make_jev_judge(endpoint="openrouter", cache_dir=".sag2wb/jev-cache")   # doctest: +SKIP
->>> judge.judge("Who directed Glass Harbour?", [{"unit_id": 1, "title": "Glass Harbour", "text": "..."}], [])  # doctest: +SKIP
-[0.93]
->>> await judge.ajudge(question, candidates, context)       # the async API, e.g. in a notebook  # doctest: +SKIP
->>> judge.usage()                                           # requests, tokens, cost, cache hits  # doctest: +SKIP
+>>> judge = make_jev_judge(endpoint=judge_server.url, cache_dir=".sag2wb/jev-cache")  # here: a local server
+>>> candidates = [{"unit_id": 1, "title": "Glass Harbour", "text": "A film."},
+...               {"unit_id": 2, "title": "Porto Calven", "text": "A town."}]
+>>> judge.judge("Who directed Glass Harbour?", candidates[:1], [])
+[0.69163...]
+>>> import asyncio        # the async API; in a notebook: await judge.ajudge(...)
+>>> asyncio.run(judge.ajudge("Who directed Glass Harbour?", candidates, []))
+[0.69163..., 0.0]
+>>> judge.usage()                                           # requests, tokens, cost, cache hits
+{'requests': 2, 'http_requests': 2, 'retries': 0, 'judgments_sent': 2, 'cache_hits': 1, 'cache_misses': 2, ...}
+>>> judge.close()
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +35,16 @@ from workbench.judges.jev.payload import (
     plan_requests,
 )
 
-USAGE_COUNTERS = ("requests", "http_requests", "retries", "judgments_sent", "input_tokens", "output_tokens", "cost",
-                  "estimated_input_tokens")
+USAGE_COUNTERS = (
+    "requests",
+    "http_requests",
+    "retries",
+    "judgments_sent",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "estimated_input_tokens",
+)
 
 
 class JEVJudge:
@@ -40,14 +55,27 @@ class JEVJudge:
     answers as they arrive (indices into `candidates`; model: what the service answered with),
     so a call that fails part-way still hands over the answers it got.
 
-    >>> client = JEVClient("http://127.0.0.1:8765/v1/systemone")                           # doctest: +SKIP
-    >>> judge = JEVJudge(client, url=client.url, model=client.model, family=client.family)  # doctest: +SKIP
-    >>> judge.judge(question, candidates, context)        # sync, also inside a running event loop  # doctest: +SKIP
+    >>> client = JEVClient(judge_server.url)           # e.g. "http://127.0.0.1:8765/v1/systemone"
+    >>> judge = JEVJudge(client, url=client.url, model=client.model, family=client.family)
+    >>> judge.judge("Who directed Glass Harbour?", [{"unit_id": 1, "title": "Glass Harbour", "text": "A film."},
+    ...                                             {"unit_id": 2, "title": "Porto Calven", "text": "A town."}], [])
+    [0.69163..., 0.0]
+    >>> judge.usage()["requests"], judge.usage()["judgments_sent"]   # sync, also inside a running event loop
+    (1, 2)
+    >>> judge.close()
     """
 
-    def __init__(self, client: JEVClient | None, *, url: str, model: str, family: str,
-                 payload_style: str = "stateful", max_request_tokens: int = MAX_REQUEST_TOKENS,
-                 max_questions: int = MAX_QUESTIONS):
+    def __init__(
+        self,
+        client: JEVClient | None,
+        *,
+        url: str,
+        model: str,
+        family: str,
+        payload_style: str = "stateful",
+        max_request_tokens: int = MAX_REQUEST_TOKENS,
+        max_questions: int = MAX_QUESTIONS,
+    ):
         if payload_style not in PAYLOAD_STYLES:
             raise JEVError(f"payload style {payload_style!r}: expected one of {', '.join(PAYLOAD_STYLES)}")
         self.client, self.url, self.model, self.family = client, url, model, family
@@ -57,8 +85,8 @@ class JEVJudge:
         self.key = f"jev:{family}:{model}:{INSTRUCTION_VERSION}:{payload_style}"
         self._counters = dict.fromkeys(USAGE_COUNTERS, 0)
         self._lock = threading.Lock()
-        self._loop = None
-        self._finalizer = None
+        self._loop: _LoopThread | None = None
+        self._finalizer: weakref.finalize | None = None
 
     def __repr__(self) -> str:
         return f"JEVJudge({self.url!r}, model={self.model!r}, payload_style={self.payload_style!r})"
@@ -73,7 +101,8 @@ class JEVJudge:
         return JEVCacheMiss(
             f"cache-only (replay) mode: {len(missing)} judgment(s) not in {where}, e.g. candidate "
             f"{first.get('title', '')!r} for question {question[:80]!r} ({self.model} via {self.family}, "
-            f"{self.payload_style} payloads)")
+            f"{self.payload_style} payloads)"
+        )
 
     # ---- counters ------------------------------------------------------------------------
     def _add(self, **amounts):
@@ -102,8 +131,7 @@ class JEVJudge:
             fut.cancel()  # Ctrl-C or a cancelled caller: stop the in-flight requests too
             raise
 
-    async def ajudge(self, question: str, candidates: list[dict], context: list[dict],
-                     on_answered=None) -> list[float]:
+    async def ajudge(self, question: str, candidates: list[dict], context: list[dict], on_answered=None) -> list[float]:
         """The async API: `await judge.ajudge(...)`; cancelling it cancels the in-flight requests."""
         if not candidates:
             return []
@@ -120,8 +148,15 @@ class JEVJudge:
     async def _judge(self, question, candidates, context, on_answered) -> list[float]:
         if self.client is None:
             raise JEVError("this JEV judge has no client (replay only)")
-        plans = plan_requests(self.model, question, candidates, context, self.payload_style,
-                              max_tokens=self.max_request_tokens, max_questions=self.max_questions)
+        plans = plan_requests(
+            self.model,
+            question,
+            candidates,
+            context,
+            self.payload_style,
+            max_tokens=self.max_request_tokens,
+            max_questions=self.max_questions,
+        )
         out: dict[int, float] = {}
         tasks = [asyncio.ensure_future(self._one_request(idx, body, on_answered)) for idx, body in plans]
         errors = []
@@ -150,20 +185,33 @@ class JEVJudge:
                 answered = len(plans) - len(errors) - cancelled
                 # the answers handed to on_answered are kept (by the cache that passed it)
                 kept = answered if on_answered is not None else 0
-                more = (f" ({len(errors)} of {len(plans)} requests failed" + (f", {cancelled} cancelled" if cancelled else "")
-                        + (f"; the answers of {kept} are cached" if kept else "") + ")") if len(plans) > 1 else ""
+                more = (
+                    (
+                        f" ({len(errors)} of {len(plans)} requests failed"
+                        + (f", {cancelled} cancelled" if cancelled else "")
+                        + (f"; the answers of {kept} are cached" if kept else "")
+                        + ")"
+                    )
+                    if len(plans) > 1
+                    else ""
+                )
                 raise type(first)(self.client.scrub(str(first) + more)) from None
             raise JEVError(f"JEV request failed: {type(first).__name__}: {self.client.scrub(str(first))}") from None
         return [out[i] for i in range(len(candidates))]
 
     async def _one_request(self, indices: list[int], body: dict, on_answered) -> dict[int, float]:
+        assert self.client is not None  # only _judge makes requests, after checking the client
         content, estimate = encode_request(body)
         qkeys = list(body["questions"])
         self._add(requests=1, estimated_input_tokens=estimate)
         probabilities, usage, model = await self.client.post(body, qkeys, content)
         # validated: only now is anything handed over (to be cached)
-        self._add(judgments_sent=len(indices), input_tokens=usage.get("input_tokens", 0),
-                  output_tokens=usage.get("output_tokens", 0), cost=usage.get("cost", 0))
+        self._add(
+            judgments_sent=len(indices),
+            input_tokens=usage.get("input_tokens", 0),
+            output_tokens=usage.get("output_tokens", 0),
+            cost=usage.get("cost", 0),
+        )
         if on_answered is not None:
             on_answered(indices, probabilities, model)  # a cache stores the request's judgments in one transaction
         return dict(zip(indices, probabilities))
@@ -190,21 +238,50 @@ def _shutdown(runner: _LoopThread, client: JEVClient | None):
     runner.stop()
 
 
-def make_jev_judge(endpoint: str | None = None, model: str | None = None, payload_style: str = "stateful",
-                   cache_dir: str | Path | None = None, cache_only: bool = False, *,
-                   max_request_tokens: int = MAX_REQUEST_TOKENS, max_questions: int = MAX_QUESTIONS,
-                   **client_options) -> CachedJudge:
+def make_jev_judge(
+    endpoint: str | None = None,
+    model: str | None = None,
+    payload_style: str = "stateful",
+    cache_dir: str | Path | None = None,
+    cache_only: bool = False,
+    *,
+    max_request_tokens: int = MAX_REQUEST_TOKENS,
+    max_questions: int = MAX_QUESTIONS,
+    **client_options,
+) -> CachedJudge:
     """A JEV judge from CLI-style options, behind its judgment cache on disk (a CachedJudge).
     `cache_dir=None` uses $SAG2WB_JEV_CACHE or .sag2wb/jev-cache.
 
     Replay (`cache_only=True`) needs no key and makes no request: a miss is a JEVCacheMiss.
 
-    >>> judge = make_jev_judge("openrouter", cache_dir="study-cache")          # doctest: +SKIP
+    >>> candidates = [{"unit_id": 1, "title": "Glass Harbour", "text": "A film."},
+    ...               {"unit_id": 2, "title": "Porto Calven", "text": "A town."}]
+    >>> judge = make_jev_judge(judge_server.url, cache_dir="study-cache")   # e.g. "openrouter" (a key)
+    >>> judge.judge("Who directed Glass Harbour?", candidates, [])
+    [0.69163..., 0.0]
+    >>> judge.close()
+    >>> replay = make_jev_judge(judge_server.url, cache_dir="study-cache", cache_only=True)
+    >>> replay.judge("Who directed Glass Harbour?", candidates, [])
+    [0.69163..., 0.0]
+    >>> replay.judge("Who composed it?", candidates, [])
+    Traceback (most recent call last):
+    ...
+    workbench.judges.jev.errors.JEVCacheMiss: cache-only (replay) mode: 2 judgment(s) not in study-cache, e.g. ...
+    >>> replay.usage()["requests"]
+    0
+    >>> replay.close()
     """
     if cache_dir is None:
         cache_dir = os.environ.get("SAG2WB_JEV_CACHE") or DEFAULT_CACHE_DIR
     url, model, family, _ = resolve_endpoint(endpoint, model)
     client = None if cache_only else JEVClient(url, model, **client_options)
-    inner = JEVJudge(client, url=url, model=model, family=family, payload_style=payload_style or "stateful",
-                     max_request_tokens=max_request_tokens, max_questions=max_questions)
+    inner = JEVJudge(
+        client,
+        url=url,
+        model=model,
+        family=family,
+        payload_style=payload_style or "stateful",
+        max_request_tokens=max_request_tokens,
+        max_questions=max_questions,
+    )
     return CachedJudge(inner, open_store(cache_dir, cache_only=cache_only), cache_dir=cache_dir, cache_only=cache_only)

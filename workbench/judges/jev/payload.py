@@ -3,7 +3,8 @@ packing into requests, the server's reading of a body, and the validation of an 
 
 Wire format (one HTTP request per batch):
     request  {"model", "state": {...}, "questions": {key: {"type": "noul", "instructions": str}}}
-    answer   {"model", "answers": {key: {"type": "noul", "noul": p}}, "usage": {"input_tokens", "output_tokens", "cost"?}}
+    answer   {"model", "answers": {key: {"type": "noul", "noul": p}},
+              "usage": {"input_tokens", "output_tokens", "cost"?}}
 
 The state is a JSON object that reads as instructions to the model and that
 `read_payload` (used by the local server, `workbench.judges.jev.server`) parses back into
@@ -13,6 +14,7 @@ The state is a JSON object that reads as instructions to the model and that
   stateful — the state also holds the criteria and the batch's candidate passages,
              numbered; every question only names a passage by number.
 """
+
 from __future__ import annotations
 
 import json
@@ -136,14 +138,19 @@ def _question_entry(candidate: dict, number: int, style: str) -> tuple[dict, dic
         passage = _dumps({"title": candidate["title"], "text": candidate["text"]})
         return {"type": "noul", "instructions": f"{CRITERIA}\n\n{INLINE_QUESTION}\n{passage}"}, None
     text = STATEFUL_QUESTION.format(n=number) + "\n" + _dumps({"candidate": number})
-    return ({"type": "noul", "instructions": text},
-            {"number": number, "title": candidate["title"], "text": candidate["text"]})
+    return (
+        {"type": "noul", "instructions": text},
+        {"number": number, "title": candidate["title"], "text": candidate["text"]},
+    )
 
 
 def build_request(model: str, question: str, candidates: list[dict], context: list[dict], style: str) -> dict:
     """One request body judging `candidates` (question keys c1, c2, ... in order)."""
-    return _assemble(model, base_state(question, context, style),
-                     [_question_entry(c, i, style) for i, c in enumerate(candidates, start=1)])
+    return _assemble(
+        model,
+        base_state(question, context, style),
+        [_question_entry(c, i, style) for i, c in enumerate(candidates, start=1)],
+    )
 
 
 def _assemble(model: str, state: dict, entries: list[tuple[dict, dict | None]]) -> dict:
@@ -155,8 +162,16 @@ def _assemble(model: str, state: dict, entries: list[tuple[dict, dict | None]]) 
     return {"model": model, "state": state, "questions": questions}
 
 
-def plan_requests(model: str, question: str, candidates: list[dict], context: list[dict], style: str, *,
-                  max_tokens: int = MAX_REQUEST_TOKENS, max_questions: int = MAX_QUESTIONS) -> list[tuple[list[int], dict]]:
+def plan_requests(
+    model: str,
+    question: str,
+    candidates: list[dict],
+    context: list[dict],
+    style: str,
+    *,
+    max_tokens: int = MAX_REQUEST_TOKENS,
+    max_questions: int = MAX_QUESTIONS,
+) -> list[tuple[list[int], dict]]:
     """Pack candidates, in order, into requests of at most `max_tokens` estimated input tokens
     and `max_questions` questions. Returns [(candidate indices, body)].
 
@@ -174,7 +189,8 @@ def plan_requests(model: str, question: str, candidates: list[dict], context: li
             raise JEVPayloadError(
                 f"candidate {c.get('unit_id', i)!r} ({c.get('title', '')!r}) needs about {base + cost} input tokens "
                 f"with the question and context, over the {max_tokens}-token request limit; it is not truncated "
-                f"— shorten the unit (re-index with smaller units) or reduce the context size")
+                f"— shorten the unit (re-index with smaller units) or reduce the context size"
+            )
         if current and (used + cost > max_tokens or len(current) >= max_questions):
             plans.append(current)
             current, used = [], base
@@ -184,8 +200,10 @@ def plan_requests(model: str, question: str, candidates: list[dict], context: li
     if current:
         plans.append(current)
     # the entries made while packing are the ones sent (each request numbers its candidates from 1)
-    return [([i for i, _ in plan], _assemble(model, base_state(question, context, style), [m for _, m in plan]))
-            for plan in plans]
+    return [
+        ([i for i, _ in plan], _assemble(model, base_state(question, context, style), [m for _, m in plan]))
+        for plan in plans
+    ]
 
 
 def read_payload(body) -> tuple[str, list[dict], list[dict], list[str]]:
@@ -203,7 +221,7 @@ def read_payload(body) -> tuple[str, list[dict], list[dict], list[str]]:
         raise ValueError('"questions" must be a non-empty JSON object')
     question = state.get("question")
     if not isinstance(question, str):
-        raise ValueError('state.question must be a string')
+        raise ValueError("state.question must be a string")
     ids: dict[tuple[str, str], int] = {}
 
     def unit(title, text):
@@ -237,7 +255,9 @@ def read_payload(body) -> tuple[str, list[dict], list[dict], list[str]]:
         else:
             raise ValueError(f"question {key!r}: no candidate passage")
         u = unit(passage.get("title"), passage.get("text"))
-        candidates.append({"unit_id": u, "title": passage["title"], "text": passage["text"], "document": passage["title"]})
+        candidates.append(
+            {"unit_id": u, "title": passage["title"], "text": passage["text"], "document": passage["title"]}
+        )
         keys.append(key)
     return question, candidates, context, keys
 
@@ -267,8 +287,9 @@ def _parse_answer(raw, keys, where):
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        raise JEVError(f"{where}: the answer is not JSON ({exc.msg if hasattr(exc, 'msg') else exc}); "
-                       f"it starts {text[:80]!r}") from None
+        raise JEVError(
+            f"{where}: the answer is not JSON ({exc.msg if hasattr(exc, 'msg') else exc}); it starts {text[:80]!r}"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("answers"), dict):
         raise JEVError(f'{where}: the answer has no "answers" object')
     answers = data["answers"]
@@ -294,4 +315,3 @@ def _parse_answer(raw, keys, where):
                 usage[name] = v
     model = data.get("model") if isinstance(data.get("model"), str) else None
     return out, usage, model
-

@@ -3,10 +3,16 @@
     sag2wb judge-server --judge lexical --db 2wiki.sqlite --port 8765
     sag2wb judge-server --judge hash --delay-ms 200 --fault 429 --fault 500x5
 
->>> server = JudgeServer(LexicalJudge(index)).start()     # 127.0.0.1, a free port   # doctest: +SKIP
->>> server.add_fault("429", retry_after=1)                # the next request gets a 429  # doctest: +SKIP
->>> judge = make_jev_judge(endpoint=server.url, cache_dir=tmp)                          # doctest: +SKIP
->>> server.stop()                                                                        # doctest: +SKIP
+>>> from workbench.judges import LexicalJudge
+>>> from workbench.judges.jev import make_jev_judge
+>>> server = JudgeServer(LexicalJudge(enc_index)).start()     # 127.0.0.1, a free port
+>>> _ = server.add_fault("429", retry_after=0.1)              # the next request gets a 429
+>>> judge = make_jev_judge(endpoint=server.url, cache_dir=tmp / "jev-cache")
+>>> judge.judge("Who directed Glass Harbour?", [{"unit_id": 1, "title": "Glass Harbour", "text": "A film."}], [])
+[0.69163...]
+>>> judge.usage()["retries"], server.requests               # the 429, then the answer
+(1, 2)
+>>> judge.close(); server.stop()
 
 It reads the requests `workbench.jev` builds (both payload styles; `jev.read_payload`)
 and answers `{"model", "answers": {key: {"type": "noul", "noul": p}}, "usage": ...}`, where
@@ -19,6 +25,7 @@ not a number (400) or over the maximum (413, the body is never read), a read tim
 half-sent requests (408, then the connection is closed), and no request body kept after its
 answer. A port in use or out of range is a JudgeServerError (one line, exit 2).
 """
+
 from __future__ import annotations
 
 import errno
@@ -32,10 +39,11 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import cast
 
-from workbench.judges.jev.payload import estimate_tokens, read_payload
-from workbench.judges.base import FunctionJudge
 from workbench.index import Index
+from workbench.judges.base import FunctionJudge
+from workbench.judges.jev.payload import estimate_tokens, read_payload
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError, validate_scores
 from workbench.safeio import InputError
@@ -74,9 +82,15 @@ HASH_JUDGES = {"hash": hash_judge, "hash-context-free": hash_judge_context_free}
 # What each fault does to one request (see `add_fault`).
 FAULTS = {
     "429": "HTTP 429 with Retry-After (retry_after seconds, default 0)",
-    "408": "HTTP 408", "499": "HTTP 499", "500": "HTTP 500", "502": "HTTP 502", "503": "HTTP 503",
-    "400": "HTTP 400", "404": "HTTP 404",
-    "401": "HTTP 401 (bad key)", "403": "HTTP 403 (key lacks access)",
+    "408": "HTTP 408",
+    "499": "HTTP 499",
+    "500": "HTTP 500",
+    "502": "HTTP 502",
+    "503": "HTTP 503",
+    "400": "HTTP 400",
+    "404": "HTTP 404",
+    "401": "HTTP 401 (bad key)",
+    "403": "HTTP 403 (key lacks access)",
     "slow": "answer correctly after `delay` seconds (default 5): past a short client timeout",
     "disconnect": "close the connection without answering",
     "malformed": "HTTP 200 with a body that is not JSON",
@@ -111,23 +125,39 @@ def _bind(host: str, port, handler) -> _Server:
         return _Server((host, port), handler)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise JudgeServerError(f"--port {port}: already in use on {host} (another judge-server?); stop it, "
-                                   f"choose another --port, or --port 0 for any free port") from None
+            raise JudgeServerError(
+                f"--port {port}: already in use on {host} (another judge-server?); stop it, "
+                f"choose another --port, or --port 0 for any free port"
+            ) from None
         if exc.errno == errno.EACCES:
-            raise JudgeServerError(f"--port {port}: not allowed on {host} (ports below 1024 need privileges); "
-                                   f"choose a port from 1024 to 65535") from None
+            raise JudgeServerError(
+                f"--port {port}: not allowed on {host} (ports below 1024 need privileges); "
+                f"choose a port from 1024 to 65535"
+            ) from None
         if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
-            raise JudgeServerError(f"--host {host}: cannot listen there ({exc.strerror or exc}); "
-                                   f"use 127.0.0.1 or an address of this machine") from None
+            raise JudgeServerError(
+                f"--host {host}: cannot listen there ({exc.strerror or exc}); "
+                f"use 127.0.0.1 or an address of this machine"
+            ) from None
         raise JudgeServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 class JudgeServer:
     """A ThreadingHTTPServer on `host:port` (port 0: a free one) serving `judge` over HTTP."""
 
-    def __init__(self, judge, host: str = "127.0.0.1", port: int = 0, *, delay: float = 0.0,
-                 model: str | None = None, require_key: str | None = None, max_body: int = DEFAULT_MAX_BODY,
-                 read_timeout: float | None = DEFAULT_READ_TIMEOUT, keep_bodies: int = 0):
+    def __init__(
+        self,
+        judge,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        delay: float = 0.0,
+        model: str | None = None,
+        require_key: str | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+        read_timeout: float | None = DEFAULT_READ_TIMEOUT,
+        keep_bodies: int = 0,
+    ):
         self.judge = judge
         self.max_body = int(max_body)
         self.keep_bodies = int(keep_bodies)
@@ -157,9 +187,12 @@ class JudgeServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.httpd.server_address[0]}:{self.port}/v1/systemone"
+        host = cast(str, self.httpd.server_address[0])  # an AF_INET(6) server: the host is a str
+        return f"http://{host}:{self.port}/v1/systemone"
 
-    def add_fault(self, kind: str, times: int = 1, *, retry_after: float | None = None, delay: float = 5.0) -> "JudgeServer":
+    def add_fault(
+        self, kind: str, times: int = 1, *, retry_after: float | None = None, delay: float = 5.0
+    ) -> "JudgeServer":
         """Queue a fault for the next `times` requests (faults apply in the order queued)."""
         if kind not in FAULTS:
             raise ValueError(f"fault {kind!r}: expected one of {', '.join(FAULTS)}")
@@ -169,8 +202,7 @@ class JudgeServer:
         return self
 
     def start(self) -> "JudgeServer":
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), name="judge-server",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), name="judge-server", daemon=True)
         self._thread.start()
         return self
 
@@ -187,12 +219,19 @@ class JudgeServer:
     def answer(self, body: dict) -> dict:
         """Judge a parsed request body; ValueError names what is wrong with it."""
         question, candidates, context, keys = read_payload(body)
-        scores = validate_scores(getattr(self.judge, "name", "judge"), self.judge.judge(question, candidates, context),
-                                 len(candidates))
+        scores = validate_scores(
+            getattr(self.judge, "name", "judge"), self.judge.judge(question, candidates, context), len(candidates)
+        )
         answers = {k: {"type": "noul", "noul": s} for k, s in zip(keys, scores)}
-        usage = {"input_tokens": estimate_tokens(json.dumps({"state": body["state"], "questions": body["questions"]},
-                                                            ensure_ascii=False, separators=(",", ":"))),
-                 "output_tokens": len(keys), "cost": 0.0}
+        usage = {
+            "input_tokens": estimate_tokens(
+                json.dumps(
+                    {"state": body["state"], "questions": body["questions"]}, ensure_ascii=False, separators=(",", ":")
+                )
+            ),
+            "output_tokens": len(keys),
+            "cost": 0.0,
+        }
         model = self.model or body.get("model") or "local"
         return {"model": model, "answers": answers, "usage": usage}
 
@@ -225,7 +264,9 @@ class _Handler(BaseHTTPRequestHandler):
         """The request body, or None after answering 400/408/411/413 (and closing)."""
         server = self.owner
         if self.headers.get("Transfer-Encoding"):
-            self._send(411, {"error": "send the body with a Content-Length (chunked bodies are not accepted)"}, close=True)
+            self._send(
+                411, {"error": "send the body with a Content-Length (chunked bodies are not accepted)"}, close=True
+            )
             return None
         values = self.headers.get_all("Content-Length") or []
         if not values:
@@ -238,14 +279,21 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         length = int(text)
         if length > server.max_body:
-            self._send(413, {"error": f"a body of {length} bytes is over this server's limit of {server.max_body} "
-                                      f"bytes (--max-body-mb)"}, close=True)
+            self._send(
+                413,
+                {
+                    "error": f"a body of {length} bytes is over this server's limit of {server.max_body} "
+                    f"bytes (--max-body-mb)"
+                },
+                close=True,
+            )
             return None
         try:
             raw = self.rfile.read(length)
         except TimeoutError:
-            self._send(408, {"error": f"the body did not arrive within {self.timeout:g} s (--read-timeout)"},
-                       close=True)
+            self._send(
+                408, {"error": f"the body did not arrive within {self.timeout:g} s (--read-timeout)"}, close=True
+            )
             return None
         except OSError:
             self.close_connection = True
@@ -319,8 +367,10 @@ def make_server_judge(spec: str, db: str | None):
         return FunctionJudge(HASH_JUDGES[spec], name=spec)
     parsed = JudgeSpec.parse(spec)
     if parsed.name == "jev" or parsed.kind.needs_gold:
-        raise JudgeError(f"judge-server cannot serve {spec!r}: "
-                         f"{'it would call itself' if parsed.name == 'jev' else 'it needs gold labels'}")
+        raise JudgeError(
+            f"judge-server cannot serve {spec!r}: "
+            f"{'it would call itself' if parsed.name == 'jev' else 'it needs gold labels'}"
+        )
     if db is None and parsed.kind.needs_index:
         raise JudgeError(f"judge-server --judge {spec} needs an index: --db DB")
     return parsed.build(None if db is None else Index(db))
@@ -351,16 +401,25 @@ def serve_main(args) -> int:
     read_timeout = getattr(args, "read_timeout", DEFAULT_READ_TIMEOUT)
     if not max_body_mb > 0 or not read_timeout > 0:
         raise JudgeServerError("--max-body-mb and --read-timeout must be > 0")
-    server = JudgeServer(judge, args.host, args.port, delay=getattr(args, "delay_ms", 0) / 1000.0,
-                         max_body=int(max_body_mb * 2**20), read_timeout=read_timeout)
+    server = JudgeServer(
+        judge,
+        args.host,
+        args.port,
+        delay=getattr(args, "delay_ms", 0) / 1000.0,
+        max_body=int(max_body_mb * 2**20),
+        read_timeout=read_timeout,
+    )
     for text in getattr(args, "fault", None) or []:
         try:
             kind, n, opts = parse_fault(text)
         except ValueError as exc:
             raise JudgeError(str(exc)) from None
         server.add_fault(kind, n, **opts)
-    print(f"serving judge {getattr(judge, 'name', args.judge)!r} at {server.url} "
-          f"(any path; use --jev-endpoint {server.url})", flush=True)
+    print(
+        f"serving judge {getattr(judge, 'name', args.judge)!r} at {server.url} "
+        f"(any path; use --jev-endpoint {server.url})",
+        flush=True,
+    )
     try:
         server.httpd.serve_forever()
     except KeyboardInterrupt:

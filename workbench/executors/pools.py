@@ -3,8 +3,6 @@
 to a sequential run. Generic: a task is a picklable callable `task(env, memo)` that the run
 layer makes (workbench/runs/tasks.py); this module runs it and opens its worker's setting.
 
->>> make_executor(concurrency=16), make_executor(processes=2), make_executor(dask="tcp://sched:8786")  # doctest: +SKIP
-
 How identity with the sequential run is kept (docs/experiments.md, "Many questions at once"):
 tasks run the sequential loop's code and the caller consumes results in its order
 (`Stream.get(key)` blocks until that key's task is done): records, resume lines, traces and
@@ -18,41 +16,36 @@ worker that dies mid-task loses nothing: the scheduler re-runs its tasks elsewhe
 being deterministic, the results are the same. A judge error is not retried: it is the
 task's outcome, raised by `get` exactly where the sequential loop raises it.
 """
+
 from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
-import json
 import multiprocessing
 import os
-import pickle
 import queue
 import signal
 import sys
-import tempfile
-import threading
 from concurrent import futures as cf
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.index.store import Index
-from workbench.judges.cached import CachedJudge
+from workbench.executors.workers import (
+    INHERITABLE_INDEXES,
+    Recipe,
+    TaskOutcome,
+    load_outcome,
+    run_remote,
+)
 from workbench.judges.registry import JudgeSpec
-from workbench.judgment import JudgeError, JudgmentMemo
-from workbench.safeio import InputError, atomic_write_bytes
+from workbench.judgment import JudgeError
+from workbench.safeio import InputError
 
 JEV_DEFAULT_CONCURRENCY = 8  # concurrent questions for a judge that waits on a service
-JEV_REQUEST_LIMIT = 20  # jev CONCURRENCY: requests in flight per client (the paper's cap)
 
 
 class ParallelError(InputError):
     """Options that cannot run together, a cluster that cannot be reached, or a pool that broke
     (a worker process killed outside Dask); the message says which. The CLI exits 2."""
-
-
-class RemoteTaskError(RuntimeError):
-    """A worker's exception that could not be sent back as itself (its type name and message are kept)."""
 
 
 @contextlib.contextmanager
@@ -82,34 +75,6 @@ def default_concurrency(judge: str | JudgeSpec | None = None) -> int:
     except JudgeError:  # an unknown judge: its error comes where it is built, with the rest
         waits = False
     return JEV_DEFAULT_CONCURRENCY if waits else 1
-
-
-@dataclass
-class TaskOutcome:
-    """One task's result, or the exception it raised, with what the worker learnt on the way."""
-
-    key: object
-    value: object = None
-    error: BaseException | None = None
-    # JudgmentMemo entries the task made, keys without the unit's text (the caller adds it back
-    # from its index: most of the bytes otherwise); a cached judge's new store entries; usage
-    judgments: dict = field(default_factory=dict)
-    cache: dict = field(default_factory=dict)
-    usage: dict = field(default_factory=dict)
-
-    def get(self):
-        if self.error is not None:
-            raise self.error
-        return self.value
-
-
-def sendable(exc: BaseException) -> BaseException:
-    """The exception itself when it survives pickling, else a RemoteTaskError naming it."""
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:
-        return RemoteTaskError(f"{type(exc).__name__}: {exc}")
 
 
 # ---- executors -------------------------------------------------------------------------------
@@ -179,8 +144,9 @@ class Processes:
 
     def pool(self):
         if self._pool is None:
-            pool = cf.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(self.start_method),
-                                          initializer=_ignore_sigint)
+            pool = cf.ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context(self.start_method), initializer=_ignore_sigint
+            )
             if self.start_method == "fork":
                 # Fork every worker now with the caller's objects frozen out of the collector: its
                 # collections never walk (and copy-on-write) what it inherited (gc.freeze docs)
@@ -204,7 +170,7 @@ class Processes:
         them again each (the pool measured 0.5-0.8x one process on 2Wiki without this)."""
         if self.start_method == "fork" and index is not None:
             index.warm()
-            _INHERITABLE[(str(Path(index.path).resolve()), index.meta.get("fingerprint"))] = (os.getpid(), index)
+            INHERITABLE_INDEXES[(str(Path(index.path).resolve()), index.meta.get("fingerprint"))] = (os.getpid(), index)
         return None
 
     def close(self, wait: bool = False):
@@ -231,8 +197,10 @@ class Dask:
             try:
                 self.client = Client(client_or_address, timeout="20s")
             except (OSError, TimeoutError) as exc:
-                raise ParallelError(f"--dask {client_or_address}: no Dask scheduler answered ({exc}); start one with "
-                                    "`dask scheduler` and workers with `dask worker ADDRESS`") from None
+                raise ParallelError(
+                    f"--dask {client_or_address}: no Dask scheduler answered ({exc}); start one with "
+                    "`dask scheduler` and workers with `dask worker ADDRESS`"
+                ) from None
             self._own = True
         else:
             self.client, self._own = client_or_address, False
@@ -281,16 +249,24 @@ def _file_size(path: str):
         return os.stat(path).st_size
 
 
-def make_executor(concurrency: int | None = None, processes: int | None = None, dask=None, *,
-                  judge: str | JudgeSpec | None = "lexical"):
+def make_executor(
+    concurrency: int | None = None,
+    processes: int | None = None,
+    dask=None,
+    *,
+    judge: str | JudgeSpec | None = "lexical",
+):
     """The executor for CLI-style options: `dask` (an address or a Client) wins over
     `processes`, which wins over `concurrency` (default: `default_concurrency(judge)`).
 
-    >>> make_executor(judge="lexical"), make_executor(4)
-    (Sequential(), Threads(4))
+    >>> make_executor(judge="lexical"), make_executor(concurrency=16), make_executor(processes=2)  # dask=ADDRESS
+    (Sequential(), Threads(16), Processes(2))
     """
-    given = [name for name, v in (("--concurrency", concurrency), ("--processes", processes), ("--dask", dask))
-             if v is not None]
+    given = [
+        name
+        for name, v in (("--concurrency", concurrency), ("--processes", processes), ("--dask", dask))
+        if v is not None
+    ]
     if len(given) > 1:
         raise ParallelError(f"choose one of {' and '.join(given)}: they are different ways to run questions at once")
     if dask is not None:
@@ -303,197 +279,6 @@ def make_executor(concurrency: int | None = None, processes: int | None = None, 
     return Sequential() if n == 1 else Threads(n)
 
 
-# ---- what a remote worker needs ----------------------------------------------------------------
-@dataclass(frozen=True)
-class Recipe:
-    """Everything a worker needs to rebuild the caller's setting (picklable, no secrets: a JEV
-    worker reads its API key from its own environment). The judges travel in the tasks, as specs."""
-
-    index_path: str
-    index_fingerprint: str | None
-    request_limit: int = JEV_REQUEST_LIMIT  # requests in flight per judge that waits, in each worker
-    run: str = ""  # one evaluation or experiment: its judges are built fresh, the index is reused
-    # send judgments back for the caller's memo: off when nobody reads that memo afterwards
-    judgments: bool = True  # (a cached judge's new store entries are sent regardless)
-
-    @property
-    def key(self) -> str:
-        return hashlib.sha256(json.dumps([self.index_path, self.index_fingerprint, self.request_limit],
-                                         default=str).encode()).hexdigest()
-
-
-def recipe_for(index, workers: int, *, judgments: bool = True) -> Recipe:
-    """A Recipe; a judge that waits, in each of `workers` slots, gets an equal share of the 20 requests."""
-    limit = max(1, JEV_REQUEST_LIMIT // max(1, workers))
-    return Recipe(str(Path(index.path).resolve()), index.meta.get("fingerprint"), limit, os.urandom(8).hex(),
-                  judgments)
-
-
-class RecordingStore:
-    """Stands for a cached judge's store in a worker: reads the caller's store when the worker
-    can see it, keeps new (validated) entries to send back instead of writing them."""
-
-    def __init__(self, reader=None):
-        self.reader, self.new, self._lock = reader, {}, threading.Lock()
-
-    def get(self, key, default=None):
-        with self._lock:
-            if key in self.new:
-                return self.new[key]
-        return self.reader.get(key, default) if self.reader is not None else default
-
-    def set(self, key, value):
-        with self._lock:
-            self.new[key] = value
-
-    transact = staticmethod(contextlib.nullcontext)  # writes are kept in memory: nothing to group
-
-    def drain(self) -> dict:
-        with self._lock:
-            out, self.new = self.new, {}
-        return out
-
-    def close(self):
-        if self.reader is not None:
-            self.reader.close()
-
-
-_INDEXES: dict = {}  # (path, fingerprint, shipped) -> Index, opened once per worker process
-_INHERITABLE: dict = {}  # (path, fingerprint) -> (pid, the caller's warm Index), for forked workers
-
-
-def _open_index(recipe: Recipe, index_bytes: bytes | None):
-    where = (recipe.index_path, recipe.index_fingerprint, index_bytes is not None)
-    if where in _INDEXES:
-        return _INDEXES[where]
-    inherited = _INHERITABLE.get(where[:2]) if index_bytes is None else None
-    if inherited is not None and inherited[0] != os.getpid():  # a forked worker
-        _INDEXES[where] = inherited[1].reopen_after_fork()
-        return _INDEXES[where]
-    path = Path(recipe.index_path)
-    if index_bytes is not None:
-        path = _local_copy(index_bytes, recipe.index_fingerprint)
-    elif not path.exists():
-        raise InputError(f"{path}: the index is not on this worker ({os.uname().nodename}); put it on a shared "
-                         "filesystem at the same path or let the client ship it (Dask(..., ship_index=True))")
-    index = Index(path)  # read-only (mode=ro)
-    if recipe.index_fingerprint and index.meta.get("fingerprint") != recipe.index_fingerprint:
-        raise InputError(f"{path} on worker {os.uname().nodename} is another index than the client's "
-                         f"(fingerprint {index.meta.get('fingerprint')} vs {recipe.index_fingerprint})")
-    _INDEXES[where] = index
-    return index
-
-
-def usage_of(judges) -> dict:
-    """The counters of judges that keep any (`usage()` -> {name: number}), summed."""
-    total: dict = {}
-    for judge in judges:
-        usage = getattr(judge, "usage", None)
-        for k, v in (usage() if callable(usage) else {}).items():
-            total[k] = total.get(k, 0) + v
-    return total
-
-
-class WorkerEnv:
-    """One per worker process and run: the index (opened once per process) and the judges
-    built for this run from their specs (fresh each run, like the caller's)."""
-
-    def __init__(self, recipe: Recipe, index_bytes: bytes | None):
-        self.index = _open_index(recipe, index_bytes)
-        self.recipe = recipe
-        self.judges: dict = {}  # spec -> judge (None for bm25)
-        self.stores: list[RecordingStore] = []
-        self.lock = threading.Lock()
-
-    def judge(self, spec: JudgeSpec):
-        """The worker's one judge for `spec` (a cached judge records its new entries, to send back)."""
-        with self.lock:
-            if spec not in self.judges:
-                self.judges[spec] = self._build(spec)
-            return self.judges[spec]
-
-    def _build(self, spec: JudgeSpec):
-        if spec.kind.waits and "concurrency" not in dict(spec.options):
-            spec = spec.with_options(concurrency=self.recipe.request_limit)
-        cache_dir = spec.get("cache_dir")
-        if cache_dir and not Path(cache_dir).is_dir() and not spec.get("cache_only"):
-            # the caller's store is not visible here: an empty private one (new entries go back)
-            spec = spec.with_options(cache_dir=tempfile.mkdtemp(prefix="sag2wb-jev-worker-"))
-        judge = spec.build(self.index)
-        if isinstance(judge, CachedJudge):  # record, do not write
-            store = RecordingStore(judge.store)
-            self.stores.append(store)
-            judge = judge.with_store(store)
-        return judge
-
-    def close(self) -> None:
-        for close in [getattr(judge, "close", None) for judge in self.judges.values()]:
-            if close is not None:
-                close()
-
-    def usage(self) -> dict:
-        return usage_of(self.judges.values())
-
-
-_ENVS: dict = {}  # (recipe key, run) -> WorkerEnv; the last few runs only
-_ENVS_LOCK = threading.Lock()
-_RUNS_KEPT = 4
-
-
-def worker_env(recipe: Recipe, index_bytes: bytes | None = None) -> WorkerEnv:
-    with _ENVS_LOCK:
-        key = (recipe.key, recipe.run)
-        if (env := _ENVS.get(key)) is None:
-            env = _ENVS[key] = WorkerEnv(recipe, index_bytes)
-            while len(_ENVS) > _RUNS_KEPT:  # a long-lived Dask worker: close the judges of old runs
-                _ENVS.pop(next(iter(_ENVS))).close()
-        return env
-
-
-def _local_copy(data: bytes, fingerprint: str | None) -> Path:
-    """The shipped index written once per machine (atomically) under the temp folder."""
-    name = f"sag2wb-index-{fingerprint or hashlib.sha256(data).hexdigest()[:16]}-{len(data)}.sqlite"
-    path = Path(tempfile.gettempdir()) / name
-    if not path.exists() or path.stat().st_size != len(data):
-        atomic_write_bytes(path, data)
-    return path
-
-
-def run_remote(recipe: Recipe, index_bytes, task, key) -> bytes:
-    """Run `task(env, memo)` in a worker: its value or exception, the judgments made (memo and store
-    entries) and the usage spent, pickled by us (`load_outcome` in the caller), not by the pool."""
-    env = None
-    memo = JudgmentMemo()
-    before: dict = {}
-    try:
-        env = worker_env(recipe, index_bytes)
-        before = env.usage()
-        value, error = task(env, memo), None
-    except Exception as exc:  # sent back and raised by the caller where the sequential loop raises
-        value, error = None, sendable(exc)
-    cache, usage = {}, {}
-    if env is not None:
-        for store in env.stores:
-            cache.update(store.drain())
-        usage = {k: v - before.get(k, 0) for k, v in env.usage().items()}
-    # a memo key is (judge key, question, context key, unit id, unit text); the text is the
-    # unit's body in the index (engine.judge_items), which the caller has too
-    judgments = {k[:4]: v for k, v in memo.scores.items()} if recipe.judgments else {}
-    return pickle.dumps(TaskOutcome(key, value, error, judgments, cache, usage), protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def load_outcome(data: bytes) -> TaskOutcome:
-    """Unpickle an outcome with the cyclic garbage collector paused: a trace is ~10,000 small objects,
-    whose collections (scanning all the caller holds) were ~3/4 of the caller's time unpickling."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return pickle.loads(data)
-    finally:
-        if enabled:
-            gc.enable()
-
-
 # ---- the stream of results -------------------------------------------------------------------
 class Stream:
     """Results of `keys` (in the order the caller will consume them), computed by `executor`:
@@ -501,11 +286,23 @@ class Stream:
     `task(env, memo)`) in a worker via `run_remote`. As a remote outcome arrives, `unpack(value)`
     restores what the task left out to send it and `absorb(outcome)` takes in its judgments.
 
-    >>> stream = Stream(Threads(4), keys, local=compute); [stream.get(k) for k in keys]  # doctest: +SKIP
+    >>> stream = Stream(Threads(2), ["a", "bb", "ccc"], local=len); [stream.get(k) for k in stream.keys]
+    [1, 2, 3]
     """
 
-    def __init__(self, executor, keys, local, *, remote=None, recipe: Recipe | None = None, index=None,
-                 absorb=None, unpack=None, on_arrival=None):
+    def __init__(
+        self,
+        executor,
+        keys,
+        local,
+        *,
+        remote=None,
+        recipe: Recipe | None = None,
+        index=None,
+        absorb=None,
+        unpack=None,
+        on_arrival=None,
+    ):
         self.executor, self.keys, self.local = executor, list(keys), local
         self.absorb, self.unpack, self.on_arrival = absorb, unpack, on_arrival
         self.outcomes: dict = {}  # arrived, not yet taken
@@ -525,8 +322,9 @@ class Stream:
         payload = executor.ship_index(index) if index is not None else None
         n = len(self.keys)
         for i, k in enumerate(self.keys):
-            fut = executor.submit(run_remote, recipe, payload, remote(k), k, priority=n - i,
-                                  key=f"sag2wb-{i}-{os.urandom(6).hex()}")
+            fut = executor.submit(
+                run_remote, recipe, payload, remote(k), k, priority=n - i, key=f"sag2wb-{i}-{os.urandom(6).hex()}"
+            )
             self._futures[k] = fut
             self._pending[fut] = k
             fut.add_done_callback(self._done.put)
@@ -560,9 +358,13 @@ class Stream:
         try:
             outcome = load_outcome(fut.result())
         except Exception as exc:  # the pool itself failed (a killed pool process, a lost cluster)
-            outcome = TaskOutcome(key, error=ParallelError(
-                f"{self.executor.name} failed running a task ({type(exc).__name__}: {exc}); finished questions "
-                "are kept for resume: rerun the same command"))
+            outcome = TaskOutcome(
+                key,
+                error=ParallelError(
+                    f"{self.executor.name} failed running a task ({type(exc).__name__}: {exc}); finished questions "
+                    "are kept for resume: rerun the same command"
+                ),
+            )
         if self.unpack is not None and outcome.error is None:
             outcome.value = self.unpack(outcome.value)
         if self.absorb is not None:
