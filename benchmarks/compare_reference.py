@@ -9,6 +9,11 @@ difference, field by field, so each can be explained.
     python benchmarks/compare_reference.py --corpus ../shared/data/2wiki/corpus.json \
         --questions ../shared/data/2wiki/questions-dev.jsonl --judge hash \
         --reference /work/refout/2wiki-hash.json [--db /tmp/2wiki.sqlite] [--json diff.json]
+
+JEV path (`--judge jev`): both sides call the same JEV endpoint, e.g. `sag2wb judge-server
+--judge data-hash`; the adapter ran the reference's own client (`--judge jev --jev-url URL
+--payload-style S`), this script runs ours (`--jev-endpoint URL --payload-style S`, a fresh cache
+folder per run, so every judgment is asked of the server) and compares whole trajectories.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from workbench.engine import Run  # noqa: E402
 from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
 from workbench.index.store import open_or_build  # noqa: E402
 from workbench.judges import FunctionJudge, OracleJudge  # noqa: E402
+from workbench.judges.jev import make_jev_judge  # noqa: E402
 from workbench.params import Params  # noqa: E402
 
 FIELDS = [
@@ -100,7 +106,11 @@ def main(argv=None) -> int:
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--questions", required=True)
     ap.add_argument("--reference", required=True, help="the adapter's OUT.json")
-    ap.add_argument("--judge", choices=["hash", "hash_context_free", "oracle"], required=True)
+    ap.add_argument("--judge", choices=["hash", "hash_context_free", "oracle", "jev"], required=True)
+    ap.add_argument("--jev-endpoint", default=None, help="--judge jev: the endpoint our client calls")
+    ap.add_argument("--payload-style", choices=["inline", "stateful"], default=None, help="--judge jev")
+    ap.add_argument("--jev-model", default=None, help="--judge jev: model name (default: the one the reference sent)")
+    ap.add_argument("--cache-dir", default=None, help="--judge jev: cache folder (default: a fresh empty one)")
     ap.add_argument("--db", default=None)
     ap.add_argument("--json", default=None, help="write every difference here")
     args = ap.parse_args(argv)
@@ -111,11 +121,37 @@ def main(argv=None) -> int:
     index, _ = open_or_build(load_corpus(args.corpus), db, source=args.corpus)
     questions = [q for q in load_questions(args.questions) if q.id in ref_by_id]
     fn = {"hash": comparison_judges.hash_judge, "hash_context_free": comparison_judges.hash_judge_context_free}
+    jev = None
+    if args.judge == "jev":
+        if not args.jev_endpoint:
+            ap.error("--judge jev needs --jev-endpoint URL")
+        ref_jev = ref.get("jev") or {}
+        style = args.payload_style or ref_jev.get("payload_style") or "stateful"
+        if ref_jev.get("payload_style") and ref_jev["payload_style"] != style:
+            ap.error(f"--payload-style {style}, but the reference ran {ref_jev['payload_style']}")
+        cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="sag2wb-jev-cache-")
+        jev = make_jev_judge(
+            args.jev_endpoint, args.jev_model or ref_jev.get("model"), payload_style=style, cache_dir=cache_dir
+        )
     t0 = time.perf_counter()
     all_diffs, identical, counts = {}, 0, Counter()
+    requests = 0
     for q in questions:
-        judge = OracleJudge(q.gold) if args.judge == "oracle" else FunctionJudge(fn[args.judge], args.judge)
+        if jev is not None:
+            judge = jev
+        elif args.judge == "oracle":
+            judge = OracleJudge(q.gold)
+        else:
+            judge = FunctionJudge(fn[args.judge], args.judge)
         trace = Run(index, q, Params(), judge).run()
+        if jev is not None:
+            requests += int(trace.stats.get("requests") or 0)
+            if trace.stop == "judge error":
+                all_diffs[q.id] = [
+                    {"field": "judge error", "ours": next((r.error for r in trace.rounds if r.error), None)}
+                ]
+                counts[(None, "judge error")] += 1
+                continue
         diffs = compare(trace, ref_by_id[q.id])
         if diffs:
             all_diffs[q.id] = diffs
@@ -124,6 +160,10 @@ def main(argv=None) -> int:
         else:
             identical += 1
     elapsed = time.perf_counter() - t0
+    if jev is not None:
+        jev.close()
+        theirs = (ref.get("jev") or {}).get("requests")
+        print(f"JEV requests ({style}): ours {requests}, reference {theirs}")
     print(
         f"{len(questions)} questions, judge {args.judge}: {identical} identical trajectories "
         f"(every round's candidates, terms, pool, context, scores, ranking and the final ranking); "
@@ -131,6 +171,9 @@ def main(argv=None) -> int:
     )
     for (rnd, field), n in sorted(counts.items(), key=lambda x: (str(x[0][0]), x[0][1])):
         print(f"  round {rnd}: {field}: {n} questions")
+    if all_diffs:
+        qid, diffs = next(iter(all_diffs.items()))
+        print(f"  first difference: {qid}: {json.dumps(diffs[0], ensure_ascii=False)[:400]}")
     for qid, diffs in list(all_diffs.items())[:10]:
         print(f"  {qid}: {json.dumps(diffs, ensure_ascii=False)[:400]}")
     if args.json:

@@ -19,6 +19,12 @@ Judges (from tests/comparison_judges.py, plus two local ones):
   oracle            1.0 if the candidate's title is a supporting title of the question
   hash              comparison_judges.hash_judge (context-dependent)
   hash_context_free comparison_judges.hash_judge_context_free
+  jev               the reference's OWN JEV client (no scorer= hook) calls --jev-url, e.g.
+                    `sag2wb judge-server --judge data-hash`; --payload-style inline|stateful.
+                    The client is configured the reference's documented way: DECISION_ENDPOINT,
+                    DECISION_API_KEY, DECISION_PAYLOAD_STYLE (and DECISION_MODEL with --jev-model)
+                    in the environment, read by EngineConfig.from_env(). Its calls are recorded
+                    by wrapping the public JevClient.score (the original runs unchanged).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ try:
     from zleap.sag2 import (
         DataEngine,
         EngineConfig,
+        JevClient,
         RelationalConfig,
         SearchOptions,
         SearchRequest,
@@ -129,6 +136,68 @@ class RecordingScorer:
             "batches": [],
         }
         return scored, usage
+
+
+class ReferenceJevRecorder:
+    """Records what the reference's own JEV client was asked and answered, per scored round.
+
+    The engine builds its JevClient from ``EngineConfig.jev`` and awaits
+    ``score(query, candidates, evidence) -> (scored, usage)``; we wrap that public method on
+    the class, call the original unchanged and keep the same record RecordingScorer keeps,
+    plus the client's own request count (``usage["requests"]``)."""
+
+    def __init__(self):
+        self.calls: list[dict] = []
+        self.requests = 0
+        self.original = JevClient.score
+        recorder = self
+
+        async def score(client, query, candidates, evidence):
+            scored, usage = await recorder.original(client, query, candidates, evidence)
+            by_id = {c["id"]: c.get("jev_score") for c in scored}
+            recorder.calls.append(
+                {
+                    "query": query,
+                    "pool": [(c["id"], c.get("chunk_id"), c["title"]) for c in candidates],
+                    "context": [(e["id"], e["title"], e.get("previous_jev_score")) for e in evidence],
+                    "scores": [float(by_id[c["id"]]) for c in candidates],
+                    "requests": int((usage or {}).get("requests") or 0),
+                }
+            )
+            recorder.requests += int((usage or {}).get("requests") or 0)
+            return scored, usage
+
+        JevClient.score = score
+
+    def reset(self, judge=None):
+        self.calls = []
+
+
+def is_loopback_url(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    host = (urlsplit(url).hostname or "").lower()
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+def reference_jev_config(args, db_path):
+    """The reference's engine config with its JEV client pointed at --jev-url, set up the way the
+    reference documents (DECISION_* environment variables, EngineConfig.from_env)."""
+    if not args.jev_url:
+        sys.exit("reference_adapter: --judge jev needs --jev-url URL")
+    if not os.environ.get("DECISION_API_KEY"):
+        if not is_loopback_url(args.jev_url):
+            sys.exit("reference_adapter: --jev-url is not a loopback URL; set DECISION_API_KEY")
+        # a local judge server needs no key, but the reference's config requires one: a placeholder
+        os.environ["DECISION_API_KEY"] = "local-judge-server-no-key"
+    os.environ["DECISION_ENDPOINT"] = args.jev_url
+    os.environ["DECISION_PAYLOAD_STYLE"] = args.payload_style
+    if args.jev_model:
+        os.environ["DECISION_MODEL"] = args.jev_model
+    config = EngineConfig.from_env()
+    if config.jev is None:
+        sys.exit("reference_adapter: EngineConfig.from_env() did not pick up the DECISION_* settings")
+    return config.model_copy(update={"relational": RelationalConfig(provider="sqlite", path=str(db_path))})
 
 
 # --------------------------------------------------------------------------- helpers
@@ -298,14 +367,19 @@ async def run(args):
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="sag2ref-"))
     workdir.mkdir(parents=True, exist_ok=True)
     db_path = workdir / "sag2.sqlite"
-    config = EngineConfig(relational=RelationalConfig(provider="sqlite", path=str(db_path)))
-    scorer = RecordingScorer()
+    if args.judge == "jev":
+        config = reference_jev_config(args, db_path)
+        scorer = ReferenceJevRecorder()
+        engine_scorer = None  # the engine's own JEV client does the scoring
+    else:
+        config = EngineConfig(relational=RelationalConfig(provider="sqlite", path=str(db_path)))
+        scorer = engine_scorer = RecordingScorer()
     # bm25: the zero judge still lets the engine run one (discarded) expansion round, only
     # so that its trace reveals the round-0 query expression; the ranking is C0 as traced.
     max_hops = 1 if args.judge == "bm25" else args.max_hops
 
     results = []
-    async with DataEngine(config, data_source_id=DATA_SOURCE, scorer=scorer) as engine:
+    async with DataEngine(config, data_source_id=DATA_SOURCE, scorer=engine_scorer) as engine:
         t0 = time.perf_counter()
         # SPEC: one unit per benchmark passage. The reference's benchmark helper splits
         # passages longer than its default size unless told otherwise, so by default we
@@ -329,6 +403,8 @@ async def run(args):
                 judge = oracle_judge_for(q.get("supporting_titles") or [])
             elif args.judge == "bm25":
                 judge = zero_judge
+            elif args.judge == "jev":
+                judge = None
             else:
                 judge = JUDGES[args.judge]
             scorer.reset(judge)
@@ -381,6 +457,7 @@ async def run(args):
                     if args.judge != "bm25"
                     else {},
                     "rounds": rounds,
+                    **({"requests": sum(c["requests"] for c in scorer.calls)} if args.judge == "jev" else {}),
                 }
             )
             if args.progress and number % args.progress == 0:
@@ -417,6 +494,13 @@ async def run(args):
         "metrics": metrics(questions, results),
         "questions": results,
     }
+    if args.judge == "jev":
+        out["jev"] = {
+            "url": args.jev_url,
+            "payload_style": config.jev.payload_style,
+            "model": config.jev.model,
+            "requests": scorer.requests,
+        }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=1), encoding="utf-8")
     m = out["metrics"]
@@ -424,7 +508,8 @@ async def run(args):
         f"{out['implementation']} judge={args.judge} n={m['questions']} "
         f"R@5={m['R@5']} R@10={m['R@10']} AE@10={m['AE@10']} "
         f"judgments={sum(r['judgments'] for r in results)} "
-        f"index={index_seconds:.2f}s search={sum(search_seconds):.1f}s -> {args.out}"
+        + (f"requests={scorer.requests} style={args.payload_style} " if args.judge == "jev" else "")
+        + f"index={index_seconds:.2f}s search={sum(search_seconds):.1f}s -> {args.out}"
     )
 
 
@@ -432,7 +517,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", required=True, help="corpus.json: list of {title, text}")
     parser.add_argument("--questions", required=True, help="questions .jsonl")
-    parser.add_argument("--judge", required=True, choices=["bm25", "oracle", "hash", "hash_context_free"])
+    parser.add_argument("--judge", required=True, choices=["bm25", "oracle", "hash", "hash_context_free", "jev"])
+    parser.add_argument("--jev-url", default=None, help="--judge jev: the JEV endpoint the reference's client calls")
+    parser.add_argument("--payload-style", choices=["inline", "stateful"], default="stateful", help="--judge jev")
+    parser.add_argument("--jev-model", default=None, help="--judge jev: model name (default: the reference's)")
     parser.add_argument("--out", required=True, help="output JSON path")
     parser.add_argument("--limit", type=int, default=0, help="first N questions only")
     parser.add_argument(

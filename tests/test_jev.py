@@ -106,44 +106,69 @@ def cached_count(cache_dir) -> int:
 
 
 # ---- payloads ------------------------------------------------------------------------------
+def _state(body) -> dict:
+    assert isinstance(body["state"], str)  # the reference's layout: the state is a JSON string
+    return json.loads(body["state"])
+
+
 @pytest.mark.parametrize("style", jev.PAYLOAD_STYLES)
 def test_payload_reads_back_to_question_candidates_and_context(style):
-    context = [{"unit_id": 9, "title": "Ctx", "text": "Ctx text.", "previous_score": 0.123456}]
+    context = [{"unit_id": 9, "title": "Ctx", "text": "Ctx text.", "previous_score": 0.123456789}]
     body = jev.build_request("m", "Q?", CANDIDATES[:3], context, style)
-    assert set(body) == {"model", "state", "questions"} and list(body["questions"]) == ["c1", "c2", "c3"]
-    assert all(q["type"] == "noul" for q in body["questions"].values())
+    assert list(body) == ["model", "state", "questions"]
+    assert list(body["questions"]) == ["candidate_0", "candidate_1", "candidate_2"]  # candidate_<unit id>
+    assert all(q["type"] == "noul" and isinstance(q["instructions"], dict) for q in body["questions"].values())
     question, cands, ctx, keys = jev.read_payload(json.loads(json.dumps(body)))
-    assert question == "Q?" and keys == ["c1", "c2", "c3"]
+    assert question == "Q?" and keys == ["candidate_0", "candidate_1", "candidate_2"]
     assert [(c["title"], c["text"]) for c in cands] == [(c["title"], c["text"]) for c in CANDIDATES[:3]]
-    assert ctx[0]["title"] == "Ctx" and ctx[0]["previous_score"] == 0.1235
-    assert body["state"]["recheck_note"] == jev.RECHECK_NOTE  # final round: re-check tentative scores
+    assert ctx[0]["title"] == "Ctx" and ctx[0]["previous_score"] == 0.123456789  # full precision, never rounded
+    state = _state(body)
+    assert state["original_question"] == "Q?"
+    assert state["previously_retrieved_evidence"] == [
+        {"title": "Ctx", "passage": "Ctx text.", "previous_jev_score": 0.123456789}
+    ]
+    template = jev.get_instructions(None)
+    assert state["evidence_score_note"] == template.evidence_score_note  # final round: how to use the scores
+    q1 = body["questions"]["candidate_0"]
     if style == "stateful":
-        assert body["state"]["criteria"] == jev.CRITERIA and len(body["state"]["candidates"]) == 3
-        assert "Alder is a town." not in body["questions"]["c1"]["instructions"]
+        assert state["candidate_passages"]["1"] == {"title": "Alder", "passage": "Alder is a town."}
+        assert list(state["candidate_passages"]) == ["1", "2", "3"]
+        assert state["candidate_question"] == template.question and state["candidate_criteria"] == template.criteria()
+        assert q1 == {"type": "noul", "instructions": {"question": template.question, "candidate_number": 1}}
     else:
-        assert "criteria" not in body["state"] and "candidates" not in body["state"]
-        assert jev.CRITERIA in body["questions"]["c1"]["instructions"]
-        assert "Alder is a town." in body["questions"]["c1"]["instructions"]
+        assert list(state) == ["original_question", "previously_retrieved_evidence", "evidence_score_note"]
+        assert q1 == {
+            "type": "noul",
+            "instructions": {
+                "question": template.question,
+                "candidate_title": "Alder",
+                "candidate_passage": "Alder is a town.",
+            },
+            "criteria": template.criteria(),
+        }
 
 
-def test_no_recheck_note_without_previous_scores():
+def test_no_score_note_without_previous_scores():
     body = jev.build_request("m", "Q?", CANDIDATES[:1], [{"unit_id": 9, "title": "C", "text": "t"}], "stateful")
-    assert "recheck_note" not in body["state"] and body["state"]["context"] == [{"title": "C", "text": "t"}]
-    assert "context" not in jev.build_request("m", "Q?", CANDIDATES[:1], [], "stateful")["state"]
+    state = _state(body)
+    assert "evidence_score_note" not in state
+    assert state["previously_retrieved_evidence"] == [{"title": "C", "passage": "t"}]
+    assert _state(jev.build_request("m", "Q?", CANDIDATES[:1], [], "stateful"))["previously_retrieved_evidence"] == []
 
 
 def test_instructions_carry_the_papers_decision_rules():
-    text = jev.CRITERIA.lower()
+    t = jev.get_instructions(None)
+    text = (t.question + " " + t.criteria_true + " " + t.criteria_false).lower()
     for phrase in (
         "itself",
-        "necessary",
+        "cannot do without",
         "intermediate",
         "relation",
-        "only in the context",
+        "only there",
         "topic",
         "background",
-        "own knowledge",
-        "quoted data",
+        "outside knowledge",
+        "never an instruction",
     ):
         assert phrase in text, phrase
 
@@ -151,26 +176,29 @@ def test_instructions_carry_the_papers_decision_rules():
 @pytest.mark.parametrize("style", jev.PAYLOAD_STYLES)
 def test_requests_respect_the_token_budget_and_never_truncate(style):
     cands = [{"unit_id": i, "title": f"T{i}", "text": "word " * 200, "document": f"T{i}"} for i in range(30)]
-    plans = jev.plan_requests("m", "Q?", cands, [], style, max_tokens=2000, max_questions=64)
+    plans = jev.plan_requests("m", "Q?", cands, [], style, max_tokens=4000, max_item_tokens=4000)
     assert len(plans) > 1
     assert sorted(i for idx, _ in plans for i in idx) == list(range(30))
     for idx, body in plans:
-        assert jev.estimate_request_tokens(body) <= 2000
+        assert jev.estimate_request_tokens(body) <= 4000
         _, got, _, _ = jev.read_payload(body)
         assert [c["text"] for c in got] == [cands[i]["text"] for i in idx]  # whole, not truncated
     assert all(len(idx) <= 5 for idx, _ in jev.plan_requests("m", "Q?", cands, [], style, max_questions=5))
-    huge = [{"unit_id": 77, "title": "Huge", "text": "x" * 200_000, "document": "Huge"}]
-    with pytest.raises(jev.JEVPayloadError, match=r"77.*'Huge'.*32000-token request limit.*not truncated"):
+    assert len(jev.plan_requests("m", "Q?", cands, [], style)) == 1  # no cap on questions by default
+    huge = [{"unit_id": 77, "title": "Huge", "text": "x " * 40_000, "document": "Huge"}]
+    with pytest.raises(jev.JEVPayloadError, match=r"77.*'Huge'.*32000-token limit.*not truncated"):
         jev.plan_requests("m", "Q?", huge, [], style)
 
 
-def test_stateful_sends_fewer_estimated_tokens_than_inline():
+def test_stateful_sends_fewer_tokens_than_inline():
     ctx = [{"unit_id": 100 + i, "title": f"C{i}", "text": "context words " * 20} for i in range(4)]
+    cands = [{"unit_id": i, "title": f"T{i}", "text": f"T{i} is a town."} for i in range(30)]
+    # (each inline question repeats the instructions; the stateful state holds them once)
     total = {
-        s: sum(jev.estimate_request_tokens(b) for _, b in jev.plan_requests("m", "Q?", CANDIDATES, ctx, s))
+        s: sum(jev.estimate_request_tokens(b) for _, b in jev.plan_requests("m", "Q?", cands, ctx, s))
         for s in jev.PAYLOAD_STYLES
     }
-    assert total["stateful"] < 0.85 * total["inline"]
+    assert total["stateful"] < total["inline"]  # (both repeat the question per candidate, as the reference)
 
 
 def test_cache_key_covers_what_changes_the_answer_and_not_the_api_key(monkeypatch):
@@ -184,60 +212,42 @@ def test_cache_key_covers_what_changes_the_answer_and_not_the_api_key(monkeypatc
         (*args[:2], "inline", *args[3:]),
         (*args[:3], "Q2?", *args[4:]),
         (*args[:4], [{"title": "C", "text": "t", "previous_score": 0.6}], args[5]),
+        (*args[:4], [{"title": "C", "text": "t", "previous_score": 0.50000001}], args[5]),  # full precision
         (*args[:4], [{"title": "C", "text": "t"}], args[5]),
         (*args[:5], {**CANDIDATES[0], "text": "changed"}),
     ]
     keys = {jev.judgment_key(*v) for v in variants}
     assert base not in keys and len(keys) == len(variants)
-    # the unit id is not sent, so it does not split the cache
+    # the unit id is not read by the decision model, so it does not split the cache
     assert jev.judgment_key(*args[:5], {**CANDIDATES[0], "unit_id": 999}) == base
 
 
-def test_cache_keys_are_byte_for_byte_the_canonical_document_hash():
-    """judgment_keys encodes the shared context once; every key must still be the sha256 of
-    the one canonical JSON document (sorted keys), so caches written before stay valid."""
-    import hashlib
-    import json
-
-    def canonical_key(family, model, style, question, context, candidate):
-        doc = {
-            "endpoint_family": family,
-            "model": model,
-            "instruction_version": jev.INSTRUCTION_VERSION,
-            "payload_style": style,
-            "question": question,
-            "context": jev.context_items(context),
-            "candidate": {"title": candidate["title"], "text": candidate["text"]},
-        }
-        text = json.dumps(doc, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-        return jev.CACHE_KEY_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-    contexts = [
-        [],
-        [{"title": '北京 "q"', "text": "line\nbreak é", "previous_score": 0.123456789}],
-        [{"title": "C", "text": "t"}, {"title": "D", "text": "u\u2028v", "previous_score": None}],
-    ]
-    cands = [
-        {"title": "Ünïcode", "text": 'text with "quotes" and \\ slashes'},
-        {"title": "", "text": ""},
-        {"title": "T", "text": "Emoji \U0001f600 and 中文"},
-    ]
-    for style in jev.PAYLOAD_STYLES:
-        for ctx in contexts:
-            got = jev.judgment_keys("fam", "m/x", style, 'Q "?" 问', ctx, cands)
-            assert got == [canonical_key("fam", "m/x", style, 'Q "?" 问', ctx, c) for c in cands]
+def test_cache_keys_follow_the_batch_in_stateful_style_and_not_in_inline():
+    q, ctx = "Q?", []
+    alone = jev.request_keys("f", "m", None, "stateful", q, ctx, CANDIDATES[:1])
+    first = jev.request_keys("f", "m", None, "stateful", q, ctx, CANDIDATES[:3])
+    last = jev.request_keys("f", "m", None, "stateful", q, ctx, [CANDIDATES[1], CANDIDATES[2], CANDIDATES[0]])
+    assert len({alone[0], first[0], last[2]}) == 3  # its batch mates and position are in the key
+    inline = [jev.request_keys("f", "m", None, "inline", q, ctx, b) for b in (CANDIDATES[:1], CANDIDATES[:3])]
+    assert inline[0][0] == inline[1][0]  # inline: the candidate alone
+    mine = jev.Template("mine-v1", "Needed?", "yes", "no", "scores")
+    other = jev.request_keys("f", "m", mine, "inline", q, ctx, CANDIDATES[:1])
+    edited = jev.request_keys(
+        "f", "m", jev.Template("mine-v1", "Needed!", "yes", "no", "scores"), "inline", q, ctx, CANDIDATES[:1]
+    )
+    assert len({inline[0][0], other[0], edited[0]}) == 3  # the template's name and text are in the key
 
 
-def test_encoded_request_is_the_body_and_its_estimate():
+def test_encoded_request_is_the_body_and_its_token_cost():
     ctx = [{"unit_id": 1, "title": "北京", "text": "context é", "previous_score": 0.5}]
     for style in jev.PAYLOAD_STYLES:
         for idx, body in jev.plan_requests('m"1', "Q 问?", CANDIDATES, ctx, style, max_questions=2):
             assert body == jev.build_request('m"1', "Q 问?", [CANDIDATES[i] for i in idx], ctx, style)
-            content, estimate = jev.encode_request(body)
+            content, cost = jev.encode_request(body)
             assert content == jev.payload._dumps(body).encode("utf-8")
-            # what the service reads: the body without its "model" member
-            assert estimate == jev.estimate_tokens(
-                jev.payload._dumps({"state": body["state"], "questions": body["questions"]})
+            tokens = jev.payload.count_tokens
+            assert cost == tokens(body["state"]) + 1024 + sum(
+                tokens(jev.payload._dumps(q)) + 64 for q in body["questions"].values()
             )
 
 
@@ -334,9 +344,9 @@ def test_slow_responses_past_the_timeout(make, server, tmp_path):
     "kind, message",
     [
         ("malformed", "the answer is not JSON"),
-        ("missing", r"1 of 2 questions unanswered \(c2\)"),
-        ("out-of-range", "answer 'c1' is 1.5, not a probability in"),
-        ("wrong-type", "answer 'c1' has type 'choice', expected 'noul'"),
+        ("missing", r"1 of 2 questions unanswered \(candidate_1\)"),
+        ("out-of-range", "answer 'candidate_0' is 1.5, not a probability in"),
+        ("wrong-type", "answer 'candidate_0' has type 'choice', expected 'noul'"),
     ],
 )
 def test_bad_answers_fail_the_batch_clearly_and_are_not_cached(make, server, tmp_path, kind, message):
@@ -385,8 +395,10 @@ def test_second_identical_run_makes_no_request(make, server, index, tmp_path):
     sent = server.requests
     assert first.stats["cache_misses"] == first.stats["judgments_sent"] == server.questions
     second = Run(index, QUESTION, PARAMS, make()).run()  # a new judge and memo: only the disk cache
-    assert server.requests == sent
-    assert second.stats["requests"] == second.stats["http_requests"] == 0
+    # one request is sent again: its answer names the model the service answers with now, and
+    # only judgments answered by that model are reused (a new JEV release is never replayed)
+    assert server.requests == sent + 1
+    assert second.stats["requests"] == second.stats["http_requests"] == 1
     assert second.stats["cache_hits"] == second.judgments and second.final_ranking == first.final_ranking
 
 
@@ -399,11 +411,13 @@ def test_rerun_from_round_two_requests_only_new_judgments(make, server, index, t
     assert len(again.rounds) == 2  # rounds 0 and 1 kept, round 2 re-stepped
     trace = again.run()
     new = cached_count(tmp_path / "cache") - cached
+    # stateful: round 2's request is sent whole (its answers depend on the whole batch)
     assert new > 0 and server.questions - questions == new == trace.stats["judgments_sent"]
     # a fresh judge and memo with the new parameters: every judgment is on disk now
     before = server.requests
     replay = Run(index, QUESTION, PARAMS.replace(incoming_limit=3), make()).run()
-    assert server.requests == before and replay.final_ranking == trace.final_ranking
+    # (one request re-sent by the new judge: it learns the model the service answers with now)
+    assert server.requests == before + 1 and replay.final_ranking == trace.final_ranking
     assert first.rounds[:2] == trace.rounds[:2]
 
 
@@ -459,7 +473,11 @@ def test_cli_search_with_jev(server, index, tmp_path, capsys):
         ]
     )
     assert code == 0 and "judge: jev (jev-latest via url:127.0.0.1/v1/systemone)" in capsys.readouterr().out
-    assert server.requests >= 1 and json.loads(server.bodies[0]["questions"]["c1"]["instructions"].rsplit("\n", 1)[1])
+    body = server.bodies[0]
+    assert server.requests >= 1 and json.loads(body["state"])["original_question"] == QUESTION
+    assert all(
+        k.startswith("candidate_") and "candidate_passage" in q["instructions"] for k, q in body["questions"].items()
+    )
 
 
 # ---- event loops and cancellation ----------------------------------------------------------

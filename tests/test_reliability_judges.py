@@ -510,7 +510,7 @@ def test_import_counts_duplicates_honestly_and_never_silently_replaces(tmp_path)
     conflicting = json.dumps({**json.loads(lines[1]), "p": 0.99})
     clash = write_lines(tmp_path / "clash.jsonl", [lines[1], conflicting])
     with pytest.raises(
-        jev.JEVInputError, match=r"clash.jsonl, line 2: key jev-judgment-v1:.* has p=0.99, but line 1 gave it p=0.01"
+        jev.JEVInputError, match=r"clash.jsonl, line 2: key jev-judgment-v2:.* has p=0.99, but line 1 gave it p=0.01"
     ):
         jev.import_cache(tmp_path / "cache", clash)
     other = write_lines(tmp_path / "other.jsonl", [lines[0], conflicting, lines[3]])

@@ -77,7 +77,9 @@ class JudgmentMemo:
 
     def judge(self, judge, question: str, candidates: list[dict], context: list[dict]) -> list[float]:
         ckey = self.context_key(context)
-        keys = [(judge.key, question, ckey, c["unit_id"], c["text"]) for c in candidates]
+        keys: list[tuple] = [(judge.key, question, ckey, c["unit_id"], c["text"]) for c in candidates]
+        if getattr(judge, "batch_dependent", False):  # an answer depends on its call's candidates (JEV stateful)
+            keys = [(*k, tuple((c["unit_id"], c["text"]) for c in candidates)) for k in keys]
         missing = [i for i, k in enumerate(keys) if k not in self.scores]
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)

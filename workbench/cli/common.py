@@ -57,6 +57,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--jev-endpoint", default=None, help="typesafe, openrouter, or a full URL")
     g.add_argument("--jev-model", default=None)
     g.add_argument("--payload-style", choices=["inline", "stateful"], default="stateful")
+    g.add_argument(
+        "--jev-instructions",
+        default=None,
+        metavar="NAME|FILE",
+        help="the decision instructions: a registered template (default sag2-evidence-v2) or a .json/.toml file",
+    )
     g.add_argument("--cache-dir", default=None, help="judgment cache folder (diskcache)")
     g.add_argument("--cache-only", action="store_true", help="replay: answer from the cache, fail on a miss")
 
@@ -92,13 +98,16 @@ def judge_spec(args, index) -> JudgeSpec:
 def jev_options(args) -> dict:
     if JudgeSpec.parse(args.judge).name != "jev":
         return {}
-    return {
+    options = {
         "endpoint": args.jev_endpoint,
         "model": args.jev_model,
         "payload_style": args.payload_style,
         "cache_dir": args.cache_dir,
         "cache_only": args.cache_only,
     }
+    if getattr(args, "jev_instructions", None):  # else the spec's (jev:instructions=...) or the default
+        options["instructions"] = args.jev_instructions
+    return options
 
 
 def add_parallel_options(p: argparse.ArgumentParser) -> None:

@@ -82,6 +82,12 @@ def cmd_eval(args) -> int:
         (
             f"  requests {s.get('requests', 0)}  tokens in/out {s.get('input_tokens', 0)}/{s.get('output_tokens', 0)}"
             f"  cost {s.get('cost', 0)}"
+            # answers without valid usage are in no total: the totals are then unknown, not these numbers
+            + (
+                f" + unknown ({s['usage_unknown']} answered requests reported no valid usage)"
+                if s.get("usage_unknown")
+                else ""
+            )
         )
         if "requests" in s
         else ""

@@ -7,7 +7,7 @@ from workbench.judges.jev.server import serve_main
 
 def add_parser(sub) -> None:
     p = sub.add_parser("judge-server", help="serve a workbench judge over the Noul-compatible HTTP interface")
-    p.add_argument("--judge", default="lexical")
+    p.add_argument("--judge", default="lexical", help="lexical (needs --db), data-hash, hash, ... (docs/jev.md)")
     p.add_argument("--db", default=None, help="index (needed by the lexical judge)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)

@@ -41,6 +41,6 @@ def cmd_search(args) -> int:
     if args.explain:
         explain(trace)
     if trace.rounds and trace.rounds[-1].error:
-        print(f"\nstopped at round {trace.rounds[-1].round}: {trace.rounds[-1].error}", file=sys.stderr)
+        print(f"stopped at round {trace.rounds[-1].round}: {trace.rounds[-1].error}", file=sys.stderr)  # one line
         return 1
     return 0

@@ -27,6 +27,13 @@ What an inner judge may offer (all optional):
       transaction then, so a call that fails part-way keeps the answers it did get
   cache_miss_error(question, missing, where) -> Exception   what replay raises on a miss
       (else a CacheMiss naming the candidate and the question)
+  cache_plan(question, candidates, context) -> [(indices, keys, ...)] or None   the groups a
+      judge asks together when an answer depends on its group (JEV stateful: a request's
+      state holds its batch): a group is reused only whole, else sent whole, as planned, via
+      judge(..., plan=[the missing groups]); so a call sends what a fresh run would send
+  reusable(value) -> True | False | None   whether a stored judgment may be reused now (JEV:
+      answered by the model the service answers with now); None: not known yet, so the first
+      call asks its judgments again and the others wait for its answers
 """
 
 from __future__ import annotations
@@ -42,6 +49,8 @@ from pathlib import Path
 from workbench.judgment import JudgeError, validate_scores
 
 GENERIC_KEY_PREFIX = "judgment-v1:"
+_SET = threading.Event()
+_SET.set()
 
 
 class CacheMiss(JudgeError):
@@ -98,8 +107,12 @@ class CachedJudge:
         self._keys = getattr(inner, "cache_keys", None)
         self._streams = _takes_on_answered(getattr(inner, "judge", None))
         self._astreams = _takes_on_answered(getattr(inner, "ajudge", None))
+        self._plan = getattr(inner, "cache_plan", None)
+        self._reusable = getattr(inner, "reusable", None)
         self._hits = self._misses = 0
         self._lock = threading.Lock()
+        self._verifying: threading.Event | None = None  # set by the call learning what is reusable
+        self._verified: threading.Event = _SET
 
     @property
     def name(self) -> str:
@@ -127,6 +140,7 @@ class CachedJudge:
     def cache(self, store) -> None:
         self.store = store
 
+    batch_dependent = property(lambda self: bool(getattr(self.inner, "batch_dependent", False)))
     client = property(lambda self: self.inner.client)
     payload_style = property(lambda self: self.inner.payload_style)
     model = property(lambda self: self.inner.model)
@@ -139,8 +153,19 @@ class CachedJudge:
         (each distinct judgment asked once)."""
         if not candidates:
             return []
-        keys, results, todo = self._lookup(question, candidates, context)
-        if todo:
+        while True:
+            looked = self._decide(question, candidates, context)
+            if looked is None:
+                self._verified.wait()  # another call is learning the service's model: then look again
+            elif looked[-1]:  # this call learns it: one request (its answers are stored), then look again
+                self._verify(question, candidates, context, looked)
+            else:
+                break
+        keys, results, todo, plans, _ = looked
+        if plans:
+            got = self.inner.judge(question, candidates, context, on_answered=self._recorder(keys), plan=plans)
+            results.update(zip([keys[i] for p in plans for i in p[0]], got))
+        elif todo:
             todo_keys, asked = list(todo), list(todo.values())
             if self._streams:
                 got = self.inner.judge(question, asked, context, on_answered=self._recorder(todo_keys))
@@ -153,8 +178,25 @@ class CachedJudge:
         """The async API; an inner judge without one runs on a worker thread."""
         if not candidates:
             return []
-        keys, results, todo = self._lookup(question, candidates, context)
-        if todo:
+        while True:
+            looked = self._decide(question, candidates, context)
+            if looked is None:
+                await asyncio.to_thread(self._verified.wait)
+            elif looked[-1]:
+                await asyncio.to_thread(self._verify, question, candidates, context, looked)
+            else:
+                break
+        keys, results, todo, plans, _ = looked
+        if plans:
+            rec = self._recorder(keys)
+            if self._astreams:
+                got = await self.inner.ajudge(question, candidates, context, on_answered=rec, plan=plans)
+            else:
+                got = await asyncio.to_thread(
+                    self.inner.judge, question, candidates, context, on_answered=rec, plan=plans
+                )
+            results.update(zip([keys[i] for p in plans for i in p[0]], got))
+        elif todo:
             todo_keys, asked = list(todo), list(todo.values())
             if self._astreams:
                 got = await self.inner.ajudge(question, asked, context, on_answered=self._recorder(todo_keys))
@@ -167,30 +209,104 @@ class CachedJudge:
             results.update(zip(todo_keys, got))
         return [results[k] for k in keys]
 
-    def _lookup(self, question, candidates, context) -> tuple[list[str], dict[str, float], dict[str, dict]]:
-        """(every candidate's key, the stored probabilities, {missing key: its first candidate});
-        counts hits and misses per candidate; a miss in replay mode is an error."""
-        if self._keys is not None:
+    # ---- what is reused ------------------------------------------------------------------
+    def _status(self, value) -> bool | None:
+        """Whether a stored value is reused: a judgment the inner judge accepts now (`reusable`;
+        None: it cannot tell yet)."""
+        if not valid_entry(value):
+            return False
+        return True if self._reusable is None else self._reusable(value)
+
+    def _verify(self, question, candidates, context, looked) -> None:
+        """Send the one request (or judgment) chosen by `_decide`, so the inner judge learns
+        what is reusable now; its answers are stored. Always ends the verification."""
+        keys, _, todo, plans, _ = looked
+        try:
+            if plans:
+                self.inner.judge(question, candidates, context, on_answered=self._recorder(keys), plan=plans)
+            elif todo:
+                todo_keys, asked = list(todo), list(todo.values())
+                if self._streams:
+                    self.inner.judge(question, asked, context, on_answered=self._recorder(todo_keys))
+                else:
+                    self._ask_whole(question, asked, context, todo_keys)
+        finally:
+            self._end_verification()
+
+    def _end_verification(self) -> None:
+        with self._lock:
+            event, self._verifying = self._verifying, None
+            if self._reusable is not None and self._verified_ok():
+                self._verified = _SET
+        if event is not None:
+            event.set()
+
+    def _verified_ok(self) -> bool:
+        probe = getattr(self.inner, "answered_model", None)
+        return probe is not None
+
+    def _decide(self, question: str, candidates: list[dict], context: list[dict]):
+        """(keys, stored results, {missing key: candidate}, missing planned requests, whether
+        this call verifies), or None: wait for the call that is learning what is reusable.
+
+        A stored judgment the inner judge cannot vouch for yet (`reusable` is None: a live JEV
+        run whose service has not answered yet) is asked again by the first such call, whose
+        answers tell the model the service answers with now; the others wait for it."""
+        plan = self._plan(question, candidates, context) if self._plan is not None else None
+        if plan is not None:
+            keys: list[str] = [""] * len(candidates)
+            for p in plan:
+                for i, k in zip(p[0], p[1]):
+                    keys[i] = k
+        elif self._keys is not None:
             keys = self._keys(question, candidates, context)
         else:
             keys = generic_keys(self.inner.key, question, context, candidates)
-        results: dict[str, float] = {}
         store = self.store
+        status: dict[str, bool | None] = {}
+        values: dict[str, float] = {}
         for k in dict.fromkeys(keys):
             value = store.get(k)
-            if valid_entry(value):
-                results[k] = float(value["p"])
+            st = self._status(value)
+            status[k] = st
+            if st is not False:
+                values[k] = float(value["p"])
+        gate = False
+        if any(st is None for st in status.values()):
+            with self._lock:
+                if self._verifying is None:
+                    self._verifying = threading.Event()
+                    self._verified = self._verifying
+                    gate = True
+            if not gate:
+                return None
+        if gate:  # one request holding an unverified judgment: its answer says what is reusable now
+            if plan is not None:
+                first = next(p for p in plan if any(status[k] is None for k in p[1]))
+                return keys, {}, {}, [first], True
+            k, c = next((k, c) for k, c in zip(keys, candidates) if status[k] is None)
+            return keys, {}, {k: c}, [], True
+        reuse = {k for k, st in status.items() if st is True}
+        if plan is not None:
+            todo_plans = [p for p in plan if not all(k in reuse for k in p[1])]
+            resent = {k for p in todo_plans for k in p[1]}
+            results = {k: v for k, v in values.items() if k in reuse and k not in resent}
+            todo: dict[str, dict] = {}
+        else:
+            todo_plans = []
+            results = {k: v for k, v in values.items() if k in reuse}
+            todo = {}
+            for k, c in zip(keys, candidates):
+                if k not in results and k not in todo:
+                    todo[k] = c
         hits = sum(1 for k in keys if k in results)
         with self._lock:
             self._hits += hits
             self._misses += len(keys) - hits
-        todo: dict[str, dict] = {}
-        for k, c in zip(keys, candidates):
-            if k not in results and k not in todo:
-                todo[k] = c
-        if todo and self.cache_only:
-            raise self._miss(question, list(todo.values()))
-        return keys, results, todo
+        if (todo or todo_plans) and self.cache_only:
+            missing = [c for k, c in zip(keys, candidates) if k not in results]
+            raise self._miss(question, missing)
+        return keys, results, todo, todo_plans, False
 
     def _miss(self, question: str, missing: list[dict]) -> Exception:
         where = self.cache_dir if self.cache_dir is not None else "the judgment store"

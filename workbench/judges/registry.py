@@ -68,6 +68,14 @@ class JudgeSpec:
             return cls("semantic", _sorted({**_semantic_options(text), **options}))
         if ":" in text and text.split(":")[0].endswith(".py"):
             return cls("function", _sorted({"target": text, **options}))
+        if text.startswith("jev:"):  # jev:instructions=NAME|FILE (the decision instructions' template)
+            opts = {}
+            for part in text[4:].split(","):
+                key, sep, value = part.partition("=")
+                if key != "instructions" or not sep or not value:
+                    raise JudgeError(f"judge {text!r}: bad option {part!r} (known options: instructions)")
+                opts[key] = value
+            return cls("jev", _sorted({**opts, **options}))
         raise JudgeError(f"unknown judge {text!r}; {VALID}")
 
     def __str__(self) -> str:

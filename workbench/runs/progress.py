@@ -66,7 +66,7 @@ class Progress:
         u = self.usage()
         if u.get("requests"):
             postfix["requests"] = u["requests"]
-            postfix["cost"] = f"{u.get('cost', 0):.4g}"
+            postfix["cost"] = f"{u.get('cost', 0):.4g}" + ("+unknown" if u.get("usage_unknown") else "")
         self.bar.set_postfix(postfix, refresh=False)
         self.bar.update(n)
 

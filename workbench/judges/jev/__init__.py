@@ -11,8 +11,9 @@ retried, and cached on disk (one entry per judgment) by a CachedJudge around it.
 
 Modules: `payload` (instructions, request bodies, answers), `client` (endpoint, key, HTTP,
 retries), `cache` (judgment keys, the cache directory, export/import, `sag2wb cache`),
-`judge` (JEVJudge, make_jev_judge), `errors`, and `server` (a local Noul-compatible judge
-server, imported on its own).
+`judge` (JEVJudge, make_jev_judge), `errors`, and `server` (a local Jev-compatible judge
+server, imported on its own, with `reading`, its reading of a request, and `served`, what a
+served judge answers).
 """
 
 from workbench.judges.jev.cache import (
@@ -31,6 +32,7 @@ from workbench.judges.jev.cache import (
     judgment_keys,
     open_cache,
     open_store,
+    request_keys,
 )
 from workbench.judges.jev.client import (
     ATTEMPTS,
@@ -53,16 +55,13 @@ from workbench.judges.jev.errors import (
     JEVInputError,
     JEVPayloadError,
 )
+from workbench.judges.jev.instructions import DEFAULT_INSTRUCTIONS, INSTRUCTIONS, Template, get_instructions
 from workbench.judges.jev.judge import USAGE_COUNTERS, JEVJudge, make_jev_judge
 from workbench.judges.jev.payload import (
-    CONTEXT_NOTE,
-    CRITERIA,
     INSTRUCTION_VERSION,
     MAX_QUESTIONS,
     MAX_REQUEST_TOKENS,
     PAYLOAD_STYLES,
-    RECHECK_NOTE,
-    TASK,
     base_state,
     build_request,
     context_items,
@@ -71,16 +70,14 @@ from workbench.judges.jev.payload import (
     estimate_tokens,
     parse_answer,
     plan_requests,
-    read_payload,
 )
+from workbench.judges.jev.reading import read_payload  # the server's reading of a request (moved from payload)
 
 __all__ = [
     "ATTEMPTS",
     "CACHE_FILE",
     "CACHE_KEY_PREFIX",
     "CONCURRENCY",
-    "CONTEXT_NOTE",
-    "CRITERIA",
     "DEFAULT_CACHE_DIR",
     "DEFAULT_ENDPOINT",
     "INSTRUCTION_VERSION",
@@ -89,9 +86,7 @@ __all__ = [
     "MAX_REQUEST_TOKENS",
     "PAYLOAD_STYLES",
     "PRESETS",
-    "RECHECK_NOTE",
     "SCRUBBED_LOGGERS",
-    "TASK",
     "USAGE_COUNTERS",
     "ImportReport",
     "JEVAuthError",
@@ -125,6 +120,11 @@ __all__ = [
     "plan_requests",
     "read_key",
     "read_payload",
+    "request_keys",
+    "Template",
+    "get_instructions",
+    "INSTRUCTIONS",
+    "DEFAULT_INSTRUCTIONS",
     "resolve_endpoint",
     "scrub_known_keys",
 ]

@@ -23,48 +23,74 @@ from pathlib import Path
 
 from workbench.judges.cached import valid_entry
 from workbench.judges.jev.errors import JEVCacheError, JEVError, JEVInputError
-from workbench.judges.jev.payload import INSTRUCTION_VERSION, context_items
+from workbench.judges.jev.instructions import Template, get_instructions
+from workbench.judges.jev.payload import context_items
 from workbench.safeio import InputError, atomic_writer, check_output
 
-CACHE_KEY_PREFIX = "jev-judgment-v1:"
+CACHE_KEY_PREFIX = "jev-judgment-v2:"
+OLD_KEY_PREFIXES = ("jev-judgment-v1:",)  # written by the client before the reference's layout
+FORMAT_KEY = "jev-cache-format"  # a cache directory's format marker (one entry)
+CACHE_FORMAT = 2
 DEFAULT_CACHE_DIR = ".sag2wb/jev-cache"
 
 
 # ---- judgment keys -------------------------------------------------------------------------
+def _canon(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def request_keys(
+    family: str,
+    model: str,
+    instructions: str | Template | None,
+    style: str,
+    question: str,
+    context: list[dict],
+    candidates: list[dict],
+) -> list[str]:
+    """The cache key of each candidate's judgment: sha256 of the canonical JSON of everything the
+    decision model reads (never the API key): the requested model, the endpoint family, the
+    instructions (template name and a hash of its text), the payload style, the question, the
+    evidence (titles, passages, full-precision earlier scores) and, in stateful style, the
+    request's candidate list in order and the candidate's position in it (its state holds its
+    batch mates); in inline style the candidate alone. Unit ids (question keys) are not read.
+
+    >>> pair = [{"title": "A", "text": "a"}, {"title": "B", "text": "b"}]
+    >>> a = request_keys("f", "m", None, "stateful", "Q?", [], pair)
+    >>> b = request_keys("f", "m", None, "stateful", "Q?", [], pair[:1])
+    >>> a[0] == b[0], a[0].startswith(CACHE_KEY_PREFIX)
+    (False, True)
+    """
+    t = get_instructions(instructions)
+    shared = {
+        "endpoint_family": family,
+        "model": model,
+        "instructions": t.key,
+        "payload_style": style,
+        "question": question,
+        "evidence": context_items(context),
+    }
+    items = [[c["title"], c["text"]] for c in candidates]
+    if style == "stateful":
+        head = _canon({**shared, "batch": items})
+        return [
+            CACHE_KEY_PREFIX + hashlib.sha256(f"{head}\n{n}".encode("utf-8")).hexdigest()
+            for n in range(1, len(items) + 1)
+        ]
+    tail = _canon(shared)
+    return [CACHE_KEY_PREFIX + hashlib.sha256(f"{tail}\n{_canon(item)}".encode("utf-8")).hexdigest() for item in items]
+
+
 def judgment_key(family: str, model: str, style: str, question: str, context: list[dict], candidate: dict) -> str:
-    """The cache key of one judgment: sha256 of the canonical JSON of everything that changes
-    the answer (never the API key)."""
-    return judgment_keys(family, model, style, question, context, [candidate])[0]
+    """The key of one candidate judged alone (a request of one) with the default instructions."""
+    return request_keys(family, model, None, style, question, context, [candidate])[0]
 
 
 def judgment_keys(
     family: str, model: str, style: str, question: str, context: list[dict], candidates: list[dict]
 ) -> list[str]:
-    """`judgment_key` of each candidate, the shared part encoded once: a round's keys used to
-    re-encode the whole context per candidate, most of a JEV client's CPU per question.
-    The canonical document (sorted keys) starts with "candidate", so each key is
-    '{"candidate":' + candidate + ',' + the rest: byte for byte the same text as before."""
-    rest = json.dumps(
-        {
-            "context": context_items(context),
-            "endpoint_family": family,
-            "model": model,
-            "instruction_version": INSTRUCTION_VERSION,
-            "payload_style": style,
-            "question": question,
-        },
-        ensure_ascii=False,
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    tail = ("," + rest[1:]).encode("utf-8")
-    out = []
-    for c in candidates:
-        head = json.dumps({"text": c["text"], "title": c["title"]}, ensure_ascii=False, separators=(",", ":"))
-        digest = hashlib.sha256(b'{"candidate":' + head.encode("utf-8"))
-        digest.update(tail)
-        out.append(CACHE_KEY_PREFIX + digest.hexdigest())
-    return out
+    """`request_keys` with the default instructions (`candidates`: one request's, in order)."""
+    return request_keys(family, model, None, style, question, context, candidates)
 
 
 # ---- the cache directory -------------------------------------------------------------------
@@ -189,7 +215,42 @@ def open_store(cache_dir: str | Path, *, cache_only: bool = False) -> JudgmentSt
         raise JEVError("cache-only (replay) mode needs a cache directory (--cache-dir)")
     if cache_only and not (Path(cache_dir) / CACHE_FILE).exists() and not Path(cache_dir).is_file():
         raise JEVCacheError(f"cache-only (replay) mode: no cache at {cache_dir}")
-    return JudgmentStore(open_cache(cache_dir), cache_dir)
+    cache = open_cache(cache_dir)
+    try:
+        check_format(cache, cache_dir, write=not cache_only)
+    except BaseException:
+        cache.close()
+        raise
+    return JudgmentStore(cache, cache_dir)
+
+
+def _old_format_problem(cache_dir) -> JEVCacheError:
+    return JEVCacheError(
+        f"JEV cache {cache_dir} was written by an older client (keys {OLD_KEY_PREFIXES[0]}...: another request "
+        f"layout, earlier scores rounded, stateful keys without the batch and position), so its judgments cannot be "
+        f"reused exactly and are never mixed in. Rebuild it: move or delete {cache_dir} (or pass another "
+        f"--cache-dir) and run again; the judgments are asked anew"
+    )
+
+
+def check_format(cache, cache_dir, *, write: bool = True) -> None:
+    """Refuse a cache written with another key format; mark a new (or format-2) one.
+
+    A cache with the marker is read as it is; one without is scanned once: old keys are an
+    error (`_old_format_problem`), else the marker is written (when `write`)."""
+    with cache_errors(cache_dir):
+        marker = cache.get(FORMAT_KEY)
+        if marker == CACHE_FORMAT:
+            return
+        if marker is not None:
+            raise JEVCacheError(
+                f"JEV cache {cache_dir} has format {marker!r}; this client reads format {CACHE_FORMAT}. "
+                f"Use the client that wrote it, or move it aside and rebuild it"
+            )
+        if any(isinstance(k, str) and k.startswith(OLD_KEY_PREFIXES) for k in cache.iterkeys()):
+            raise _old_format_problem(cache_dir)
+        if write:
+            cache.set(FORMAT_KEY, CACHE_FORMAT)
 
 
 # ---- export, import, stats -----------------------------------------------------------------
@@ -324,6 +385,12 @@ def _read_import_file(file: Path) -> tuple[list[tuple[str, dict, int]], int]:
                 raise JEVInputError(f"{where}: JSON nested too deeply for a judgment line") from None
             except ValueError as exc:  # e.g. an integer with thousands of digits
                 raise JEVInputError(f"{where}: unusable JSON number ({str(exc).split(';')[0]})") from None
+            if isinstance(rec, dict) and str(rec.get("key", "")).startswith(OLD_KEY_PREFIXES):
+                raise JEVInputError(
+                    f"{where}: an export of an older client's cache (keys {OLD_KEY_PREFIXES[0]}...); its judgments "
+                    f"were keyed for another request layout and cannot be imported. Rebuild: run the study again "
+                    f"into an empty --cache-dir and export that"
+                )
             if (
                 not isinstance(rec, dict)
                 or not isinstance(rec.get("key"), str)
@@ -374,6 +441,7 @@ def import_cache(cache_dir: str | Path, file: str | Path, *, overwrite: bool = F
     report = ImportReport(lines=len(entries) + repeated, repeated_in_file=repeated)
     cache = open_cache(cache_dir)
     try:
+        check_format(cache, cache_dir)
         with cache_errors(cache_dir), cache.transact():
             for key, value, n in entries:
                 old = cache.get(key)
@@ -395,12 +463,31 @@ def import_cache(cache_dir: str | Path, file: str | Path, *, overwrite: bool = F
 
 
 def cache_stats(cache_dir: str | Path) -> dict:
+    """Judgments, bytes, the format, and how many judgments each answering model gave."""
     cache = open_cache(cache_dir, must_exist=True)
+    models: dict[str, int] = {}
+    n = 0
     try:
         with cache_errors(cache_dir):
+            fmt = cache.get(FORMAT_KEY)
+            old = 0
+            for k in cache.iterkeys():
+                if not isinstance(k, str):
+                    continue
+                if k.startswith(OLD_KEY_PREFIXES):
+                    old += 1
+                elif k.startswith(CACHE_KEY_PREFIX):
+                    n += 1
+                    value = cache.get(k)
+                    model = value.get("model") if isinstance(value, dict) else None
+                    name = model if isinstance(model, str) else "(unknown)"
+                    models[name] = models.get(name, 0) + 1
             return {
-                "judgments": sum(1 for k in cache.iterkeys() if isinstance(k, str) and k.startswith(CACHE_KEY_PREFIX)),
+                "judgments": n,
                 "bytes": cache.volume(),
+                "format": fmt,
+                "old_format_judgments": old,
+                "models": dict(sorted(models.items())),
             }
     finally:
         cache.close()
@@ -428,5 +515,9 @@ def cache_main(args) -> int:
             )
     else:
         s = cache_stats(args.cache_dir)
-        print(f"{args.cache_dir}: {s['judgments']} judgments, {s['bytes'] / 2**20:.2f} MiB")
+        print(f"{args.cache_dir}: {s['judgments']} judgments, {s['bytes'] / 2**20:.2f} MiB, format {s['format']}")
+        for model, count in s["models"].items():
+            print(f"  answered by {model}: {count}")
+        if s["old_format_judgments"]:
+            print(f"  {s['old_format_judgments']} judgments of an older client (not used; rebuild the cache)")
     return 0

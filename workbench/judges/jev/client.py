@@ -174,6 +174,16 @@ def read_key(variables: tuple[str, ...], url: str) -> _Secret | None:
     raise JEVAuthError(f"no API key for {url}: set one of {', '.join(variables)} (read in that order)")
 
 
+def is_json_media_type(content_type: str) -> bool:
+    """Whether a Content-Type header names JSON (parameters such as charset aside).
+
+    >>> [is_json_media_type(t) for t in ("application/json; charset=utf-8", "application/problem+json", "text/plain")]
+    [True, True, False]
+    """
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
 def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
@@ -379,6 +389,13 @@ class JEVClient:
             if resp is not None:
                 status = resp.status_code
                 if 200 <= status < 300:
+                    ctype = resp.headers.get("Content-Type", "")
+                    if not is_json_media_type(ctype):  # e.g. text/plain: whatever the body, not an answer
+                        shown = repr(self.scrub(ctype))[:80] if ctype else "absent"
+                        raise JEVError(
+                            f"{where}: HTTP {status} with Content-Type {shown}, not JSON "
+                            "(application/json or a +json type); the answer is not used. Not retried."
+                        )
                     return parse_answer(raw, keys, where, scrub=self.scrub)
                 excerpt = self.scrub(raw[:200].decode("utf-8", "replace")).strip()
                 if status in AUTH_STATUSES:

@@ -9,8 +9,8 @@ in order; `make_jev_judge` puts it behind the judgment cache on disk.
 >>> import asyncio        # the async API; in a notebook: await judge.ajudge(...)
 >>> asyncio.run(judge.ajudge("Who directed Glass Harbour?", candidates, []))
 [0.69163..., 0.0]
->>> judge.usage()                                           # requests, tokens, cost, cache hits
-{'requests': 2, 'http_requests': 2, 'retries': 0, 'judgments_sent': 2, 'cache_hits': 1, 'cache_misses': 2, ...}
+>>> judge.usage()      # requests, tokens, cost, cache hits (stateful: another batch is another judgment)
+{'requests': 2, 'http_requests': 2, 'retries': 0, 'judgments_sent': 3, 'cache_hits': 0, 'cache_misses': 3, ...}
 >>> judge.close()
 """
 
@@ -23,11 +23,12 @@ import weakref
 from pathlib import Path
 
 from workbench.judges.cached import CachedJudge
-from workbench.judges.jev.cache import DEFAULT_CACHE_DIR, judgment_keys, open_store
+from workbench.judges.jev.cache import DEFAULT_CACHE_DIR, open_store, request_keys
 from workbench.judges.jev.client import JEVClient, _LoopThread, resolve_endpoint
 from workbench.judges.jev.errors import JEVAuthError, JEVCacheMiss, JEVError
+from workbench.judges.jev.instructions import Template, get_instructions
 from workbench.judges.jev.payload import (
-    INSTRUCTION_VERSION,
+    MAX_ITEM_TOKENS,
     MAX_QUESTIONS,
     MAX_REQUEST_TOKENS,
     PAYLOAD_STYLES,
@@ -44,6 +45,7 @@ USAGE_COUNTERS = (
     "output_tokens",
     "cost",
     "estimated_input_tokens",
+    "usage_unknown",  # answered requests whose usage was missing or not counts: in no token or cost total
 )
 
 
@@ -74,15 +76,22 @@ class JEVJudge:
         family: str,
         payload_style: str = "stateful",
         max_request_tokens: int = MAX_REQUEST_TOKENS,
-        max_questions: int = MAX_QUESTIONS,
+        max_questions: int | None = MAX_QUESTIONS,
+        instructions: str | Template | None = None,
+        max_item_tokens: int = MAX_ITEM_TOKENS,
     ):
         if payload_style not in PAYLOAD_STYLES:
             raise JEVError(f"payload style {payload_style!r}: expected one of {', '.join(PAYLOAD_STYLES)}")
         self.client, self.url, self.model, self.family = client, url, model, family
         self.payload_style = payload_style
+        self.instructions = get_instructions(instructions)
         self.max_request_tokens, self.max_questions = max_request_tokens, max_questions
+        self.max_item_tokens = max_item_tokens
         self.name = f"jev ({model} via {family})"
-        self.key = f"jev:{family}:{model}:{INSTRUCTION_VERSION}:{payload_style}"
+        self.key = f"jev:{family}:{model}:{self.instructions.key}:{payload_style}"
+        # the model the service answered with last (None until it has answered in this process):
+        # a cached judgment is reused on a live run only if it was answered by this model
+        self.answered_model: str | None = None
         self._counters = dict.fromkeys(USAGE_COUNTERS, 0)
         self._lock = threading.Lock()
         self._loop: _LoopThread | None = None
@@ -92,16 +101,67 @@ class JEVJudge:
         return f"JEVJudge({self.url!r}, model={self.model!r}, payload_style={self.payload_style!r})"
 
     # ---- what a judgment cache asks of it -------------------------------------------------
+    def _plan(self, question, candidates, context) -> list[tuple[list[int], dict]]:
+        return plan_requests(
+            self.model,
+            question,
+            candidates,
+            context,
+            self.payload_style,
+            max_tokens=self.max_request_tokens,
+            max_item_tokens=self.max_item_tokens,
+            max_questions=self.max_questions,
+            instructions=self.instructions,
+        )
+
+    def _keys(self, question, context, batch: list[dict]) -> list[str]:
+        return request_keys(self.family, self.model, self.instructions, self.payload_style, question, context, batch)
+
     def cache_keys(self, question: str, candidates: list[dict], context: list[dict]) -> list[str]:
-        """The key of each candidate's judgment (`judgment_keys`: never the API key)."""
-        return judgment_keys(self.family, self.model, self.payload_style, question, context, candidates)
+        """The key of each candidate's judgment (`request_keys`: never the API key). Stateful:
+        keyed by the request the candidate is sent in (its batch and position), as planned."""
+        if self.payload_style != "stateful":
+            return self._keys(question, context, candidates)
+        keys = [""] * len(candidates)
+        for idx, _ in self._plan(question, candidates, context):
+            for i, k in zip(idx, self._keys(question, context, [candidates[i] for i in idx])):
+                keys[i] = k
+        return keys
+
+    def cache_plan(self, question: str, candidates: list[dict], context: list[dict]):
+        """Stateful style: the requests the candidates are sent in, [(indices, keys, body)]; a
+        judgment cache treats a request as one unit (reused whole or sent whole), so a round's
+        requests are those of a fresh run whatever the cache holds. Inline style: None (each
+        judgment stands alone)."""
+        if self.payload_style != "stateful":
+            return None
+        return [
+            (idx, self._keys(question, context, [candidates[i] for i in idx]), body)
+            for idx, body in self._plan(question, candidates, context)
+        ]
+
+    @property
+    def batch_dependent(self) -> bool:
+        """Stateful style: an answer depends on the request's other candidates (its state holds
+        them), so an in-process memo keys a whole call, never one candidate of it."""
+        return self.payload_style == "stateful"
+
+    def reusable(self, value: dict) -> bool | None:
+        """Whether a cached judgment may be reused now: always in replay (no client); on a live
+        run only if the model it was answered with is the one the service answers with now
+        (None: not known yet, the service has not answered in this process)."""
+        if self.client is None:
+            return True
+        if self.answered_model is None:
+            return None
+        return (value.get("model") or "") == self.answered_model
 
     def cache_miss_error(self, question: str, missing: list[dict], where) -> JEVCacheMiss:
         first = missing[0]
         return JEVCacheMiss(
             f"cache-only (replay) mode: {len(missing)} judgment(s) not in {where}, e.g. candidate "
             f"{first.get('title', '')!r} for question {question[:80]!r} ({self.model} via {self.family}, "
-            f"{self.payload_style} payloads)"
+            f"{self.payload_style} payloads, instructions {self.instructions.name})"
         )
 
     # ---- counters ------------------------------------------------------------------------
@@ -111,7 +171,8 @@ class JEVJudge:
                 self._counters[k] += v
 
     def usage(self) -> dict:
-        """Cumulative counters: requests, http_requests (incl. retries), judgments sent, tokens, cost."""
+        """Cumulative counters: requests, http_requests (incl. retries), judgments sent, tokens, cost;
+        tokens and cost add up only answers that reported them validly, `usage_unknown` counts the others."""
         with self._lock:
             out = dict(self._counters)
         if self.client is not None:
@@ -120,22 +181,29 @@ class JEVJudge:
         return out
 
     # ---- judging -------------------------------------------------------------------------
-    def judge(self, question: str, candidates: list[dict], context: list[dict], on_answered=None) -> list[float]:
-        """One probability per candidate (sync; safe inside a running event loop)."""
+    def judge(
+        self, question: str, candidates: list[dict], context: list[dict], on_answered=None, plan=None
+    ) -> list[float]:
+        """One probability per candidate (sync; safe inside a running event loop). `plan`: some
+        of `cache_plan`'s requests, sent as they are (the answers: their candidates' in order)."""
         if not candidates:
             return []
-        fut = self._runner().submit(self._judge(question, candidates, context, on_answered))
+        fut = self._runner().submit(self._judge(question, candidates, context, on_answered, plan))
         try:
             return fut.result()
         except BaseException:
             fut.cancel()  # Ctrl-C or a cancelled caller: stop the in-flight requests too
             raise
 
-    async def ajudge(self, question: str, candidates: list[dict], context: list[dict], on_answered=None) -> list[float]:
+    async def ajudge(
+        self, question: str, candidates: list[dict], context: list[dict], on_answered=None, plan=None
+    ) -> list[float]:
         """The async API: `await judge.ajudge(...)`; cancelling it cancels the in-flight requests."""
         if not candidates:
             return []
-        return await asyncio.wrap_future(self._runner().submit(self._judge(question, candidates, context, on_answered)))
+        return await asyncio.wrap_future(
+            self._runner().submit(self._judge(question, candidates, context, on_answered, plan))
+        )
 
     def _runner(self) -> _LoopThread:
         if self._loop is None:
@@ -145,18 +213,10 @@ class JEVJudge:
                     self._finalizer = weakref.finalize(self, _shutdown, self._loop, self.client)
         return self._loop
 
-    async def _judge(self, question, candidates, context, on_answered) -> list[float]:
+    async def _judge(self, question, candidates, context, on_answered, plan=None) -> list[float]:
         if self.client is None:
             raise JEVError("this JEV judge has no client (replay only)")
-        plans = plan_requests(
-            self.model,
-            question,
-            candidates,
-            context,
-            self.payload_style,
-            max_tokens=self.max_request_tokens,
-            max_questions=self.max_questions,
-        )
+        plans = self._plan(question, candidates, context) if plan is None else [(p[0], p[-1]) for p in plan]
         out: dict[int, float] = {}
         tasks = [asyncio.ensure_future(self._one_request(idx, body, on_answered)) for idx, body in plans]
         errors = []
@@ -197,6 +257,8 @@ class JEVJudge:
                 )
                 raise type(first)(self.client.scrub(str(first) + more)) from None
             raise JEVError(f"JEV request failed: {type(first).__name__}: {self.client.scrub(str(first))}") from None
+        if plan is not None:
+            return [out[i] for p in plan for i in p[0]]
         return [out[i] for i in range(len(candidates))]
 
     async def _one_request(self, indices: list[int], body: dict, on_answered) -> dict[int, float]:
@@ -205,13 +267,17 @@ class JEVJudge:
         qkeys = list(body["questions"])
         self._add(requests=1, estimated_input_tokens=estimate)
         probabilities, usage, model = await self.client.post(body, qkeys, content)
+        self.answered_model = model or ""  # "": the service names no model (then only such judgments are reused)
         # validated: only now is anything handed over (to be cached)
-        self._add(
-            judgments_sent=len(indices),
-            input_tokens=usage.get("input_tokens", 0),
-            output_tokens=usage.get("output_tokens", 0),
-            cost=usage.get("cost", 0),
-        )
+        if any(v is None for v in usage.values()):  # missing, fractional, negative: unknown, never added as 0
+            self._add(judgments_sent=len(indices), usage_unknown=1)
+        else:
+            self._add(
+                judgments_sent=len(indices),
+                input_tokens=usage.get("input_tokens", 0),
+                output_tokens=usage.get("output_tokens", 0),
+                cost=usage.get("cost", 0),
+            )
         if on_answered is not None:
             on_answered(indices, probabilities, model)  # a cache stores the request's judgments in one transaction
         return dict(zip(indices, probabilities))
@@ -246,7 +312,8 @@ def make_jev_judge(
     cache_only: bool = False,
     *,
     max_request_tokens: int = MAX_REQUEST_TOKENS,
-    max_questions: int = MAX_QUESTIONS,
+    max_questions: int | None = MAX_QUESTIONS,
+    instructions: str | Template | None = None,
     **client_options,
 ) -> CachedJudge:
     """A JEV judge from CLI-style options, behind its judgment cache on disk (a CachedJudge).
@@ -283,5 +350,6 @@ def make_jev_judge(
         payload_style=payload_style or "stateful",
         max_request_tokens=max_request_tokens,
         max_questions=max_questions,
+        instructions=instructions,
     )
     return CachedJudge(inner, open_store(cache_dir, cache_only=cache_only), cache_dir=cache_dir, cache_only=cache_only)

@@ -1,6 +1,7 @@
-"""A local Noul-compatible server that answers with any workbench judge, with injectable faults.
+"""A local Jev-compatible server that answers with any workbench judge, with injectable faults.
 
     sag2wb judge-server --judge lexical --db 2wiki.sqlite --port 8765
+    sag2wb judge-server --judge data-hash                   # answers: a hash of each candidate's data
     sag2wb judge-server --judge hash --delay-ms 200 --fault 429 --fault 500x5
 
 >>> from workbench.judges import LexicalJudge
@@ -14,10 +15,14 @@
 (1, 2)
 >>> judge.close(); server.stop()
 
-It reads the requests `workbench.jev` builds (both payload styles; `jev.read_payload`)
-and answers `{"model", "answers": {key: {"type": "noul", "noul": p}}, "usage": ...}`, where
-input_tokens is the same estimate the client uses. It ignores the Authorization header
-unless `require_key` is set, and never logs or stores it.
+It accepts any Jev-valid request (`reading.read_request`: state a string, object or array,
+structured instructions, any question ids, unknown fields ignored) on any path, answers noul,
+choice and score questions (`served`: what a workbench judge means for each), lists its
+model at `GET /v1/models`, and refuses an invalid body with 422 `{"detail": [{"loc", "msg",
+"type"}]}` naming the field (other errors: `{"detail": {"error_type", "message"}}`). A request
+in a SAG2 layout (the authors' client's, or the workbench's first one) is judged as (question,
+candidates, context). It ignores the Authorization header unless `require_key` is set, and
+never logs or stores it.
 
 Under abuse (docs/reliability-judges.md): a listen backlog of 1024 (many new connections at
 once wait instead of failing), a maximum body (413), a Content-Length that is missing (411),
@@ -29,7 +34,6 @@ answer. A port in use or out of range is a JudgeServerError (one line, exit 2).
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import re
 import socket
@@ -43,9 +47,11 @@ from typing import cast
 
 from workbench.index import Index
 from workbench.judges.base import FunctionJudge
-from workbench.judges.jev.payload import estimate_tokens, read_payload
+from workbench.judges.jev.payload import estimate_tokens
+from workbench.judges.jev.reading import RequestError, read_request
+from workbench.judges.jev.served import DataHashJudge, answer_generic, judge_sag, unit_float
 from workbench.judges.registry import JudgeSpec
-from workbench.judgment import JudgeError, validate_scores
+from workbench.judgment import JudgeError
 from workbench.safeio import InputError
 
 LISTEN_BACKLOG = 1024  # the default of 5 drops a third of 200 simultaneous new connections (issue 10)
@@ -61,9 +67,7 @@ class JudgeServerError(JudgeError, InputError):
 # ---- built-in judges for load tests: no index, no model, deterministic ---------------------------
 # The same scores as tests/comparison_judges.py's judges of the same names (test_judge_server
 # checks that they agree), kept here so that an installed server needs no checkout.
-def _unit_float(*parts: str) -> float:
-    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()
-    return (int.from_bytes(digest[:8], "big") >> 11) / float(1 << 53)  # 53 bits: exact on every platform
+_unit_float = unit_float  # sha256, 53 bits: exact on every platform
 
 
 def hash_judge(question: str, candidates: list[dict], context: list[dict]) -> list[float]:
@@ -78,6 +82,7 @@ def hash_judge_context_free(question: str, candidates: list[dict], context: list
 
 
 HASH_JUDGES = {"hash": hash_judge, "hash-context-free": hash_judge_context_free}
+SERVED_JUDGES = ("data-hash", *HASH_JUDGES)  # served without an index (and lexical, semantic, ... with one)
 
 # What each fault does to one request (see `add_fault`).
 FAULTS = {
@@ -97,6 +102,19 @@ FAULTS = {
     "missing": "HTTP 200 with the last question's answer left out",
     "out-of-range": "HTTP 200 with the first answer 1.5",
     "wrong-type": "HTTP 200 with the first answer of type 'choice'",
+}
+
+
+_FAULT_ERROR_TYPES = {
+    "408": "request_timeout",
+    "499": "client_closed_request",
+    "500": "internal_error",
+    "502": "bad_gateway",
+    "503": "overloaded_error",
+    "400": "invalid_request_error",
+    "404": "not_found",
+    "401": "authentication_error",
+    "403": "permission_error",
 }
 
 
@@ -172,6 +190,7 @@ class JudgeServer:
         # so a long-running server's memory does not grow with what it was sent
         self.bodies: deque[dict] = deque(maxlen=self.keep_bodies)
         self.request_received = threading.Event()
+        self.started = time.strftime("%Y-%m-%d", time.gmtime())
         server = self
 
         class Handler(_Handler):
@@ -217,23 +236,38 @@ class JudgeServer:
         self.stop()
 
     def answer(self, body: dict) -> dict:
-        """Judge a parsed request body; ValueError names what is wrong with it."""
-        question, candidates, context, keys = read_payload(body)
-        scores = validate_scores(
-            getattr(self.judge, "name", "judge"), self.judge.judge(question, candidates, context), len(candidates)
-        )
-        answers = {k: {"type": "noul", "noul": s} for k, s in zip(keys, scores)}
+        """Judge a parsed request body; a RequestError (a ValueError) names what is wrong with it."""
+        request = read_request(body)
+        sag = request.sag
+        if sag is not None:
+            answers = {k: {"type": "noul", "noul": s} for k, s in zip(sag.keys, judge_sag(self.judge, sag))}
+        else:
+            answers = answer_generic(self.judge, request.state, request.questions)
         usage = {
             "input_tokens": estimate_tokens(
                 json.dumps(
                     {"state": body["state"], "questions": body["questions"]}, ensure_ascii=False, separators=(",", ":")
                 )
             ),
-            "output_tokens": len(keys),
+            "output_tokens": len(answers),
             "cost": 0.0,
         }
-        model = self.model or body.get("model") or "local"
-        return {"model": model, "answers": answers, "usage": usage}
+        return {"model": self.model or request.model or "local", "answers": answers, "usage": usage}
+
+    def models(self) -> dict:
+        """`GET /v1/models`: the model this server answers as (the request's own name, echoed, unless
+        `model` is set), described by the judge it serves."""
+        about = f"sag2wb judge-server serving the workbench judge {getattr(self.judge, 'name', 'judge')!r}"
+        names = [self.model] if self.model else ["jev-latest", "local"]
+        return {"models": [{"name": n, "description": about, "release_date": self.started} for n in names]}
+
+
+class _NotJSONConstant(ValueError):
+    pass
+
+
+def _not_json(name: str):
+    raise _NotJSONConstant(f"the body is not JSON: {name} is not a JSON value")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -260,51 +294,65 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:  # the client gave up (timeout, cancel, reset)
             self.close_connection = True
 
+    def _error(self, status: int, error_type: str, message: str, headers: dict | None = None, *, close=False) -> None:
+        """An error in the Jev shape, {"detail": {"error_type", "message"}}."""
+        self._send(status, {"detail": {"error_type": error_type, "message": message}}, headers, close=close)
+
+    def _invalid(self, detail: list[dict]) -> None:
+        """A body that is not a valid request: 422 {"detail": [{"loc": ["body", ...], "msg", "type"}]}."""
+        self._send(422, {"detail": detail})
+
     def _read_body(self) -> bytes | None:
         """The request body, or None after answering 400/408/411/413 (and closing)."""
         server = self.owner
         if self.headers.get("Transfer-Encoding"):
-            self._send(
-                411, {"error": "send the body with a Content-Length (chunked bodies are not accepted)"}, close=True
+            self._error(
+                411,
+                "invalid_request_error",
+                "send the body with a Content-Length (chunked bodies are not accepted)",
+                close=True,
             )
             return None
         values = self.headers.get_all("Content-Length") or []
         if not values:
-            self._send(411, {"error": "a POST needs a Content-Length header"}, close=True)
+            self._error(411, "invalid_request_error", "a POST needs a Content-Length header", close=True)
             return None
         text = values[0].strip()
         if len(set(v.strip() for v in values)) > 1 or not _DIGITS.fullmatch(text):
             shown = ", ".join(repr(v[:30]) for v in values)
-            self._send(400, {"error": f"Content-Length {shown} is not one number of bytes"}, close=True)
+            self._error(400, "invalid_request_error", f"Content-Length {shown} is not one number of bytes", close=True)
             return None
         length = int(text)
         if length > server.max_body:
-            self._send(
+            self._error(
                 413,
-                {
-                    "error": f"a body of {length} bytes is over this server's limit of {server.max_body} "
-                    f"bytes (--max-body-mb)"
-                },
+                "request_too_large",
+                f"a body of {length} bytes is over this server's limit of {server.max_body} bytes (--max-body-mb)",
                 close=True,
             )
             return None
         try:
             raw = self.rfile.read(length)
         except TimeoutError:
-            self._send(
-                408, {"error": f"the body did not arrive within {self.timeout:g} s (--read-timeout)"}, close=True
+            self._error(
+                408,
+                "request_timeout",
+                f"the body did not arrive within {self.timeout:g} s (--read-timeout)",
+                close=True,
             )
             return None
         except OSError:
             self.close_connection = True
             return None
         if len(raw) < length:
-            self._send(400, {"error": f"the body ended after {len(raw)} of {length} bytes"}, close=True)
+            self._error(400, "invalid_request_error", f"the body ended after {len(raw)} of {length} bytes", close=True)
             return None
         return raw
 
     def do_GET(self):
         server = self.owner
+        if self.path.split("?")[0].rstrip("/").endswith("/models"):
+            return self._send(200, server.models())
         self._send(200, {"judge": getattr(server.judge, "name", "judge"), "requests": server.requests})
 
     def do_POST(self):
@@ -317,7 +365,7 @@ class _Handler(BaseHTTPRequestHandler):
             fault = server.faults.popleft() if server.faults else None
         server.request_received.set()
         if server._require_key is not None and self.headers.get("Authorization") != f"Bearer {server._require_key}":
-            return self._send(401, {"error": "invalid API key"})
+            return self._error(401, "authentication_error", "invalid API key")
         if fault is not None:
             if fault.kind == "disconnect":
                 self.close_connection = True
@@ -325,9 +373,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if fault.kind == "429":
                 ra = "0" if fault.retry_after is None else f"{fault.retry_after:g}"
-                return self._send(429, {"error": "rate limited"}, {"Retry-After": ra})
+                return self._error(429, "rate_limit_error", "rate limited", {"Retry-After": ra})
             if fault.kind.isdigit():
-                return self._send(int(fault.kind), {"error": f"injected fault {fault.kind}"})
+                return self._error(int(fault.kind), _FAULT_ERROR_TYPES[fault.kind], f"injected fault {fault.kind}")
             if fault.kind == "slow":
                 time.sleep(fault.delay)
             if fault.kind == "malformed":
@@ -335,15 +383,30 @@ class _Handler(BaseHTTPRequestHandler):
         if server.delay:
             time.sleep(server.delay)
         try:
-            body = json.loads(raw)
-            del raw  # the parsed body is all we need from here on
-            out = server.answer(body)
+            # UTF-8 only (json.loads would guess UTF-16 or UTF-32 from bytes); NaN and Infinity are not JSON
+            body = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
         except RecursionError:
-            return self._send(400, {"error": "unusable request: JSON nested too deeply"})
-        except (ValueError, KeyError, TypeError) as exc:
-            return self._send(400, {"error": f"unusable request: {exc}"})
+            return self._invalid(
+                [{"loc": ["body"], "msg": "the body is JSON nested too deeply", "type": "json_invalid"}]
+            )
+        except _NotJSONConstant as exc:
+            return self._invalid([{"loc": ["body"], "msg": str(exc), "type": "json_invalid"}])
+        except UnicodeDecodeError as exc:
+            return self._invalid([{"loc": ["body"], "msg": f"the body is not UTF-8: {exc}", "type": "json_invalid"}])
+        except json.JSONDecodeError as exc:
+            msg = f"the body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            return self._invalid([{"loc": ["body", exc.pos], "msg": msg, "type": "json_invalid"}])
+        del raw  # the parsed body is all we need from here on
+        try:
+            out = server.answer(body)
+        except RequestError as exc:
+            return self._invalid(exc.detail())
+        except RecursionError:
+            return self._invalid(
+                [{"loc": ["body"], "msg": "the body is JSON nested too deeply", "type": "json_invalid"}]
+            )
         except Exception as exc:  # the judge failed: a server error the client may retry
-            return self._send(500, {"error": f"judge failed: {type(exc).__name__}: {exc}"})
+            return self._error(500, "internal_error", f"judge failed: {type(exc).__name__}: {exc}")
         with server.lock:
             if server.keep_bodies:
                 server.bodies.append(body)
@@ -362,7 +425,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 def make_server_judge(spec: str, db: str | None):
     """The judge a server serves: lexical, lexical-bridge, semantic[:options] (these need an index),
-    hash, hash-context-free, or FILE.py:NAME."""
+    data-hash, hash, hash-context-free, or FILE.py:NAME."""
+    if spec == "data-hash":
+        return DataHashJudge()
     if spec in HASH_JUDGES:
         return FunctionJudge(HASH_JUDGES[spec], name=spec)
     parsed = JudgeSpec.parse(spec)
