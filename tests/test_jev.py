@@ -263,6 +263,10 @@ def test_presets_and_urls():
         "typesafe/jev-1.13",
         "openrouter",
     )
+    # SPEC 3b: "/systemone" is appended unless the URL already ends in /systemone or /decisions
+    assert jev.resolve_endpoint("http://127.0.0.1:4001/v1", None)[0] == "http://127.0.0.1:4001/v1/systemone"
+    assert jev.resolve_endpoint("http://127.0.0.1:4001/v1/", None)[0] == "http://127.0.0.1:4001/v1/systemone"
+    assert jev.resolve_endpoint("http://127.0.0.1:4001/x/decisions", None)[0] == "http://127.0.0.1:4001/x/decisions"
     a = jev.resolve_endpoint("http://127.0.0.1:4001/v1/systemone", None)
     b = jev.resolve_endpoint("http://127.0.0.1:4002/v1/systemone", None)
     assert a[2] == b[2] == "url:127.0.0.1/v1/systemone"  # a local server's port does not split the cache

@@ -71,8 +71,14 @@ def resolve_endpoint(endpoint: str | None, model: str | None) -> tuple[str, str,
             "JEV endpoint: put no credentials or query string in the URL; the key is read from "
             + ", ".join(KEY_VARIABLES)
         )
+    # SPEC §3b: the URL without a trailing "/", and "/systemone" appended unless it already
+    # ends in /systemone or /decisions (so a server root or a bare .../v1 works too)
+    endpoint = endpoint.rstrip("/")
+    if not endpoint.endswith(("/systemone", "/decisions")):
+        endpoint += "/systemone"
+    parts = urlsplit(endpoint)
     for name, p in PRESETS.items():
-        if endpoint.rstrip("/") == p.url:
+        if endpoint == p.url:
             return p.url, model or p.model, name, p.key_variables
     # the family keys the cache: a local server's ephemeral port must not split it
     host = parts.hostname
