@@ -19,26 +19,8 @@ from workbench.params import Params
 
 mock = pytest.importorskip("jevcompat.mock")
 
-NAMES = [
-    "Alder",
-    "Birchwood",
-    "Cedarholm",
-    "Dunmore",
-    "Elmstead",
-    "Fernvale",
-    "Glenrock",
-    "Hazelton",
-    "Ivybridge",
-    "Juniper",
-    "Kestrel",
-    "Larchmont",
-    "Maplewood",
-    "Northfen",
-    "Oakhurst",
-    "Pinecrest",
-    "Quarry",
-    "Rowan",
-]
+from tests.test_jev import NAMES  # noqa: E402  (the same eighteen place names)
+
 QUESTIONS = [
     "Where was the director of the harbour film born?",
     "Which town is near Rowan?",
