@@ -76,14 +76,13 @@ def resolve_endpoint(endpoint: str | None, model: str | None) -> tuple[str, str,
     endpoint = endpoint.rstrip("/")
     if not endpoint.endswith(("/systemone", "/decisions")):
         endpoint += "/systemone"
-    parts = urlsplit(endpoint)
     for name, p in PRESETS.items():
         if endpoint == p.url:
             return p.url, model or p.model, name, p.key_variables
     # the family keys the cache: a local server's ephemeral port must not split it
     host = parts.hostname
     port = "" if _is_loopback(host) or parts.port is None else f":{parts.port}"
-    family = f"url:{host}{port}{parts.path.rstrip('/')}"
+    family = f"url:{host}{port}{urlsplit(endpoint).path}"
     return endpoint, model or "jev-latest", family, KEY_VARIABLES
 
 
