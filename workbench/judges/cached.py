@@ -130,22 +130,10 @@ class CachedJudge:
         process worker's, which records new judgments to send them to the parent."""
         return CachedJudge(self.inner, store, cache_dir=self.cache_dir, cache_only=self.cache_only)
 
-    # ---- transition: what executors.py and runs/ read of a JEV judge -----------------------
-    @property
-    def cache(self):
-        """The store (settable: swaps the store; `with_store` is the way forward)."""
-        return self.store
-
-    @cache.setter
-    def cache(self, store) -> None:
-        self.store = store
-
+    # the memo keys whole calls of a batch-dependent judge (JudgmentMemo); the JEV client's
+    # counters and requests in flight stay readable through the wrapper
     batch_dependent = property(lambda self: bool(getattr(self.inner, "batch_dependent", False)))
     client = property(lambda self: self.inner.client)
-    payload_style = property(lambda self: self.inner.payload_style)
-    model = property(lambda self: self.inner.model)
-    family = property(lambda self: self.inner.family)
-    url = property(lambda self: self.inner.url)
 
     # ---- judging -------------------------------------------------------------------------
     def judge(self, question: str, candidates: list[dict], context: list[dict]) -> list[float]:

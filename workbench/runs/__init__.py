@@ -11,7 +11,7 @@ from workbench.runs.policies import POLICIES, Config, final_only_trace
 from workbench.runs.records import ExperimentError, JudgeFailed, Outcome, QuestionFailed, question_record
 from workbench.runs.results import Results, ablation_markdown, ablation_report, paired_interval
 from workbench.runs.resume import load_resume, record_fingerprint
-from workbench.runs.tasks import JudgeSource, QuestionTask, judge_factory
+from workbench.runs.tasks import JudgeSource, QuestionTask
 
 __all__ = [
     "POLICIES",
@@ -29,7 +29,6 @@ __all__ = [
     "ablation_report",
     "evaluate",
     "final_only_trace",
-    "judge_factory",
     "load_resume",
     "paired_interval",
     "paper_ablation",

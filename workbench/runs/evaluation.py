@@ -59,7 +59,7 @@ from workbench.runs.resume import (  # noqa: F401
     record_fingerprint,
     trace_file_name,
 )
-from workbench.runs.tasks import judge_factory, judge_spec, require_gold  # noqa: F401
+from workbench.runs.tasks import judge_spec, require_gold  # noqa: F401
 
 
 @dataclass

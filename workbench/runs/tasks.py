@@ -117,20 +117,6 @@ class JudgeSource:
         return {spec: judge for spec, judge in out.items() if judge is not None}
 
 
-def judge_factory(judge, index, **jev_options):
-    """Question -> judge (None for bm25), built now (one judge for all questions; the oracle's
-    per question). The returned function's `key` attribute identifies the judge for resume."""
-    spec = judge_spec(judge, jev_options)
-    judges = JudgeSource(index)
-    judges.prepare([spec])
-
-    def factory(question):
-        return judges(spec, question)
-
-    factory.key = judges.key(spec)
-    return factory
-
-
 class RunContext:
     """What computing a configuration on a question reads (the `run` a policy is given): the
     index, the judges, the judgment memo the run shares, and its sources' results — the traces

@@ -1,14 +1,8 @@
 """The JEV judgment cache on disk (diskcache, one entry per judgment): its keys, checking and
 opening a cache directory, export to and import from JSONL, and `sag2wb cache`.
 
->>> from workbench.judges.jev import make_jev_judge
->>> judge = make_jev_judge(endpoint=judge_server.url, cache_dir=".sag2wb/jev-cache")   # a local judge server
->>> judge.judge("Who directed Glass Harbour?", [{"unit_id": 1, "title": "Glass Harbour", "text": "A film."},
-...                                             {"unit_id": 2, "title": "Porto Calven", "text": "A town."}], [])
-[0.69163..., 0.0]
->>> judge.close()
->>> export_cache(".sag2wb/jev-cache", "study.jsonl")
-2
+Each entry point has its example: `export_cache` (which also makes a cache from a local
+judge server), `import_cache`, `cache_stats`.
 """
 
 from __future__ import annotations
