@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from workbench.index.readers import corpus_loader, questions_loader
+from workbench.index.readers import BEIR_CORPUS, BEIR_QRELS_DIR, BEIR_QUERIES, corpus_loader, questions_loader
 from workbench.index.units import (  # noqa: F401  (the corpus layer's names, re-exported)
     DOCUMENT_SUFFIXES,
     UNIT_MAX_CHARS,
@@ -25,6 +25,7 @@ from workbench.index.units import (  # noqa: F401  (the corpus layer's names, re
     Question,
     Unit,
     json_objects,
+    json_problem,
 )
 
 
@@ -49,7 +50,9 @@ def load_benchmark_corpus(path: str | Path) -> list[Unit]:
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise CorpusError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise CorpusError(
+            f"{path}, line {exc.lineno}: not valid JSON at column {exc.colno}: {json_problem(exc)}"
+        ) from None
     if not isinstance(items, list):
         raise CorpusError(f'{path}: expected a JSON list of {{"title", "text"}} objects, got {type(items).__name__}')
     if not items:
@@ -132,11 +135,59 @@ def load_folder(root: str | Path) -> list[Unit]:
 
 
 def folder_files(root: Path) -> list[Path]:
-    """The document files of a folder, in index order (sorted paths)."""
+    """The document files of a folder, in index order (sorted paths). None is an error
+    that says what the folder holds instead (a BEIR folder without its corpus.jsonl, or
+    only files of kinds that are not read).
+
+    >>> Path("papers").mkdir(); _ = Path("papers/a.pdf").write_bytes(b"%PDF")
+    >>> folder_files(Path("papers"))
+    Traceback (most recent call last):
+    ...
+    workbench.index.units.CorpusError: papers: no .md or .txt files found (skipped 1 file of another kind: a.pdf; ...
+    """
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in DOCUMENT_SUFFIXES)
     if not files:
-        raise CorpusError(f"{root}: no .md or .txt files found")
+        beir = [name for name in (BEIR_QUERIES, BEIR_QRELS_DIR) if (root / name).exists()]
+        if beir:
+            raise CorpusError(
+                f"{root}: a BEIR folder (it has {' and '.join(beir)}) needs {root / BEIR_CORPUS}, which is missing; "
+                f'put the corpus there as {BEIR_CORPUS} (one {{"_id", "title", "text"}} per line)'
+            )
+        other = skipped_files(root)
+        found = (
+            f" (skipped {len(other)} file{'s' if len(other) != 1 else ''} of another kind: {_names(other)}; "
+            "only .md and .txt are read: convert them to text first)"
+            if other
+            else ""
+        )
+        raise CorpusError(f"{root}: no .md or .txt files found{found}")
     return files
+
+
+def skipped_files(root: Path) -> list[str]:
+    """Files under `root` that a folder index does not read (.pdf, .docx, ...), relative,
+    sorted; hidden files and folders (.git, .DS_Store) are not listed.
+
+    >>> Path("own/.git").mkdir(parents=True); _ = Path("own/.git/HEAD").write_text("ref")
+    >>> for name in ("notes.md", "a.pdf", "b.docx"):
+    ...     _ = Path("own", name).write_text("text")
+    >>> skipped_files(Path("own"))
+    ['a.pdf', 'b.docx']
+    """
+    out = []
+    for p in root.rglob("*"):
+        rel = p.relative_to(root).as_posix()
+        if (
+            p.is_file()
+            and p.suffix.lower() not in DOCUMENT_SUFFIXES
+            and not any(s.startswith(".") for s in rel.split("/"))
+        ):
+            out.append(rel)
+    return sorted(out)
+
+
+def _names(names: list[str], limit: int = 10) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def file_units(root: Path, file: Path) -> list[Unit]:
@@ -217,7 +268,7 @@ def load_questions(path: str | Path, split: str | None = None) -> list[Question]
     if not path.exists():
         raise CorpusError(f"{path}: no such questions file")
     questions: list[Question] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}  # id -> its line
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as exc:
@@ -236,8 +287,8 @@ def load_questions(path: str | Path, split: str | None = None) -> list[Question]
             raise CorpusError(f'{where}: "supporting_titles" must be a list of strings')
         qid = str(item["_id"])
         if qid in seen:
-            raise CorpusError(f"{where}: duplicate _id {qid!r}")
-        seen.add(qid)
+            raise CorpusError(f"{where}: duplicate _id {qid!r} (first at line {seen[qid]}); each _id must be unique")
+        seen[qid] = n
         hops = item.get("hops")
         if hops is None:
             m = re.match(r"(\d)hop", qid)

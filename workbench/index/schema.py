@@ -10,6 +10,7 @@ Appendix C), the schema version and the tokenizer signature an index records.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import re
 import sqlite3
@@ -36,6 +37,50 @@ class IndexProblem(InputError, RuntimeError):
 
 def damaged_index(path: Path, exc: sqlite3.DatabaseError) -> IndexProblem:
     return IndexProblem(f"{path}: the index file is damaged ({exc}); rebuild it with `sag2wb index CORPUS --db {path}`")
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+# SQLite's codes for a write that did not happen: SQLITE_FULL (ENOSPC), and the I/O errors of
+# a write, fsync or truncate (EFBIG from a file-size limit arrives as SQLITE_IOERR_WRITE, or as
+# plain SQLITE_IOERR on a connection without extended codes); only while writing the index
+_WRITE_CODES = {13, 10, 10 | (3 << 8), 10 | (4 << 8), 10 | (6 << 8), 10 | (13 << 8)}
+
+
+def write_failure(path: Path, exc: BaseException, kept: str) -> IndexProblem | None:
+    """The error for a write of the index at `path` that failed for lack of room (a full
+    disk, a quota, a file-size limit), naming the user's file, never the temporary one, and
+    saying what was kept (`kept`); None for any other error.
+
+    >>> write_failure(Path("x.db"), OSError(errno.ENOSPC, "No space left on device"), "x.db is as it was")
+    IndexProblem('x.db: could not write the index: the disk is full ([Errno 28] No space left on device); ...')
+    """
+    if isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
+        cause = "the disk is full" if exc.errno == errno.ENOSPC else "no room to write (a quota or file-size limit)"
+    elif isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) in _WRITE_CODES:
+        cause = "the disk is full" if exc.sqlite_errorcode == 13 else _io_cause(path)
+    else:
+        return None
+    return IndexProblem(
+        f"{path}: could not write the index: {cause} ({exc}); {kept}. Free some space in "
+        f"{path.parent.resolve()} (or choose another --db) and run again"
+    )
+
+
+def _io_cause(path: Path) -> str:
+    """Why a write failed when SQLite says only "disk I/O error": a file-size limit, a full disk, or the device."""
+    import resource
+    import shutil
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        return f"disk full for this process: its file-size limit (ulimit -f, {limit} bytes) was reached"
+    try:
+        free = shutil.disk_usage(path.parent if str(path.parent) else ".").free
+    except OSError:
+        free = -1
+    if 0 <= free < 64 * 2**20:
+        return f"the disk is full ({free // 2**20} MiB free)"
+    return "the write failed (the disk is full, or the device failed)"
 
 
 def quote(term: str) -> str:

@@ -31,7 +31,7 @@ import regex
 
 from workbench import text as textlib
 from workbench.index.build import Fingerprint, write_index
-from workbench.index.corpora import Unit, iter_corpus
+from workbench.index.corpora import Unit, iter_corpus, skipped_files
 from workbench.index.files import check_replaceable, remove_stale_builds
 from workbench.index.postings import Postings, phrases_of
 from workbench.index.readers import corpus_loader
@@ -46,6 +46,7 @@ from workbench.index.schema import (  # noqa: F401  (quote and query_expression:
     query_expression,
     quote,
     tokenizer_signature,
+    write_failure,
 )
 from workbench.index.sqlite import Aliases, Memo, ReadConnection, StoredSet
 from workbench.index.update import write_manifest
@@ -66,9 +67,11 @@ class UnitRecord(Unit):
 class Index:
     """An opened SAG2 index. Read-only; caches per-phrase look-ups for the process."""
 
-    def __init__(self, path: str | Path, *, max_postings: int = 1):
+    def __init__(self, path: str | Path, *, max_postings: int = 1, allow_empty: bool = False):
         """`max_postings=0`: let FTS5 compute bm25() and phrase matches instead of the
-        postings stored at build time (same results, slower; kept to compare the two)."""
+        postings stored at build time (same results, slower; kept to compare the two).
+        An index with no passages (every one removed with `--allow-empty`) opens only with
+        `allow_empty=True` (to add passages again): there is nothing to search or score."""
         self.path = Path(path)
         if not self.path.exists():
             raise IndexProblem(f"{self.path}: no index here; build one with `sag2wb index CORPUS --db {self.path}`")
@@ -106,8 +109,16 @@ class Index:
                 f"Rebuild it with `sag2wb index CORPUS --db {self.path}`."
             )
         self.meta = meta
+        self.skipped: list[str] = []  # set by `build` of a folder: files of kinds it does not read
         self.N = int(meta["units"])
         self.D = int(meta["documents"])
+        if self.N == 0 and not allow_empty:
+            raw.close()
+            raise IndexProblem(
+                f"{self.path}: the index has no passages (every one was removed); add some with "
+                f"`sag2wb index CORPUS --db {self.path} --add FILE.json`, or rebuild it with "
+                f"`sag2wb index CORPUS --db {self.path}`"
+            )
         self._matches: dict[str, frozenset[int]] = {}
         # df and idf run once per term per seed in term weighting: bound dict look-ups keep
         # known terms out of Python-level calls
@@ -489,6 +500,7 @@ class Index:
         tmp = path.with_name(f".{path.name}.building-{os.getpid()}")
         if tmp.exists():
             tmp.unlink()
+        existed = path.exists()
         try:
             meta = write_index(
                 units,
@@ -505,10 +517,16 @@ class Index:
                     write_manifest(db, folder)
                 db.close()
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as exc:
             tmp.unlink(missing_ok=True)
+            kept = f"the old index {path} is intact" if existed else "no index was written"
+            problem = write_failure(path, exc, kept)
+            if problem is not None:
+                raise problem from None
             raise
-        return cls(path)
+        index = cls(path)
+        index.skipped = skipped_files(folder) if folder is not None else []
+        return index
 
 
 def corpus_fingerprint(units) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
 import sys
 from dataclasses import dataclass
@@ -124,12 +125,20 @@ def check_cache_dir(cache_dir: str | Path, *, must_exist: bool = False) -> Path:
         if must_exist:
             raise JEVCacheError(f"no JEV cache at {path} (it has no {CACHE_FILE})")
         return path
+    if not os.access(db, os.R_OK):
+        raise JEVCacheError(
+            f"JEV cache file {db}: permission denied (cannot read it); make it readable, or pass another --cache-dir"
+        )
+    from workbench.judges.jev.readonly import read_only_connection  # (it reads this module's names)
+
     try:
-        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        con = read_only_connection(db)
         try:
             problems = [row[0] for row in con.execute("PRAGMA quick_check").fetchall()]
         finally:
             con.close()
+    except JEVCacheError:
+        raise
     except (sqlite3.Error, OSError) as exc:
         raise _cache_problem(path, f"file {db} is not a readable SQLite database ({_sqlite_detail(exc)})") from None
     if problems != ["ok"]:
@@ -209,6 +218,17 @@ def open_store(cache_dir: str | Path, *, cache_only: bool = False) -> JudgmentSt
         raise JEVError("cache-only (replay) mode needs a cache directory (--cache-dir)")
     if cache_only and not (Path(cache_dir) / CACHE_FILE).exists() and not Path(cache_dir).is_file():
         raise JEVCacheError(f"cache-only (replay) mode: no cache at {cache_dir}")
+    if cache_only:  # replay reads, never writes: it works from a read-only copy
+        from workbench.judges.jev.readonly import ReadOnlyStore
+
+        check_cache_dir(cache_dir, must_exist=True)
+        store = ReadOnlyStore(cache_dir)
+        try:
+            check_format(store, cache_dir, write=False)
+        except BaseException:
+            store.close()
+            raise
+        return store  # type: ignore[return-value]
     cache = open_cache(cache_dir)
     try:
         check_format(cache, cache_dir, write=not cache_only)
