@@ -71,8 +71,11 @@ def test_keep_going_metrics_cover_completed_questions_only(world):
 def test_record_fingerprint_follows_every_input():
     q = Question("q1", "Who directed Glass Harbour?", ("Glass Harbour",))
     base = record_fingerprint(q, Params(), "lexical-v1", "ix-1")
-    assert base == record_fingerprint(Question("q1", q.question, q.gold, "bridge", 2), Params(), "lexical-v1", "ix-1")
     changed = [
+        # the question's identity too (issue 22 item 5): a renamed or retyped question is recomputed
+        record_fingerprint(Question("q2", q.question, q.gold), Params(), "lexical-v1", "ix-1"),
+        record_fingerprint(Question("q1", q.question, q.gold, "bridge"), Params(), "lexical-v1", "ix-1"),
+        record_fingerprint(Question("q1", q.question, q.gold, None, 2), Params(), "lexical-v1", "ix-1"),
         record_fingerprint(Question("q1", "Who directed Glass Harbor?", q.gold), Params(), "lexical-v1", "ix-1"),
         record_fingerprint(Question("q1", q.question, ("Mara Quell",)), Params(), "lexical-v1", "ix-1"),
         record_fingerprint(q, Params(L=5), "lexical-v1", "ix-1"),
@@ -80,7 +83,7 @@ def test_record_fingerprint_follows_every_input():
         record_fingerprint(q, Params(), "lexical-v1", "ix-2"),
         record_fingerprint(q, Params(), "lexical-v1", "ix-1", extra="final-only"),
     ]
-    assert len({base, *changed}) == 7
+    assert len({base, *changed}) == 10
 
 
 def test_resume_skips_old_format_and_cut_lines_and_an_edited_judge_file(world):

@@ -6,6 +6,7 @@ A leaf: the engine and every judge import it; it imports nothing of the workbenc
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Protocol
 
 
@@ -31,8 +32,10 @@ def validate_scores(name: str, scores, n: int) -> list[float]:
     workbench.judgment.JudgeError: judge 'half': score 0 is 1.5, outside [0, 1]
     """
     try:
+        if isinstance(scores, (str, bytes, dict)):  # iterable, but not a list of probabilities
+            raise TypeError
         scores = list(scores)
-    except TypeError:
+    except Exception:
         raise JudgeError(
             f"judge {name!r} returned {type(scores).__name__}, expected a list of {n} probabilities"
         ) from None
@@ -40,13 +43,56 @@ def validate_scores(name: str, scores, n: int) -> list[float]:
         raise JudgeError(f"judge {name!r} returned {len(scores)} scores for {n} candidates")
     out = []
     for i, s in enumerate(scores):
-        if isinstance(s, bool) or not isinstance(s, (int, float)):
-            raise JudgeError(f"judge {name!r}: score {i} is {s!r}, not a number")
-        s = float(s)
-        if math.isnan(s) or not 0.0 <= s <= 1.0:
-            raise JudgeError(f"judge {name!r}: score {i} is {s!r}, outside [0, 1]")
-        out.append(s)
+        value = _as_number(s)
+        if value is None:
+            raise JudgeError(f"judge {name!r}: score {i} is {describe_value(s)}, not a number")
+        if math.isnan(value) or not 0.0 <= value <= 1.0:
+            raise JudgeError(f"judge {name!r}: score {i} is {describe_value(s)}, outside [0, 1]")
+        out.append(value)
     return out
+
+
+def _as_number(s) -> float | None:
+    """A score as a float, or None when it is no number. numpy scalars and 0-d arrays are numbers
+    (np.float32 is no Python float); bools (np.bool_ too) and strings are not; an integer too big
+    for a float is +-inf (outside [0, 1]), not an OverflowError.
+
+    >>> import numpy as np
+    >>> [_as_number(v) for v in (np.float32(0.5), np.int64(1), np.array(0.25), True, "0.5", 10**400)]
+    [0.5, 1.0, 0.25, None, None, inf]
+    """
+    if getattr(s, "shape", None) == () and hasattr(s, "dtype"):  # a numpy scalar or 0-d array
+        if s.dtype.kind not in "fiu":
+            return None
+        s = s.item()
+    if isinstance(s, bool) or not isinstance(s, numbers.Real):
+        return None
+    if isinstance(s, numbers.Integral):  # float() of an int past ~1.8e308 raises OverflowError
+        n = int(s)
+        return float(n) if abs(n) < 2**1024 else (math.inf if n > 0 else -math.inf)
+    try:
+        return float(s)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def describe_value(v, limit: int = 60) -> str:
+    """A value as an error message shows it: its repr, cut; a huge integer by its digits (its
+    repr may not even exist: Python refuses int->str past 4300 digits).
+
+    >>> describe_value(10**400), describe_value(float("nan")), describe_value("x" * 100)[-20:]
+    ('an integer of 401 digits', 'nan', '... (102 characters)')
+    """
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**limit:
+        digits = math.floor(math.log10(abs(v))) + 1
+        return f"an integer of {digits} digits"
+    try:
+        text = repr(v)
+    except Exception:
+        text = f"<{type(v).__name__}>"
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text)} characters)"
+    return text
 
 
 class JudgmentMemo:
@@ -89,12 +135,20 @@ class JudgmentMemo:
                 got = judge.judge(question, todo, context)
             except JudgeError:
                 raise
-            except Exception as exc:
-                raise JudgeError(f"judge {judge.name!r} raised {type(exc).__name__}: {exc}") from exc
+            except (KeyboardInterrupt, GeneratorExit):
+                raise
+            except BaseException as exc:  # SystemExit too: a judge's sys.exit() ends its question, not the run
+                raise JudgeError(f"judge {judge.name!r} raised {_exc_text(exc)}") from exc
             got = validate_scores(judge.name, got, len(todo))
             for i, s in zip(missing, got):
                 self.scores[keys[i]] = s
         return [self.scores[k] for k in keys]
+
+
+def _exc_text(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"SystemExit (it called sys.exit({exc.code!r}))"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def judge_usage(judge) -> dict:

@@ -357,7 +357,9 @@ class Stream:
         key = self._pending.pop(fut)
         try:
             outcome = load_outcome(fut.result())
-        except Exception as exc:  # the pool itself failed (a killed pool process, a lost cluster)
+        except (KeyboardInterrupt, GeneratorExit):
+            raise
+        except BaseException as exc:  # the pool itself failed (a killed pool process, a lost cluster, a SystemExit)
             outcome = TaskOutcome(
                 key,
                 error=ParallelError(

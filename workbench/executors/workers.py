@@ -28,6 +28,11 @@ class RemoteTaskError(RuntimeError):
     """A worker's exception that could not be sent back as itself (its type name and message are kept)."""
 
 
+class WorkerExit(RemoteTaskError, InputError):
+    """A worker's task tried to end its process (SystemExit from a plug-in outside a judge call):
+    a named error in the caller (exit 2), never the caller's own exit 0."""
+
+
 @dataclass
 class TaskOutcome:
     """One task's result, or the exception it raised, with what the worker learnt on the way."""
@@ -234,6 +239,10 @@ def run_remote(recipe: Recipe, index_bytes, task, key) -> bytes:
         value, error = task(env, memo), None
     except Exception as exc:  # sent back and raised by the caller where the sequential loop raises
         value, error = None, sendable(exc)
+    except (KeyboardInterrupt, GeneratorExit):
+        raise
+    except BaseException as exc:  # sys.exit() in a worker: raised as itself the caller would exit 0
+        value, error = None, WorkerExit(f"a worker's task raised {type(exc).__name__} ({exc!r}); no results written")
     cache, usage = {}, {}
     if env is not None:
         for store in env.stores:

@@ -34,6 +34,36 @@ SEMANTIC_OPTIONS: dict[str, Callable[[str], object]] = {
     "cjk": str.strip,
 }
 
+# the numeric options' allowed ranges (low, high, low included): outside them every call would
+# fail or mean nothing — scale * (1 + |shift|) past ~709 overflows the sigmoid's exp, a negative
+# scale ranks the least similar first, gamma mixes two signals in [0, 1]
+SEMANTIC_RANGES: dict[str, tuple[float, float, bool]] = {
+    "gamma": (0.0, 1.0, True),
+    "scale": (0.0, 300.0, False),
+    "shift": (-1.0, 1.0, True),
+}
+
+
+def check_semantic_option(name: str, value) -> float:
+    """A numeric semantic option's value as a float, or a ValueError naming the allowed range.
+
+    >>> check_semantic_option("scale", 20)
+    20.0
+    >>> check_semantic_option("scale", 1e6)
+    Traceback (most recent call last):
+    ...
+    ValueError: scale must be in (0, 300], got 1000000.0
+    """
+    low, high, closed = SEMANTIC_RANGES[name]
+    span = f"{'[' if closed else '('}{low:g}, {high:g}]"
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be a number in {span}, got {value!r}") from None
+    if not (low <= number <= high if closed else low < number <= high):  # nan fails both
+        raise ValueError(f"{name} must be in {span}, got {number!r}")
+    return number
+
 
 @dataclass(frozen=True)
 class JudgeSpec:
@@ -143,6 +173,8 @@ def _semantic_options(text: str) -> dict:
             if name not in SEMANTIC_OPTIONS:
                 raise ValueError("known options: gamma, scale, shift, signals, cjk")
             options[name] = SEMANTIC_OPTIONS[name](value)
+            if name in SEMANTIC_RANGES:
+                options[name] = check_semantic_option(name, options[name])
         except ValueError as exc:
             raise JudgeError(f"judge {text!r}: bad option {part!r} ({exc})") from None
     return options
@@ -209,6 +241,11 @@ def load_function_judge(spec: str, timeout: float | None | str = "env") -> Funct
         fn = load_python_object(spec, "judge")
     except ValueError as exc:
         raise JudgeError(f"{exc}. Valid judges: {', '.join(OFFLINE_JUDGES)}, jev, or FILE.py:NAME") from None
+    except (KeyboardInterrupt, GeneratorExit):
+        raise
+    except BaseException as exc:  # the file's top level called sys.exit(): a judge that cannot load, not an exit
+        what = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}"
+        raise JudgeError(f"judge {spec!r}: its file {what} while loading") from None
     return FunctionJudge(fn, name=spec, timeout=timeout)
 
 

@@ -43,6 +43,7 @@ import regex
 from workbench import text as textlib
 from workbench.index.store import fold_accents
 from workbench.judges.lexical import passage_tokens
+from workbench.judges.registry import check_semantic_option
 
 SIGNALS = ("model", "coverage", "bridge")
 MIN_TITLE_CHARS = 4  # shorter names ("Io", "UK") match too much text to be evidence
@@ -178,13 +179,11 @@ class SemanticJudge:
             raise ValueError(f"signals must be a non-empty subset of {SIGNALS}, got {asked!r}")
         if cjk not in ("coverage", "model"):
             raise ValueError(f"cjk must be 'coverage' or 'model', got {cjk!r}")
-        if not 0.0 <= gamma <= 1.0:
-            raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
         self.index = index
         self.gamma, self.scale, self.shift, self.signals, self.cjk = (
-            float(gamma),
-            float(scale),
-            float(shift),
+            check_semantic_option("gamma", gamma),
+            check_semantic_option("scale", scale),
+            check_semantic_option("shift", shift),
             signals,
             cjk,
         )

@@ -12,8 +12,11 @@ weighting misbehaves) is a *failure*, never a number. By default `evaluate` stop
 first one with `QuestionFailed` (question, round, error); questions finished before it stay
 in the resume file. With `keep_going=True` it goes on and the result's metrics cover the
 completed questions only, labelled so, with `result.failures` saying which failed and why.
-Resume reuses a record only when its fingerprint (question text, gold, params, judge key,
-index identity) is unchanged, and never a failed one (failures are not written).
+Resume reuses a record only when its fingerprint (question id, text, gold, type and hops,
+params, judge key, index identity) is unchanged, and never a failed one (failures are not
+written); questions sharing an id are refused up front. With `keep_traces` (or a trace
+folder missing a resumed question's file) a resumed question's trajectory is re-run, since
+resume lines keep no traces: never a trace silently missing.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ from workbench.runs.resume import (  # noqa: F401
     record_fingerprint,
     trace_file_name,
 )
-from workbench.runs.tasks import judge_spec, require_gold  # noqa: F401
+from workbench.runs.tasks import judge_spec, require_gold, require_unique_ids  # noqa: F401
 
 
 @dataclass
@@ -177,6 +180,7 @@ def evaluate(
     'completed questions with gold only: 8 of 9 (1 failed)'
     """
     params = params or Params()
+    require_unique_ids(questions)  # records, resume lines and TREC runs are keyed by id
     try:
         spec = judge_spec(judge, jev_options)
     except JudgeError:
@@ -213,5 +217,7 @@ def evaluate(
         "resumed_questions": len(tally.resumed),
         **tally.usage,
     }
+    if tally.rebuilt:  # resumed questions whose traces were asked for: re-run (resume keeps no traces)
+        stats["traces_rebuilt"] = tally.rebuilt
     traces = experiment.traces.get("eval", {}) if keep_traces else {}
     return EvalResult(config, records, traces, stats, list(tally.failed.values()), len(questions))

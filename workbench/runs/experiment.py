@@ -149,6 +149,7 @@ class Tally:
     reused: int = 0
     resumed: set = field(default_factory=set)  # ids of the questions with a reused record
     computed: int = 0
+    rebuilt: int = 0  # resumed records whose traces were asked for: re-run (resume lines keep no traces)
     usage: dict = field(default_factory=dict)  # the judges' counters spent (requests, tokens, cost, ...)
 
 
@@ -156,8 +157,8 @@ class Experiment:
     """Configurations × questions over one index, sharing one judgment memo.
 
     `resume_path`: a JSONL file receiving one line per (configuration, question) as it
-    finishes; a line is reused when its fingerprint (question text and gold, configuration,
-    judge key, index) is unchanged, so an interrupted experiment resumes. Failed questions
+    finishes; a line is reused when its fingerprint (question id, text, gold and type,
+    configuration, judge key, index) is unchanged, so an interrupted experiment resumes. Failed questions
     are never written there. `judge_options` go to the JEV judge (endpoint, cache_dir, ...).
 
     A failed question (judge or term-weighting error) stops the run with `QuestionFailed`
@@ -259,6 +260,7 @@ class Experiment:
         self.context = RunContext(index, self.configs, self.judges, self.memo, evaluation=evaluation)
         self.traces: dict[str, dict[str, Trace]] = self.context.traces  # kept traces, and the sources' rows read
         self._keys: dict[str, str] = {}
+        self._rebuild = self._traces_wanted(None)  # set per loop: which resumed records are re-run for traces
 
     # ---- keys --------------------------------------------------------------------------------
     def config_key(self, config: Config) -> str:
@@ -323,6 +325,8 @@ class Experiment:
             "memo_hits": self.memo.hits,
             "memo_misses": self.memo.misses,
         }
+        if tally.rebuilt:
+            stats["traces_rebuilt"] = tally.rebuilt
         return Results(
             ordered, completed, self.configs, stats, failures=list(tally.failed.values()), total=len(self.questions)
         )
@@ -349,7 +353,13 @@ class Experiment:
 
         ahead = map_outcomes is not None or not isinstance(executor, Sequential)
         planned = ahead or self.evaluation  # what is to do known now (else found as the loop goes)
-        todo = {(c.name, i) for c in order for i in range(len(questions)) if planned and fingerprint(c, i) not in done}
+        self._rebuild = self._traces_wanted(trace_dir)
+        todo = {
+            (c.name, i)
+            for c in order
+            for i in range(len(questions))
+            if planned and (fingerprint(c, i) not in done or self._rebuild(i))
+        }
         first = next(
             (questions[i] for c in order for i in range(len(questions)) if not planned or (c.name, i) in todo), None
         )
@@ -407,12 +417,31 @@ class Experiment:
         tally.usage = fetch.usage() or tally.usage  # threads: counted once for all, not per question
         return tally
 
+    def _traces_wanted(self, trace_dir):
+        """position -> True when that question's trace is asked for (kept, or a --trace-dir file
+        not there yet): a resumed record then gets its trajectory re-run, since resume lines
+        keep no traces (a trace's JSON is ~6.5x its resume line on the encyclopedia, 57 vs 9 kB) —
+        never a trace silently missing."""
+        folder = Path(trace_dir) if trace_dir is not None else None
+
+        def wanted(i: int) -> bool:
+            if self.keep_traces:
+                return True
+            return folder is not None and not (folder / trace_file_name(self.questions[i].id)).exists()
+
+        return wanted
+
     def _step(self, config: Config, i: int, fp: str, done: dict, fetch: InOrder, tally: Tally, trace_dir) -> int:
         """One (configuration, question): its resumed record, or its outcome computed now and kept
-        (record, trace, resume line) or counted as a failure. Returns the judgments made."""
+        (record, trace, resume line) or counted as a failure. Returns the judgments made. A
+        resumed record whose trace is asked for is re-run: the same record (deterministic judges)
+        is counted resumed; a different one (a judge that answers differently now) replaces it."""
         q, rows = self.questions[i], tally.rows[config.name]
-        if fp in done:
-            rec = done[fp]["record"]
+        resumed = done.get(fp)
+        if resumed is not None and resumed["record"].get("_id" if self.evaluation else "question") != q.id:
+            resumed = None  # another question's record (cannot happen with the id in the key; never reused)
+        if resumed is not None and not self._rebuild(i):
+            rec = resumed["record"]
             rows.append((i, rec))
             self.context.judgments[(config.name, q.id)] = rec["judgments"]
             tally.reused += 1
@@ -428,16 +457,29 @@ class Experiment:
             tally.failed[i] = out.failure.to_dict()
             return 0
         rec, trace = out.record or {}, out.trace
+        if resumed is not None:
+            tally.rebuilt += 1
+            if json.loads(json.dumps(rec, ensure_ascii=False)) == resumed["record"]:
+                rec = resumed["record"]
+                rows.append((i, rec))
+                self.context.judgments[(config.name, q.id)] = rec["judgments"]
+                tally.reused += 1
+                tally.resumed.add(q.id)
+                self._keep_trace(config, q, trace, trace_dir)
+                return rec["judgments"]
         rows.append((i, rec))
         self.context.judgments[(config.name, q.id)] = rec["judgments"]
+        self._keep_trace(config, q, trace, trace_dir)
+        self._save(fp, config, q, rec)
+        tally.computed += 1
+        return rec["judgments"]
+
+    def _keep_trace(self, config: Config, q: Question, trace: Trace | None, trace_dir) -> None:
         if self.keep_traces and trace is not None:
             self.traces.setdefault(config.name, {})[q.id] = trace
         if trace_dir is not None and trace is not None:
             with naming_path(trace_dir):
                 safeio.atomic_write_text(Path(trace_dir) / trace_file_name(q.id), trace.to_json())
-        self._save(fp, config, q, rec)
-        tally.computed += 1
-        return rec["judgments"]
 
 
 def run_experiment(index, questions, configs, **options) -> Results:

@@ -5,6 +5,8 @@ says a result file is ours (safe to overwrite).
 >>> a = record_fingerprint(Question("q1", "Who?", ("A",)), Params(), "lexical-v1", "ix1")
 >>> a == record_fingerprint(Question("q1", "Who? ", ("A",)), Params(), "lexical-v1", "ix1")
 False
+>>> a == record_fingerprint(Question("q2", "Who?", ("A",)), Params(), "lexical-v1", "ix1")
+False
 """
 
 from __future__ import annotations
@@ -24,11 +26,16 @@ RESULT_VERSION = 1
 
 
 def record_fingerprint(question: Question, params: Params, judge_key: str, index_identity, extra=None) -> str:
-    """The key of one resumable record: a hash of everything its result depends on — question
-    text and gold, the parameters (with the term-weighting variant's code), the judge key and
-    the index identity (`extra`: anything else, e.g. an experiment configuration's key).
-    A record is reused only under an equal fingerprint."""
+    """The key of one resumable record: a hash of everything its result depends on or says —
+    the question's id, text, gold, type and hops (a renamed question, or one whose type changed,
+    is recomputed, so its record never carries the old id or type), the parameters (with the
+    term-weighting variant's code), the judge key and the index identity (`extra`: anything
+    else, e.g. an experiment configuration's key). A record is reused only under an equal
+    fingerprint."""
     body = {
+        "id": question.id,
+        "type": question.type,
+        "hops": question.hops,
         "question": question.question,
         "gold": list(question.gold),
         "params": params.to_dict(),

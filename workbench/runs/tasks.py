@@ -59,6 +59,28 @@ def require_gold(questions: list[Question], judge, source="questions") -> None:
         )
 
 
+def require_unique_ids(questions: list[Question], source="questions") -> None:
+    """Refuse up front (safeio.InputError) questions that share an id, naming the ids and their
+    lines: results, resume records and TREC runs are keyed by id, so one would stand for both.
+
+    >>> require_unique_ids([Question("a", "x?", line=1), Question("a", "y?", line=4)])
+    Traceback (most recent call last):
+    ...
+    workbench.safeio.InputError: questions: repeated question ids (each must be unique): 'a' (lines 1, 4)
+    """
+    where: dict[str, list[int]] = {}
+    for q in questions:
+        where.setdefault(q.id, []).append(q.line)
+    dupes = {qid: lines for qid, lines in where.items() if len(lines) > 1}
+    if dupes:
+        shown = [
+            f"{qid!r} (lines {', '.join(map(str, lines))})" if all(lines) else f"{qid!r} ({len(lines)} times)"
+            for qid, lines in list(dupes.items())[:10]
+        ]
+        more = f" and {len(dupes) - 10} more" if len(dupes) > 10 else ""
+        raise safeio.InputError(f"{source}: repeated question ids (each must be unique): {', '.join(shown)}{more}")
+
+
 def question_judge(spec: JudgeSpec, question: Question, shared, index):
     """The judge of `spec` for one question: a fresh one from its gold labels for a kind that
     needs them (the oracle), else `shared(spec)`, the one judge for every question."""
