@@ -61,13 +61,13 @@ def test_db_that_is_not_an_index_is_refused_and_kept(tmp_path):
     before = digest(corpus)
     done = sag2wb("index", "corpus.json", "--db", "corpus.json", cwd=tmp_path)
     assert done.returncode == 2 and digest(corpus) == before
-    assert "corpus.json: exists and is not a SAG2 workbench index" in done.stderr
+    assert "--db corpus.json is an input of this command" in done.stderr
     assert "Traceback" not in done.stderr
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\n")
     done = sag2wb("demo", "--db", "notes.txt", cwd=tmp_path)
     assert done.returncode == 2 and notes.read_text() == "my notes\n"
-    assert "notes.txt: exists and is not a SAG2 workbench index" in done.stderr
+    assert "--db notes.txt exists and is not a SAG2 workbench index" in done.stderr
     (tmp_path / "folder").mkdir()
     assert sag2wb("index", "corpus.json", "--db", "folder", cwd=tmp_path).returncode == 2
     # an index of ours is replaced

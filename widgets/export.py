@@ -25,7 +25,7 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from workbench.safeio import atomic_write_bytes, atomic_write_text, check_output
+from workbench.safeio import Outputs, atomic_write_bytes, atomic_write_text, check_output
 
 
 def parquet_available() -> bool:
@@ -46,9 +46,17 @@ def _fresh(path: Path) -> Path:
     return check_output(candidate, what="export")
 
 
+def _folder(folder) -> Path:
+    """The export folder, checked as every output is (workbench/safeio.py): not a file."""
+    io = Outputs(force=None)
+    path = io.output("export folder", folder, kind="dir")
+    io.check()
+    return path
+
+
 def export_trace(model, folder) -> list[Path]:
     """The current trace as canonical JSON (the engine's own `Trace.to_json`)."""
-    folder = Path(folder)
+    folder = _folder(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = _fresh(folder / f"{_stem(model)}.trace.json")
     atomic_write_text(path, model.trace.to_json() + "\n")
@@ -59,7 +67,7 @@ def export_frames(model, folder, fmt: str = "csv") -> list[Path]:
     """One file per frame (passages, terms, seeds, rounds, context, ranking)."""
     if fmt == "parquet" and not parquet_available():
         raise RuntimeError("Parquet export needs pyarrow (pip install pyarrow); CSV works without it")
-    folder = Path(folder)
+    folder = _folder(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     for name, frame in model.frames.items():

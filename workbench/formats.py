@@ -19,6 +19,7 @@ PosixPath('bm25.trec')
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
@@ -53,7 +54,7 @@ from workbench.metrics import question_metrics
 # the run layer's result: a scored run is written in exactly the shape `sag2wb eval` writes
 # (EvalResult.to_dict; interop sits above runs, so this arrow points down)
 from workbench.runs.evaluation import EvalResult
-from workbench.safeio import atomic_writer
+from workbench.safeio import OutputError, Outputs, atomic_writer, check_name
 
 TREC_RUN = "run.trec"
 RUN_DEPTH = 100  # the depth `eval` records keep (question_record's ranking[:100])
@@ -228,6 +229,114 @@ def write_trec_run(path: str | Path, rows, tag: str = "sag2wb") -> Path:
     return path
 
 
+# ---- recognising our own files (safe to replace; anything else is the user's) -----------------
+_SNIFF_LINES = 200  # enough lines to tell a file's shape without reading a large one whole
+
+
+def _lines_are(path, ok) -> bool:
+    """True when `path` is empty or each of its first lines (blank ones skipped) passes `ok`."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f):
+                if n >= _SNIFF_LINES:
+                    break
+                if line.strip() and not ok(line.rstrip("\n")):
+                    return False
+    except (OSError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def is_trec_run_file(path) -> bool:
+    """A TREC run as `write_trec_run` writes it (`qid Q0 docno rank score tag`), or empty."""
+
+    def ok(line):
+        f = line.split()
+        return len(f) == 6 and f[1] == "Q0" and f[3].isdigit() and _is_number(f[4])
+
+    return _lines_are(path, ok)
+
+
+def is_trec_qrels_file(path) -> bool:
+    """TREC qrels as `write_trec_qrels` writes them (`qid 0 docno rel`), or empty."""
+
+    def ok(line):
+        f = line.split()
+        return len(f) == 4 and f[3].lstrip("-").isdigit()
+
+    return _lines_are(path, ok)
+
+
+def _is_topics_file(path) -> bool:
+    return _lines_are(path, lambda line: line.count("\t") == 1)
+
+
+def _is_beir_qrels_file(path) -> bool:
+    return _lines_are(path, lambda line: line.count("\t") == 2)
+
+
+def _jsonl_with_keys(allowed: set[str]):
+    def ok(line):
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(rec, dict) and set(rec) <= allowed
+
+    return lambda path: _lines_are(path, ok)
+
+
+def _is_workbench_corpus_json(path) -> bool:
+    """A corpus.json as `write_workbench` writes it: a list of {"title", "text"} and nothing else
+    (a user's extra fields such as url or note make it theirs)."""
+    try:
+        if Path(path).stat().st_size == 0:
+            return True
+        if Path(path).stat().st_size > 2**30:
+            return False
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, list) and all(isinstance(d, dict) and set(d) <= {"title", "text"} for d in data)
+
+
+def _is_scored_run(path) -> bool:
+    from workbench.runs.evaluation import is_our_result
+
+    return is_our_result(path, "eval")
+
+
+_QUESTION_KEYS = {"_id", "question", "supporting_titles", "type", "hops", "answer"}
+OURS = {  # file name -> recogniser of the files of that name convert writes
+    BEIR_CORPUS: _jsonl_with_keys({"_id", "title", "text"}),
+    BEIR_QUERIES: _jsonl_with_keys({"_id", "text", "metadata"}),
+    "corpus.json": _is_workbench_corpus_json,
+    "corpus.jsonl": _jsonl_with_keys({"_id", "title", "text"}),
+    "questions.jsonl": _jsonl_with_keys(_QUESTION_KEYS),
+    "results.json": _is_scored_run,
+    TREC_TOPICS: _is_topics_file,
+    TREC_QRELS: is_trec_qrels_file,
+}
+
+
+def _convert_hint(exc: OSError) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "the disk is full: free some space and rerun convert"
+    if exc.errno == errno.EFBIG:
+        return "the file grew past this system's file-size limit: raise the limit or choose another location"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "the folder is not writable: choose another --out"
+    return "check the folder and rerun convert"
+
+
 # ---- convert -----------------------------------------------------------------------------------
 CONVERT_TARGETS = ("beir", "workbench", "trec")
 
@@ -242,6 +351,7 @@ def convert(
     results=None,
     run=None,
     tag: str | None = None,
+    force: bool = False,
 ) -> list[Path]:
     """`sag2wb convert`: write the corpus / questions / an `eval` result in another layout.
 
@@ -253,6 +363,10 @@ def convert(
 
     Sources are anything `sag2wb index` / `--questions` read (corpus.json, .jsonl, folders,
     BEIR folders, TREC folders, irds:NAME).
+
+    Every file it will write is checked before any is written (workbench/safeio.py:
+    Outputs): an input is never replaced, a folder that holds an input and existing files
+    convert did not write are refused unless `force`, `split` must be a plain name.
 
     >>> convert("beir", "enc-beir", corpus="sample_corpora/encyclopedia/corpus.json",
     ...         questions="sample_corpora/encyclopedia/questions.jsonl")
@@ -266,35 +380,73 @@ def convert(
         raise FormatError("convert: give --corpus, --questions, --results and/or --run to convert")
     if run is not None and (to != "workbench" or questions is None):
         raise FormatError("--run: a TREC run converts --to workbench, scored against --questions (give both)")
+    if split is not None:
+        check_name("--split", split)
+    io = declare_convert_inputs(Outputs(force=force), out, corpus=corpus, questions=questions, results=results, run=run)
+    io.check()  # the folder itself, before anything is read
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise FormatError(f"{out}: exists and is not a folder; convert writes a folder")
-    for src in (corpus, questions, results, run):
-        if (
-            src is not None
-            and not str(src).startswith(IRDS_PREFIX)
-            and Path(src).exists()
-            and Path(src).resolve() == out.resolve()
-        ):
-            raise FormatError(f"{out}: is also an input ({src}); choose another output folder")
     units = load_corpus(corpus) if corpus is not None else None
     # --split names the split read from a BEIR source and the split written to a BEIR target
     read_split = split if questions is not None and is_beir_folder(questions) else None
     qs = load_questions(questions, split=read_split) if questions is not None else None
+    if to == "beir" and results is not None:
+        raise FormatError("--results: a run converts to TREC (--to trec), BEIR has no run format")
+    if to == "workbench" and results is not None:
+        raise FormatError("--results: an eval result is already a workbench file; use --to trec for a run")
+    if to == "trec" and units is not None:
+        raise FormatError("--corpus: TREC has no corpus format here; convert the corpus --to beir or --to workbench")
+    split = split or "test"
+    for path in convert_plan(to, out, units, qs, split=split, results=results, run=run):
+        ours = _is_beir_qrels_file if path.parent.name == BEIR_QRELS_DIR else OURS.get(path.name, is_trec_run_file)
+        io.output("--out", path, ours=ours)
+    io.check()  # every file, before the first is written
+    try:
+        return _write_converted(to, out, units, qs, split=split, results=results, run=run, tag=tag)
+    except OSError as exc:  # a full disk: name the file (never a temporary one); what was written is whole
+        where = exc.filename or out
+        raise OutputError(
+            f"--out {out}: could not write {where} ({exc.strerror or exc}); {_convert_hint(exc)}"
+        ) from None
+
+
+def declare_convert_inputs(io: Outputs, out, *, corpus=None, questions=None, results=None, run=None) -> Outputs:
+    """convert's inputs and its --out folder (which must not hold an input unless --force)."""
+    for option, src in (("--corpus", corpus), ("--questions", questions), ("--results", results), ("--run", run)):
+        io.input(option, src)
+    io.output("--out", out, kind="dir", hold_inputs=False)
+    return io
+
+
+def convert_plan(to: str, out: Path, units, qs, *, split: str, results=None, run=None) -> list[Path]:
+    """The files `convert` writes, in order (known before any is written)."""
     if to == "beir":
-        if results is not None:
-            raise FormatError("--results: a run converts to TREC (--to trec), BEIR has no run format")
-        return write_beir(out, units, qs, split=split or "test")
+        return ([out / BEIR_CORPUS] if units is not None else []) + (
+            [out / BEIR_QUERIES, out / BEIR_QRELS_DIR / f"{split}.tsv"] if qs is not None else []
+        )
     if to == "workbench":
-        if results is not None:
-            raise FormatError("--results: an eval result is already a workbench file; use --to trec for a run")
+        plan = []
+        if units is not None:
+            docs = documents_of(units)
+            plan.append(out / ("corpus.json" if all(d["_id"] == d["title"] for d in docs) else "corpus.jsonl"))
+        if qs is not None:
+            plan.append(out / "questions.jsonl")
+        if run is not None:
+            plan.append(out / "results.json")
+        return plan
+    return ([out / TREC_TOPICS, out / TREC_QRELS] if qs is not None else []) + (
+        [out / TREC_RUN] if results is not None else []
+    )
+
+
+def _write_converted(to, out: Path, units, qs, *, split: str, results=None, run=None, tag=None) -> list[Path]:
+    if to == "beir":
+        return write_beir(out, units, qs, split=split)
+    if to == "workbench":
         written = write_workbench(out, units, qs)
         if run is not None:
             assert qs is not None  # --run needs --questions (checked above)
             written.append(write_scored_run(out / "results.json", read_trec_run(run), qs, source=str(run)))
         return written
-    if units is not None:
-        raise FormatError("--corpus: TREC has no corpus format here; convert the corpus --to beir or --to workbench")
     out.mkdir(parents=True, exist_ok=True)
     written = []
     if qs is not None:

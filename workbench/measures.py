@@ -17,11 +17,17 @@ paper's metrics stay percentages, computed by workbench/metrics.py exactly as be
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
-from workbench.formats import FormatError, run_rows, write_trec_qrels, write_trec_run
+from workbench.formats import (
+    FormatError,
+    is_trec_qrels_file,
+    is_trec_run_file,
+    run_rows,
+    write_trec_qrels,
+    write_trec_run,
+)
 from workbench.index.corpora import Question
-from workbench.safeio import OutputError, check_output
+from workbench.safeio import Outputs
 
 
 def _ir_measures():
@@ -105,7 +111,16 @@ def measure_name(name: str) -> str:
 
 
 def eval_extras(
-    result, questions: list[Question], *, run=None, qrels=None, measures=(), tag: str = "sag2wb", inputs=(), out=None
+    result,
+    questions: list[Question],
+    *,
+    run=None,
+    qrels=None,
+    measures=(),
+    tag: str = "sag2wb",
+    inputs=(),
+    out=None,
+    force: bool = False,
 ) -> list[str]:
     """What `sag2wb eval --run/--qrels/--measure` add to a finished evaluation: the TREC run
     and qrels files, and each measure per question (`record["measures"]`) and as a mean (in
@@ -116,16 +131,17 @@ def eval_extras(
     >>> eval_extras(result, questions, run="sag2.trec", measures=["nDCG@10"])
     ['nDCG@10 0.7494', 'run -> sag2.trec (9 questions)']
     """
-    named = [(p, what) for p, what in ((out, "--out"), (run, "--run"), (qrels, "--qrels")) if p is not None]
-    for i, (path, what) in enumerate(named):
-        for other, other_what in named[:i]:
-            if Path(path).resolve() == Path(other).resolve():
-                raise FormatError(f"{what} {path} is also {other_what}; give each output its own file")
-        if what != "--out":
-            try:
-                check_output(path, inputs=inputs, what=what)
-            except OutputError as exc:  # one error family the CLI already prints (exit 2)
-                raise FormatError(str(exc)) from None
+    # checked as `sag2wb eval` checks them before its work (workbench/safeio.py: Outputs)
+    io = Outputs(force=force)
+    for path in inputs:
+        io.input("", path)
+    if out is not None:
+        io.output("--out", out, ours=lambda p: True)  # written by this command already, or about to be
+    if run is not None:
+        io.output("--run", run, ours=is_trec_run_file)
+    if qrels is not None:
+        io.output("--qrels", qrels, ours=is_trec_qrels_file)
+    io.check()
     lines = []
     if measures:
         values = per_question(result.records, questions, measures)

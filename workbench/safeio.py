@@ -14,6 +14,38 @@ old file untouched. `append_line` appends one whole line and fsyncs it, for resu
 >>> open("out.json").read(), open("table.md").read()
 ('{}', '| a |\\n')
 
+Every command that writes declares its inputs and outputs in an `Outputs` and checks them
+all before any work (the CLI's main does it for each command's `declare_io(args, io)`;
+docs/reliability.md, "Outputs"). An output is refused when it is an input, another output
+of the same command, a resume file, a folder where a file is meant (or the reverse), or an
+existing file that is not ours (`ours(path)` False) unless `force`; the message names the
+option the user gave and the user's path:
+
+>>> atomic_write_text("q.jsonl", "{}\\n")
+>>> io = Outputs(force=False)
+>>> io.input("--questions", "q.jsonl")
+>>> io.output("--out", "result.json")
+PosixPath('result.json')
+>>> io.resume("--out", "result.json.partial.jsonl")
+>>> io.output("--run", "result.json.partial.jsonl")
+PosixPath('result.json.partial.jsonl')
+>>> io.check()
+Traceback (most recent call last):
+...
+workbench.safeio.OutputError: --run result.json.partial.jsonl is the resume file of --out; choose another file
+>>> check_name("--split", "../../victim")
+Traceback (most recent call last):
+...
+workbench.safeio.OutputError: --split '../../victim': give a plain name (no '/', '..', absolute path or NUL)
+
+A new `sag2wb` command that writes: add each path option with
+`workbench.cli.common.path_option(p, "--out", role="output", help=...)` (`role="input"` for
+what it reads) and give its module `def declare_io(args, io): io.input("--db", args.db);
+io.output("--out", args.out, ours=my_recogniser)`. The CLI's main calls it and `io.check()`
+before the command runs (the command finds `args.io`), and refuses to run a command whose
+given output option was not declared; tests/test_outputs.py fails on a path-like option
+without a role.
+
 Exit codes of `sag2wb` (docs/reliability.md): 0 done; 1 the work failed (a judge error;
 finished questions stay resumable); 2 bad input or environment, named in one line;
 3 `--keep-going` finished with some questions failed (metrics cover the rest only);
@@ -25,6 +57,8 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 EXIT_OK = 0
@@ -82,9 +116,11 @@ def atomic_writer(path, mode: str = "w", encoding: str | None = "utf-8"):
                 os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
         _fsync_dir(directory)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and (exc.filename is None or str(exc.filename) == tmp):
+            exc.filename = str(path)  # name the user's file, never our temporary one (a write's ENOSPC has none)
         raise
 
 
@@ -150,27 +186,162 @@ def same_file(a, b) -> bool:
         return Path(a).resolve() == Path(b).resolve()
 
 
+def _same(a: Path, b: Path) -> bool:
+    if a.exists() and b.exists():
+        return same_file(a, b)
+    return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """`path` is `folder` or lies somewhere below it (symlinks resolved)."""
+    try:
+        path, folder = path.resolve(), folder.resolve()
+    except OSError:
+        return False
+    return path == folder or folder in path.parents
+
+
+def check_name(option: str, value: str) -> str:
+    """`value` as a single path component (a split, a tag that names a file): no separator,
+    no `..`, not absolute, no NUL, not empty."""
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or "/" in value
+        or "\\" in value
+        or "\0" in value
+        or value in (".", "..")
+        or os.path.isabs(value)
+    ):
+        raise OutputError(f"{option} {value!r}: give a plain name (no '/', '..', absolute path or NUL)")
+    return value
+
+
+@dataclass
+class _Output:
+    option: str
+    path: Path
+    kind: str  # "file" or "dir"
+    ours: Callable[[Path], bool] | None
+    hold_inputs: bool  # a folder output may hold input files (never replaced); False: refused without force
+    ours_name: str = "a result written by sag2wb"  # what `ours` recognises, for the message
+
+
+class Outputs:
+    """One command's inputs, outputs and resume files; `check()` refuses every bad output
+    at once, before any work. `force`: True/False for commands with `--force`, None for those
+    without (their refusals then suggest no --force).
+
+    `ours(path)` says whether an existing file is one sag2wb wrote (safe to replace); None:
+    any existing file counts as the user's. A command may declare more outputs once it knows
+    them (convert's files, eval's trace files) and call `check()` again, still before writing.
+    `options` is the set of options declared, which the CLI compares with the parser's
+    output options so that a new command cannot forget one.
+    """
+
+    def __init__(self, force: bool | None = False):
+        self.force = force
+        self.inputs: list[tuple[str, Path]] = []
+        self.outputs: list[_Output] = []
+        self.resumes: list[tuple[str, Path]] = []
+        self.options: set[str] = set()
+
+    def input(self, option: str, path) -> None:
+        """A path this command reads (None, and `irds:` names, are skipped)."""
+        self.options.add(option)
+        if path is None or str(path).startswith("irds:"):
+            return
+        self.inputs.append((option, Path(path)))
+
+    def output(
+        self,
+        option: str,
+        path,
+        *,
+        ours: Callable[[Path], bool] | None = None,
+        kind: str = "file",
+        hold_inputs: bool = True,
+        ours_name: str = "a result written by sag2wb",
+    ) -> Path:
+        """A file (or, `kind="dir"`, a folder) this command writes; returns it as a Path."""
+        self.options.add(option)
+        if "\0" in str(path) or not str(path):
+            raise OutputError(f"{option} {str(path)!r}: not a usable path")
+        out = _Output(option, Path(path), kind, ours, hold_inputs, ours_name)
+        self.outputs.append(out)
+        return out.path
+
+    def resume(self, option: str, path) -> None:
+        """A resume file of `option`'s output: read and appended to, so no output may be it."""
+        self.resumes.append((option, Path(path)))
+
+    def _force_hint(self, what: str) -> str:
+        return f", or pass --force to {what}" if self.force is not None else ""
+
+    def check(self) -> None:
+        for i, o in enumerate(self.outputs):
+            self._check_one(o, self.outputs[:i])
+
+    def _check_one(self, o: _Output, earlier: list[_Output]) -> None:
+        shown = f"{o.option} {o.path}"
+        for opt, inp in self.inputs:
+            named = f"{opt} {inp}".strip()
+            if _same(o.path, inp):
+                raise OutputError(f"{shown} is an input of this command ({named}); choose another path")
+            if o.kind == "file" and inp.is_dir() and _inside(o.path, inp) and o.path.is_file():
+                # a file of an input folder may be read by this command: only one of ours is replaced
+                if o.ours is None or not o.ours(o.path):
+                    raise OutputError(f"{shown} is inside the input folder {named} and exists; choose another path")
+            if o.kind == "dir" and not o.hold_inputs and not self.force and _inside(inp, o.path):
+                raise OutputError(
+                    f"{shown} holds an input of this command ({named}); choose another folder"
+                    + self._force_hint("write beside it (input files are never replaced)")
+                )
+        for other in earlier:
+            if _same(o.path, other.path):
+                also = "" if other.option == o.option else f" is also {other.option}"
+                raise OutputError(
+                    f"{shown}{also or ' is written twice by this command'}; give each output its own path"
+                )
+        for opt, resume in self.resumes:
+            if _same(o.path, resume):
+                raise OutputError(f"{shown} is the resume file of {opt}; choose another file")
+        if o.kind == "file" and o.path.is_dir():
+            raise OutputError(f"{shown} is a directory; give a file path")
+        if o.kind == "dir" and o.path.exists() and not o.path.is_dir():
+            raise OutputError(f"{shown} is a file, not a directory (it is in the way of a folder); give a folder path")
+        if o.kind == "file" and o.path.exists() and not self.force:
+            if o.ours is None or not o.ours(o.path):
+                raise OutputError(
+                    f"{shown} exists and is not {o.ours_name}; choose another path" + self._force_hint("replace it")
+                )
+        folder = o.path if o.kind == "dir" else o.path.parent
+        existing = next((d for d in [folder, *folder.parents] if d.exists()), Path("."))
+        if not existing.is_dir():
+            raise OutputError(f"{shown}: {existing} is a file, not a folder; choose another path")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise OutputError(
+                f"{shown}: cannot write in {existing} (read-only or no permission); choose a writable folder"
+            )
+
+
 def check_output(path, *, inputs=(), ours=None, force: bool = False, what: str = "--out") -> Path:
-    """Refuse to write `path` when it is one of this command's `inputs`, or an existing file
-    for which `ours(path)` is False (not a result we wrote); `force` allows the latter only.
+    """One output checked alone (see `Outputs`): refused when it is one of `inputs`, a folder,
+    or an existing file for which `ours(path)` is False (None: nothing existing is ours); `force`
+    allows the latter only.
 
     >>> atomic_write_text("q.jsonl", "{}\\n")
     >>> check_output("q.jsonl", inputs=["q.jsonl"])
     Traceback (most recent call last):
     ...
-    workbench.safeio.OutputError: --out q.jsonl is an input of this command (q.jsonl); choose another file
+    workbench.safeio.OutputError: --out q.jsonl is an input of this command (q.jsonl); choose another path
     >>> check_output("results.jsonl", inputs=["q.jsonl"])
     PosixPath('results.jsonl')
     """
-    path = Path(path)
+    io = Outputs(force=force)
     for inp in inputs:
-        if inp is not None and Path(inp).exists() and path.exists() and same_file(path, inp):
-            raise OutputError(f"{what} {path} is an input of this command ({inp}); choose another file")
-    if path.is_dir():
-        raise OutputError(f"{what} {path} is a directory; give a file path")
-    if path.exists() and ours is not None and not force and not ours(path):
-        raise OutputError(
-            f"{what} {path} exists and is not a result written by sag2wb; "
-            f"choose another path, or pass --force to replace it"
-        )
-    return path
+        if inp is not None:
+            io.inputs.append(("", Path(inp)))
+    out = io.output(what, path, ours=ours)
+    io.check()
+    return out

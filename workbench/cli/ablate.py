@@ -15,9 +15,10 @@ from workbench.cli.common import (
     add_output_options,
     add_parallel_options,
     add_run_options,
-    check_outputs,
+    declare_run_options,
     json_default,
     judge_spec,
+    path_option,
     report_failures,
     run_params,
     run_work,
@@ -40,14 +41,40 @@ from workbench.runs.experiment import (
 
 def add_parser(sub) -> None:
     p = sub.add_parser("ablate", help="the paper's comparisons (bm25, H=0/1/2, no-context, matched-budget, final-only)")
-    p.add_argument("--db", required=True)
-    p.add_argument("--questions", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--quiet", action="store_true")
+    path_option(p, "--db", role="input", required=True, help="the index (`sag2wb index`)")
+    path_option(
+        p, "--questions", role="input", required=True, help="questions with gold: .jsonl, a BEIR or TREC folder"
+    )
+    path_option(
+        p,
+        "--out",
+        role="output",
+        required=True,
+        help="OUT.json; OUT.md and OUT.html are written beside it (resume file: OUT.json.partial.jsonl)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no table on the terminal")
     add_output_options(p)
-    add_run_options(p)
+    add_run_options(p, rounds=False)  # H=0, 1 and 2 are read off the same H=2 trajectories
     add_parallel_options(p)
     p.set_defaults(func=cmd_ablate)
+
+
+def _resume_path(out: Path) -> Path:
+    return out.with_name(out.name + ".partial.jsonl")
+
+
+def declare_io(args, io) -> None:
+    """OUT.json, OUT.md, OUT.html and the resume file, against the index and the questions."""
+    out = Path(args.out)
+    if out.suffix in (".md", ".html"):
+        raise CLIError(f"--out {out}: give the .json name; the .md and .html tables are written beside it")
+    io.input("--db", args.db)
+    io.input("--questions", args.questions)
+    io.output("--out", out, ours=lambda p: is_our_result(p, "ablate"))
+    io.output("--out", out.with_suffix(".md"), ours=_our_table)
+    io.output("--out", out.with_suffix(".html"), ours=_our_table)
+    io.resume("--out", _resume_path(out))
+    declare_run_options(args, io)
 
 
 def cmd_ablate(args) -> int:
@@ -60,17 +87,8 @@ def cmd_ablate(args) -> int:
     """
     if args.judge == "bm25":
         raise CLIError("the ablation compares judged policies: give --judge lexical, oracle, jev or FILE.py:NAME")
-    if args.rounds not in (None, 2):
-        raise CLIError("ablate reads H=0, 1 and 2 off the same H=2 trajectories; --rounds is not used")
     out = Path(args.out)
     md_path, html_path = out.with_suffix(".md"), out.with_suffix(".html")
-    if out.suffix in (".md", ".html"):
-        raise CLIError(f"--out {out}: give the .json name; the .md and .html tables are written beside it")
-    check_outputs(
-        args,
-        [(out, lambda p: is_our_result(p, "ablate")), (md_path, _our_table), (html_path, _our_table)],
-        [args.questions, args.db],
-    )
     index = Index(args.db)
     args.judge = resolve_judge(args.judge, index)  # auto: the corpus's default judge
     questions = load_questions(args.questions)
@@ -82,7 +100,7 @@ def cmd_ablate(args) -> int:
             f"which the ablation's metrics need: {', '.join(no_gold[:5])}{' ...' if len(no_gold) > 5 else ''}"
         )
     params = run_params(args).replace(H=2)
-    resume = out.with_name(out.name + ".partial.jsonl")
+    resume = _resume_path(out)
     with naming_path(out.parent):
         out.parent.mkdir(parents=True, exist_ok=True)
         for name in (out.name, md_path.name, html_path.name):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import errno
-import os
+import math
 import sqlite3
 import sys
 from importlib import resources
@@ -30,7 +30,107 @@ class CLIError(Exception):
     pass
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
+# ---- declared inputs and outputs (workbench/safeio.py: Outputs) ---------------------------------
+IO_ROLE = "sag2wb_io"  # set on an argparse action: "input" or "output"
+
+
+def path_option(p, *flags, role: str, **kwargs) -> argparse.Action:
+    """`p.add_argument(*flags, **kwargs)` for a path, tagged as this command's "input" or
+    "output". The CLI's main refuses to run a command whose given output options its
+    `declare_io(args, io)` did not declare, and tests/test_outputs.py fails on any path
+    option without a role: a new command cannot forget to check what it writes."""
+    if role not in ("input", "output"):
+        raise ValueError(f"role {role!r}: input or output")
+    action = p.add_argument(*flags, **kwargs)
+    setattr(action, IO_ROLE, role)
+    return action
+
+
+def output_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if getattr(a, IO_ROLE, None) == "output"]
+
+
+def option_name(action: argparse.Action) -> str:
+    return action.option_strings[-1] if action.option_strings else action.dest
+
+
+def declare_and_check(args, parser: argparse.ArgumentParser, module) -> safeio.Outputs:
+    """Build the command's `Outputs` from its `declare_io(args, io)` and check it before any
+    work; a given output option left undeclared is a bug in the command (RuntimeError)."""
+    io = safeio.Outputs(force=args.force if hasattr(args, "force") else None)
+    declare = getattr(module, "declare_io", None)
+    given = [a for a in output_actions(parser) if getattr(args, a.dest, None) not in (None, False, [], "")]
+    if declare is not None:
+        declare(args, io)
+    missing = [option_name(a) for a in given if option_name(a) not in io.options]
+    if missing:
+        raise RuntimeError(
+            f"sag2wb {args.command}: output option(s) {', '.join(missing)} not declared by "
+            f"{module.__name__}.declare_io; every output must be checked (workbench/safeio.py: Outputs)"
+        )
+    io.check()
+    return io
+
+
+# ---- numbers ------------------------------------------------------------------------------------
+def number(kind=float, *, minimum=None, above=None, maximum=None):
+    """argparse `type=` for a numeric option. It converts; the CLI's main then refuses, in one
+    line naming the option (exit 2), values that would make every call fail: inf, nan, or
+    outside [minimum, maximum] (`above`: strictly greater) -- `check_numbers`."""
+
+    def parse(text: str):
+        try:
+            return kind(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected {'a whole number' if kind is int else 'a number'}"
+            ) from None
+
+    parse.__name__ = kind.__name__
+    parse.sag2wb_bounds = (minimum, above, maximum)  # type: ignore[attr-defined, unused-ignore]
+    return parse
+
+
+def number_problem(value, minimum=None, above=None, maximum=None) -> str | None:
+    """What is wrong with `value` for these bounds, or None.
+
+    >>> number_problem(float("inf"), minimum=0), number_problem(-5.0, minimum=0), number_problem(70000, 0, None, 65535)
+    ('expected a finite number', 'expected a number >= 0', 'expected 0-65535')
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "expected a finite number"
+    low_ok = (minimum is None or value >= minimum) and (above is None or value > above)
+    if low_ok and (maximum is None or value <= maximum):
+        return None
+    if minimum is not None and maximum is not None:
+        return f"expected {minimum}-{maximum}"
+    if not low_ok:
+        return f"expected a number >= {minimum}" if minimum is not None else f"expected a number > {above}"
+    return f"expected a number <= {maximum}"
+
+
+def check_numbers(args, parser: argparse.ArgumentParser) -> None:
+    """Every numeric option of the command against its bounds (`number`), before any work."""
+    for action in parser._actions:
+        bounds = getattr(action.type, "sag2wb_bounds", None)
+        value = getattr(args, action.dest, None)
+        if bounds is None or value is None:
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            problem = number_problem(v, *bounds)
+            if problem:
+                shown = format(v, "g") if isinstance(v, float) else str(v)
+                raise CLIError(f"{option_name(action)} {shown}: {problem}")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (the house rule for every failure), exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def add_run_options(p: argparse.ArgumentParser, *, rounds: bool = True) -> None:
     p.add_argument(
         "--judge",
         default="auto",
@@ -38,7 +138,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "(needs gold), jev, or FILE.py:NAME (default auto: semantic for passage corpora, lexical for "
         "a folder of files; docs/judges.md)",
     )
-    p.add_argument("--rounds", type=int, default=None, help="expansion rounds H (0-2)")
+    if rounds:
+        p.add_argument(
+            "--rounds", type=number(int, minimum=0, maximum=2), default=None, help="expansion rounds H (0-2)"
+        )
     p.add_argument(
         "--param",
         action="append",
@@ -55,23 +158,32 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     g = p.add_argument_group("JEV (hosted judge)")
     g.add_argument("--jev-endpoint", default=None, help="typesafe, openrouter, or a full URL")
-    g.add_argument("--jev-model", default=None)
-    g.add_argument("--payload-style", choices=["inline", "stateful"], default="stateful")
+    g.add_argument("--jev-model", default=None, help="the model the JEV endpoint should use (default: the endpoint's)")
+    g.add_argument(
+        "--payload-style",
+        choices=["inline", "stateful"],
+        default="stateful",
+        help="stateful: passages sent once and then named; inline: every request carries them (default stateful)",
+    )
     g.add_argument(
         "--jev-instructions",
         default=None,
         metavar="NAME|FILE",
         help="the decision instructions: a registered template (default sag2-evidence-v2) or a .json/.toml file",
     )
-    g.add_argument("--cache-dir", default=None, help="judgment cache folder (diskcache)")
+    path_option(g, "--cache-dir", role="output", default=None, help="judgment cache folder (diskcache)")
     g.add_argument("--cache-only", action="store_true", help="replay: answer from the cache, fail on a miss")
 
 
 def add_ecosystem_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("IR toolbox (docs/ecosystem.md)")
     g.add_argument("--split", default=None, help="the qrels split when --questions is a BEIR folder (default: test)")
-    g.add_argument("--run", default=None, metavar="OUT.trec", help="also write the rankings as a TREC run")
-    g.add_argument("--qrels", default=None, metavar="OUT.qrels", help="also write the gold as TREC qrels")
+    path_option(
+        g, "--run", role="output", default=None, metavar="OUT.trec", help="also write the rankings as a TREC run"
+    )
+    path_option(
+        g, "--qrels", role="output", default=None, metavar="OUT.qrels", help="also write the gold as TREC qrels"
+    )
     g.add_argument(
         "--measure",
         action="append",
@@ -82,9 +194,17 @@ def add_ecosystem_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def declare_run_options(args, io) -> None:
+    """The run options' paths: the JEV judgment cache folder (read and written)."""
+    if getattr(args, "cache_dir", None) and getattr(args, "cache_only", False):
+        io.input("--cache-dir", args.cache_dir)  # replay only reads it: a read-only copy works
+    elif getattr(args, "cache_dir", None):
+        io.output("--cache-dir", args.cache_dir, kind="dir")
+
+
 def run_params(args) -> Params:
     params = Params().with_assignments(args.param)
-    if args.rounds is not None:
+    if getattr(args, "rounds", None) is not None:
         params = params.replace(H=args.rounds)
     return params
 
@@ -114,14 +234,14 @@ def add_parallel_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("many questions at once (results identical to a sequential run; docs/experiments.md)")
     g.add_argument(
         "--concurrency",
-        type=int,
+        type=number(int, minimum=1),
         default=None,
         metavar="N",
         help="questions at once on threads, for judges that wait (default 8 for jev, else 1)",
     )
     g.add_argument(
         "--processes",
-        type=int,
+        type=number(int, minimum=1),
         default=None,
         metavar="N",
         help="a pool of N processes, for judges that compute (lexical, FILE.py:NAME)",
@@ -154,23 +274,11 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="go on after a failed question; metrics cover the completed ones only (exit 3)",
     )
-    p.add_argument("--force", action="store_true", help="replace an existing --out file that is not a sag2wb result")
-
-
-def check_outputs(args, paths, inputs) -> None:
-    """Refuse, before any work, outputs that are inputs of this command or files that are not
-    ours (--force allows the latter), and a folder we cannot write in."""
-    for path, ours in paths:
-        safeio.check_output(path, inputs=inputs, ours=ours, force=args.force)
-    out = Path(paths[0][0])
-    folder = out.parent if str(out.parent) else Path(".")
-    existing = next((d for d in [folder, *folder.parents] if d.exists()), Path("."))
-    if not existing.is_dir():
-        raise safeio.InputError(f"--out {out}: {existing} is a file, not a folder; choose another path")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise safeio.InputError(
-            f"--out {out}: cannot write in {existing} (read-only or no permission); choose a writable folder"
-        )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace existing output files that sag2wb did not write (inputs and resume files never)",
+    )
 
 
 def write(path: Path, text: str) -> None:
@@ -295,7 +403,16 @@ def os_error_message(exc: OSError) -> str:
     """One line: the path, what went wrong, what to do."""
     what = exc.strerror or str(exc) or type(exc).__name__
     hint = OS_HINTS.get(exc.errno, "check the path and rerun")
-    return f"{exc.filename}: {what}; {hint}" if exc.filename is not None else f"{what}; {hint}"
+    if exc.filename is None:
+        return f"{what}; {hint}"
+    import os
+    import re
+
+    # the user's file, never the temporary one it was being written as
+    name = Path(os.fsdecode(exc.filename))
+    user = re.fullmatch(r"\.sag2wb-tmp-(.+)\.[^.]+|\.(.+)\.building-\d+", name.name)
+    shown = name.with_name(user.group(1) or user.group(2)) if user else exc.filename
+    return f"{shown}: {what}; {hint}"
 
 
 def sqlite_error_message(args, exc: sqlite3.Error) -> str:
@@ -303,6 +420,19 @@ def sqlite_error_message(args, exc: sqlite3.Error) -> str:
     where = f"the database {db}" if db else "a database"
     if "locked" in str(exc):
         return f"{where} is locked by another process ({exc}); wait for it to finish and rerun"
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    # only a damaged file is called damaged: a full disk or a read-only place is not
+    if primary == 13 or "disk is full" in str(exc):
+        return f"{where} could not be written: the disk is full ({exc}); free some space and rerun"
+    if primary == 10:
+        return f"{where}: a disk I/O error ({exc}): the disk may be full or failing; free some space and rerun"
+    if primary == 8 or "readonly" in str(exc):
+        return f"{where} cannot be written: it or its folder is read-only ({exc}); choose a writable location"
+    if primary == 14:
+        return f"{where} cannot be opened ({exc}); check the path and its permissions"
+    if primary not in (11, 26, None):
+        return f"{where}: SQLite failed ({exc}); rerun, and if it persists rebuild with `sag2wb index CORPUS --db ...`"
     return (
         f"{where} cannot be read ({exc}): it is damaged or not a workbench index; "
         f"rebuild it with `sag2wb index CORPUS --db NEW.sqlite`"

@@ -9,8 +9,10 @@ from workbench.cli.common import (
     SAMPLE_DOCS,
     SAMPLE_DOCS_QUESTIONS,
     explain,
+    path_option,
     print_ranking,
 )
+from workbench.cli.index import is_index
 from workbench.engine import Run
 from workbench.index.corpora import load_questions
 from workbench.index.store import open_or_build
@@ -21,9 +23,19 @@ from workbench.runs.evaluation import evaluate
 
 def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="index the bundled docs corpus and walk one multi-hop question (offline)")
-    p.add_argument("--db", default=os.environ.get("SAG2WB_DEMO_DB", ".sag2wb/internal_docs.sqlite"))
+    path_option(
+        p,
+        "--db",
+        role="output",
+        default=os.environ.get("SAG2WB_DEMO_DB", ".sag2wb/internal_docs.sqlite"),
+        help="the demo's index, built on first use (default $SAG2WB_DEMO_DB or .sag2wb/internal_docs.sqlite)",
+    )
     p.add_argument("--question", default="docs-02", help="which sample question to walk through (default docs-02)")
     p.set_defaults(func=cmd_demo)
+
+
+def declare_io(args, io) -> None:
+    io.output("--db", args.db, ours=is_index, ours_name="a SAG2 workbench index")
 
 
 def cmd_demo(args) -> int:

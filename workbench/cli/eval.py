@@ -11,28 +11,40 @@ from workbench.cli.common import (
     add_output_options,
     add_parallel_options,
     add_run_options,
-    check_outputs,
+    declare_run_options,
     fmt,
     jev_options,
+    path_option,
     report_failures,
     run_params,
     run_work,
     write,
 )
+from workbench.formats import is_trec_qrels_file, is_trec_run_file
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
 from workbench.judges import resolve_judge
 from workbench.measures import eval_extras
 from workbench.runs.evaluation import evaluate, is_our_result, naming_path, require_gold
+from workbench.runs.resume import trace_file_name
+from workbench.safeio import OutputError, check_name
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("eval", help="evaluate over a questions file")
-    p.add_argument("--db", required=True)
-    p.add_argument("--questions", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--trace-dir", default=None, help="write each question's full trace as JSON here")
-    p.add_argument("--quiet", action="store_true")
+    path_option(p, "--db", role="input", required=True, help="the index (`sag2wb index`)")
+    path_option(
+        p, "--questions", role="input", required=True, help="questions .jsonl, a BEIR or TREC folder, or irds:NAME"
+    )
+    path_option(
+        p,
+        "--out",
+        role="output",
+        required=True,
+        help="the result JSON (resume file beside it: OUT.partial.jsonl)",
+    )
+    path_option(p, "--trace-dir", role="output", default=None, help="write each question's full trace as JSON here")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_output_options(p)
     add_ecosystem_options(p)
     add_run_options(p)
@@ -40,17 +52,60 @@ def add_parser(sub) -> None:
     p.set_defaults(func=cmd_eval)
 
 
+def declare_io(args, io) -> None:
+    io.input("--db", args.db)
+    io.input("--questions", args.questions)
+    out = io.output("--out", args.out, ours=lambda p: is_our_result(p, "eval"))
+    io.resume("--out", resume_path(out))
+    if args.run:
+        io.output("--run", args.run, ours=is_trec_run_file)
+    if args.qrels:
+        io.output("--qrels", args.qrels, ours=is_trec_qrels_file)
+    if args.trace_dir:
+        io.output("--trace-dir", args.trace_dir, kind="dir")
+    if args.split is not None:
+        check_name("--split", args.split)
+    declare_run_options(args, io)
+
+
+def resume_path(out: Path) -> Path:
+    return out.with_name(out.name + ".partial.jsonl")
+
+
+def _is_trace(path: Path) -> bool:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and {"question", "rounds", "final_ranking"} <= set(data)
+
+
+def check_trace_files(trace_dir, questions, force: bool) -> None:
+    """The trace files this run will write: an existing one that is not a trace is refused."""
+    folder = Path(trace_dir)
+    if force or not folder.is_dir():
+        return
+    present = set(p.name for p in folder.iterdir())  # one listing, not a stat per question
+    for q in questions:
+        name = trace_file_name(q.id)
+        if name in present and not _is_trace(folder / name):
+            raise OutputError(
+                f"--trace-dir {trace_dir}: {folder / name} exists and is not a trace sag2wb wrote; "
+                f"choose another folder, or pass --force to replace it"
+            )
+
+
 def cmd_eval(args) -> int:
     out = Path(args.out)
-    extra_outputs = [(Path(p), None) for p in (args.run, args.qrels) if p]  # TREC files: checked before any work too
-    check_outputs(args, [(out, lambda p: is_our_result(p, "eval")), *extra_outputs], [args.questions, args.db])
     index = Index(args.db)
     questions = load_questions(args.questions, split=args.split)
+    if args.trace_dir:
+        check_trace_files(args.trace_dir, questions, args.force)
     check_gold(questions, set(index.documents.values()), args.questions)
     args.judge = resolve_judge(args.judge, index)  # auto: the corpus's default judge
     require_gold(questions, args.judge, args.questions)
     params = run_params(args)
-    resume = out.with_name(out.name + ".partial.jsonl")
+    resume = resume_path(out)
     with naming_path(out.parent):
         out.parent.mkdir(parents=True, exist_ok=True)
         safeio.clean_stale_temps(out.parent, out.name)  # left by a writer killed mid-write
@@ -117,4 +172,5 @@ def _eval_extras(args, result, questions) -> list[str]:
         tag=args.judge,
         inputs=[args.db, args.questions],
         out=args.out,
+        force=args.force,
     )

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from workbench.cli.common import number, path_option
 from workbench.judges.jev.server import serve_main
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("judge-server", help="serve a workbench judge over the Noul-compatible HTTP interface")
     p.add_argument("--judge", default="lexical", help="lexical (needs --db), data-hash, hash, ... (docs/jev.md)")
-    p.add_argument("--db", default=None, help="index (needed by the lexical judge)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8765)
-    p.add_argument("--delay-ms", type=float, default=0.0, help="answer every request this much later")
+    path_option(p, "--db", role="input", default=None, help="index (needed by the lexical judge)")
+    p.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)"
+    )
+    p.add_argument(
+        "--port", type=number(int, minimum=0, maximum=65535), default=8765, help="the port (default 8765; 0: any free)"
+    )
+    p.add_argument(
+        "--delay-ms",
+        type=number(float, minimum=0, maximum=3_600_000),
+        default=0.0,
+        help="answer every request this many milliseconds later (default 0)",
+    )
     p.add_argument(
         "--fault",
         action="append",
@@ -19,10 +29,22 @@ def add_parser(sub) -> None:
         metavar="KIND[:SECONDS][xTIMES]",
         help="inject a fault into the next requests, e.g. 429:1, 500x5, slow:3, malformed (see docs/jev.md)",
     )
-    p.add_argument("--max-body-mb", type=float, default=16.0, help="larger request bodies get 413 (default 16)")
-    p.add_argument("--read-timeout", type=float, default=30.0, help="seconds a client may take to send a request")
     p.add_argument(
-        "--judge-timeout", default=None, help="seconds per judge call (default $SAG2WB_JUDGE_TIMEOUT or 60; 0: none)"
+        "--max-body-mb",
+        type=number(float, above=0, maximum=4096),
+        default=16.0,
+        help="larger request bodies get 413 (default 16)",
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=number(float, above=0, maximum=86400),
+        default=30.0,
+        help="seconds a client may take to send a request (default 30)",
+    )
+    p.add_argument(
+        "--judge-timeout",
+        default=None,
+        help="seconds per judge call (default $SAG2WB_JUDGE_TIMEOUT or 60; 0: none)",
     )
     p.set_defaults(func=cmd_judge_server)
 

@@ -7,8 +7,11 @@ import sys
 from workbench.cli.common import (
     CLIError,
     add_run_options,
+    declare_run_options,
     explain,
     judge_spec,
+    number,
+    path_option,
     print_ranking,
     run_params,
 )
@@ -18,12 +21,17 @@ from workbench.index.store import Index
 
 def add_parser(sub) -> None:
     p = sub.add_parser("search", help="ask one question")
-    p.add_argument("--db", required=True)
-    p.add_argument("question")
+    path_option(p, "--db", role="input", required=True, help="the index (`sag2wb index`)")
+    p.add_argument("question", help="the question, in quotes")
     p.add_argument("--explain", action="store_true", help="print each round's seeds and terms")
-    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--top", type=number(int, minimum=1), default=10, help="how many results to print (default 10)")
     add_run_options(p)
     p.set_defaults(func=cmd_search)
+
+
+def declare_io(args, io) -> None:
+    io.input("--db", args.db)
+    declare_run_options(args, io)
 
 
 def cmd_search(args) -> int:
