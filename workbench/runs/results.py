@@ -17,6 +17,8 @@ no_idf  67.59  85.19  66.67        410          9
 {'metric': 'R@10', 'a': 'no_idf', 'b': 'sag2', 'questions': 9, 'difference': -5.5556, 'low': -16.6667, 'high': 0.0}
 >>> results.plot("R@10").data[0].x         # bars with intervals, like the paper's Figure 4
 ('sag2', 'no_idf')
+>>> results.changes("sag2", "no_idf").counts()   # per question: workbench/runs/changes.py
+{'wins': 0, 'losses': 1, 'ties': 8}
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import html
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError
 from workbench.metrics import METRICS, is_missing, paired_bootstrap
+from workbench.runs import changes as changes_
 from workbench.runs import plots
 from workbench.runs.records import ExperimentError
 from workbench.runs.resume import RESULT_MARKER, RESULT_VERSION
@@ -196,6 +199,19 @@ class Results:
     def compare(self, a: str, b: str, metric: str = "R@10") -> dict:
         """mean(a - b) of `metric` over the shared questions, with its paired 95% interval."""
         return paired_interval(self.values(a, metric), self.values(b, metric), metric, (a, b))
+
+    def changes(self, base: str, variant: str, metric: str = "R@10", traces: dict | None = None, moves: int = 5):
+        """What configuration `variant` changed against `base`, question by question
+        (`changes_.Changes`: wins/losses/ties, terms, seeds, gold, rank moves). The records hold
+        metrics and rankings only: pass `traces=experiment.traces` (run with keep_traces=True)
+        for rounds, terms, seeds and gold; without them `.needs_traces` names what is missing."""
+        traces = traces or {}
+        return changes_.Changes(
+            changes_.side_from_results(self, base, traces.get(base)),
+            changes_.side_from_results(self, variant, traces.get(variant)),
+            metric,
+            moves,
+        )
 
     def interval(self, config: str, metric: str = "R@10") -> tuple[float, float, float]:
         """Mean of one configuration and its 95% percentile bootstrap interval (same resamples)."""
