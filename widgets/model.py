@@ -31,6 +31,14 @@ def jev_configured(jev_options: dict | None = None) -> bool:
     return any(os.environ.get(v) for v in JEV_KEY_VARIABLES) or bool((jev_options or {}).get("cache_dir"))
 
 
+class UnknownQuestion(ValueError):
+    """A question id the questions do not have; the message lists a few that exist."""
+
+    def __init__(self, question_id: str, ids: list[str]):
+        shown = ", ".join(ids[:8]) + (f" … ({len(ids)} in all)" if len(ids) > 8 else "")
+        super().__init__(f"unknown question {question_id!r}; the questions are {shown}")
+
+
 class Interrupted(Exception):
     """The researcher pressed Stop; the previous trajectory stays."""
 
@@ -58,6 +66,7 @@ class DashboardModel:
         params: Params | None = None,
         jev_options: dict | None = None,
         judges: dict | None = None,
+        question: str | None = None,
     ):
         self.index = index
         self.questions = [q if isinstance(q, Question) else Question("", str(q)) for q in (questions or [])]
@@ -80,7 +89,7 @@ class DashboardModel:
         # state, so it is what stays drawn.
         self._emit_lock = threading.RLock()
         self.status = Status()
-        self.question = self.questions[0]
+        self.question = self.questions[0] if question is None else self._question(question)
         self.params = params or Params()
         self.judge_spec = self._check_judge_spec(judge)
         self.pins: dict = {}
@@ -184,10 +193,14 @@ class DashboardModel:
         return self._judges[spec]
 
     # ---- changing the state ----------------------------------------------------------------
-    def set_question(self, question_id: str):
+    def _question(self, question_id: str) -> Question:
         q = next((q for q in self.questions if q.id == question_id), None)
         if q is None:
-            raise ValueError(f"unknown question {question_id!r}")
+            raise UnknownQuestion(question_id, [q.id for q in self.questions])
+        return q
+
+    def set_question(self, question_id: str):
+        q = self._question(question_id)
         if q == self.question:
             return
         self.question, self.pins, self.run = q, {}, None
@@ -310,7 +323,9 @@ class DashboardModel:
             if not self.reference_fixed:
                 self.reference = self.trace if not new_question else None
             self.run, self.trace = run, trace
-            self.frames = trace.frames()
+            from .data import view_frames  # the frames plus surface forms and every retrieving term
+
+            self.frames = view_frames(trace, self.index)
             self.generation += 1
             self.round = min(self.round, len(trace.rounds) - 1) if not new_question else 0
         self._emit(TRACE)

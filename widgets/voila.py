@@ -2,7 +2,8 @@
 closes, no CDN request): `python -m widgets.voila notebooks/dashboard.ipynb [voila options]`.
 
 It is `voila` with `--Voila.config_file_paths` pointing at widgets/voila_config (and the
-usual places: the current directory, then Jupyter's config path).
+usual places: the current directory, then Jupyter's config path), and with tracebacks shown
+in the page (Voilà listens on localhost only by default; `--show_tracebacks=False` hides them).
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ def voila_argv(argv: list[str]) -> list[str]:
     from jupyter_core.paths import jupyter_config_path
 
     paths = [str(CONFIG_DIR), os.getcwd(), *jupyter_config_path()]
-    return [*argv[:1], *(f"--Voila.config_file_paths={p}" for p in paths), *argv[1:]]
+    # a cell that fails shows its error in the page, not only "error when executing cell [1]"
+    # (the dashboard notebook names bad input itself; this is for everything else)
+    tracebacks = [] if any("show_tracebacks" in a for a in argv) else ["--VoilaConfiguration.show_tracebacks=True"]
+    return [*argv[:1], *(f"--Voila.config_file_paths={p}" for p in paths), *tracebacks, *argv[1:]]
 
 
 def main(argv: list[str] | None = None):

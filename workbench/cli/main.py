@@ -13,10 +13,18 @@ import argparse
 import os
 import sqlite3
 import sys
+from importlib import metadata
 
 from workbench import safeio
-from workbench.cli import ablate, cache, convert, demo, embed, eval, index, judge_server, search
-from workbench.cli.common import CLIError, os_error_message, sqlite_error_message
+from workbench.cli import ablate, cache, compare, convert, dashboard, demo, embed, eval, index, judge_server, search
+from workbench.cli.common import (
+    CLIError,
+    Parser,
+    check_numbers,
+    declare_and_check,
+    os_error_message,
+    sqlite_error_message,
+)
 from workbench.index import CorpusError, IndexProblem
 from workbench.judges.base import JUDGE_TIMEOUT_VARIABLE, _check_timeout
 from workbench.judgment import JudgeError
@@ -25,14 +33,28 @@ from workbench.runs.evaluation import QuestionFailed
 from workbench.runs.experiment import ExperimentError
 from workbench.terms import TermWeightingError
 
-COMMANDS = (demo, index, search, eval, convert, judge_server, cache, embed, ablate)  # the order of `sag2wb --help`
+# the order of `sag2wb --help`
+COMMANDS = (demo, index, search, eval, compare, convert, judge_server, cache, embed, ablate, dashboard)
+
+
+def version() -> str:
+    try:
+        return metadata.version("sag2-workbench")
+    except metadata.PackageNotFoundError:  # a checkout used without installing
+        return "unknown (not installed)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sag2wb", description="SAG2 Workbench: embedding-free multi-hop retrieval")
+    """The `sag2wb` parser; each command module gives `add_parser(sub)` and, when it writes,
+    `declare_io(args, io)` (workbench/safeio.py: Outputs), which main checks before the command."""
+    parser = Parser(prog="sag2wb", description="SAG2 Workbench: embedding-free multi-hop retrieval")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}", help="print the version")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
+        before = set(sub.choices)
         command.add_parser(sub)
+        for name in set(sub.choices) - before:  # its parser and module, for the output check
+            sub.choices[name].set_defaults(_module=command, _parser=sub.choices[name])
     return parser
 
 
@@ -48,6 +70,9 @@ def main(argv=None) -> int:
             # (--processes, --dask) apply the same limit
             _check_timeout(args.run_judge_timeout, "--judge-timeout")
             os.environ[JUDGE_TIMEOUT_VARIABLE] = args.run_judge_timeout
+        check_numbers(args, args._parser)  # inf, nan, out of range: a named error, never a failing run
+        # every output checked before any work; the command may declare more and check again
+        args.io = declare_and_check(args, args._parser, args._module)
         return args.func(args)
     except QuestionFailed as exc:  # a caller that did not handle it itself (search, demo)
         print(f"{prefix} {exc}", file=sys.stderr)
