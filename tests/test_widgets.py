@@ -267,7 +267,8 @@ def test_charts_are_whole_figures_stamped_with_the_run_and_round(dash):
         assert c.fig_layout["meta"]["round"] == 2 and c.fig_layout["meta"]["run"] == m.generation
     assert dash.slope.widget.fig_layout["shapes"][0]["x0"] == 2  # the round marker
     # round 2's term chart holds round 2's terms only (no categories left from round 1)
-    selected = m.frames["terms"].query("round == 2 and selected")["term"]
+    chosen = m.frames["terms"].query("round == 2 and selected")
+    selected = [data.term_label(t, d) for t, d in zip(chosen["term"], chosen["display"])]  # surface forms
     labels = [y.split(" → ")[0] for y in dash.terms.widget.data[-1]["y"]]
     assert set(selected) <= set(labels) and len(labels) == len(set(labels))
     assert dash.terms.widget.title.startswith(f"round 2: {len(selected)} selected")
@@ -339,7 +340,7 @@ def test_passage_view_follows_a_table_click_and_shows_text_source_history_and_te
     m.set_round(1)
     p = m.frames["passages"]
     unit = int(p.query("round == 1 and via_term.notna()")["unit_id"].iloc[0])
-    term = p.query("round == 1 and unit_id == @unit")["via_term"].iloc[0]
+    term = p.query("round == 1 and unit_id == @unit")["via_terms"].iloc[0].split(", ")[0]  # as the text writes it
     dash.pool.widget.selected = unit  # what a click on the row sets in the browser
     assert m.selected_unit == unit and dash.passage.picker.value == unit
     body = dash.passage.body.value
@@ -447,3 +448,149 @@ def test_judge_explanations_are_shown_when_the_trace_has_them(dash):
     p["explanation"] = None
     frames["passages"] = p
     assert "explanation" not in data.pool_table(frames, 0, True).columns  # all empty: no column
+
+
+# ---- what the views show: surface forms, every retrieving term, chunks, legend (issue 24) ------
+
+
+@pytest.mark.parametrize(
+    "term, text, shown",
+    [
+        ("é lodie marchetti", "The film starred Élodie Marchetti, who", "Élodie Marchetti"),
+        ("jos é arriaga", "(José Arriaga)", "José Arriaga"),
+        ("otto geb ü hr", "with Otto Gebühr.", "Otto Gebühr"),
+        ("ț", "the Brațov station", "Brațov"),  # a fragment: the word it was cut from
+        ("é", "Élodie Marchetti", "Élodie"),
+        ("保存", "登录后系统保存role_id到会话。", "保存"),  # jieba's word inside a sentence without spaces
+        ("role_id", "系统保存role_id到会话", "role_id"),
+        ("会话", "系统保存role_id到会话。", "会话"),
+        ("3.5%", "rose 3.5%.", "3.5%"),
+        ("glass harbour", "no such words", "glass harbour"),  # not in the text: the token form
+    ],
+)
+def test_surface_form_finds_the_span_the_text_writes(term, text, shown):
+    from workbench.text import surface_form, tokenize
+
+    before = tokenize(text)
+    assert surface_form(term, text) == shown
+    assert tokenize(text) == before  # display only: tokenisation is what it was
+    if shown != term:
+        assert set(term.split(" ")) <= set(tokenize(shown))
+
+
+def test_term_label_adds_the_token_form_only_when_the_surface_holds_more():
+    assert data.term_label("é lodie marchetti", "Élodie Marchetti") == "Élodie Marchetti"
+    assert data.term_label("ț", "Brațov") == "Brațov (ț)"
+    assert data.term_label("role_id", None) == "role_id"
+
+
+@pytest.fixture(scope="module")
+def enc_index(tmp_path_factory):
+    index, _ = open_or_build(load_corpus(ENC / "corpus.json"), tmp_path_factory.mktemp("enc") / "enc.sqlite")
+    return index
+
+
+def test_surface_forms_in_the_frames_sankey_and_terms_chart_on_the_encyclopedia(enc_index):
+    from workbench.text import phrase
+
+    qs = {q.id: q for q in load_questions(ENC / "questions.jsonl")}
+    dash = Dashboard(enc_index, [qs["enc-33"]], judge="semantic")
+    m = dash.model
+    t = m.frames["terms"]
+    shown = dict(zip(t["term"], t["display"]))
+    assert shown["é lodie marchetti"] == "Élodie Marchetti"
+    assert shown["jos é arriaga"] == "José Arriaga"
+    # every surface form holds its term's tokens; a name's surface gives exactly its term
+    for term, kind, display in zip(t["term"], t["kind"], t["display"]):
+        assert set(term.split(" ")) <= set(phrase(display).split(" ")), (term, display)
+    names = t[t["kind"] == "name"]
+    exact = [phrase(d) == term for term, d in zip(names["term"], names["display"])]
+    assert sum(exact) >= len(exact) - 1, list(zip(names["term"], names["display"]))  # 'é s arriaga' ← 'Inés Arriaga'
+    m.set_round(1)
+    bars = dash.terms.widget.data[-1]
+    assert "Élodie Marchetti" in bars["y"] and "é lodie marchetti" not in bars["y"]
+    hover = dict(zip(bars["y"], bars["hovertext"]))
+    assert "token form “é lodie marchetti”" in hover["Élodie Marchetti"]
+    sankey = dash.trajectory.widget.data[0]
+    assert any("Élodie Marchetti" in label for label in sankey["node"]["label"])
+    assert not any("é lodie" in label for label in sankey["node"]["label"])
+    assert any("token form: é lodie marchetti" in h for h in sankey["node"]["customdata"])
+    # the frames carry both forms: the engine's token form stays in "term"
+    c = m.frames["credits"]
+    assert set(c.loc[c["term"] == "é lodie marchetti", "display"]) <= {"Élodie Marchetti"}
+
+
+def test_every_term_that_retrieved_a_passage_is_credited(docs_index, questions):
+    """docs-02: zh/roles.md came through '保存' first, and 'role_id' retrieves it too."""
+    dash = Dashboard(docs_index, questions, judge="lexical")
+    m = dash.model
+    m.set_question("docs-02")
+    f = m.frames
+    zh = f["passages"].query("round == 1 and source.str.startswith('zh/roles.md')")
+    unit = int(zh["unit_id"].iloc[0])
+    assert zh["via_term"].iloc[0] == "保存"
+    c = f["credits"].query("round == 1 and unit_id == @unit")
+    assert list(c["term"])[:1] == ["保存"] and "role_id" in set(c["term"])
+    # each credit is true of the index: the term's searched phrase matches the passage, and the
+    # engine's own first term keeps the rank the trace records
+    trace = m.trace
+    for r in trace.rounds[1:]:
+        resolved = {x.term: x.resolved for x in r.terms if x.selected}
+        for cand in r.candidates:
+            rows = f["credits"].query("round == @r.round and unit_id == @cand.unit_id")
+            for term in rows["term"]:
+                assert cand.unit_id in docs_index.matches(resolved[term])
+            first = rows[rows["first"]]
+            assert list(first["term"]) == [cand.via_term] and list(first["term_rank"]) == [cand.term_rank]
+    assert zh["unit_id"].iloc[0] == unit
+    assert f["passages"].query("round == 1 and unit_id == @unit")["via_terms"].iloc[0].startswith("保存, role_id")
+    # the Sankey links the role_id term to the passage, and the passage panel names both
+    d = data.trajectory_links(f)
+    role = d["labels"].index("“role_id” (r1)")
+    target = [d["labels"][b] for a, b in zip(d["source"], d["target"]) if a == role]
+    assert any("角色与权限键" in x for x in target), target
+    m.select_unit(unit)
+    body = dash.passage.body.value
+    assert "through “保存”" in body and "also “role_id”" in body
+
+
+def test_chunks_of_one_file_are_marked_and_the_sankey_has_a_legend(dash):
+    m = dash.model  # docs-01: both chunks of auth/login.md take part
+    labels = set(m.frames["passages"]["label"])
+    assert {"Login flow (lines 1-23)", "Login flow (lines 25-25)"} <= labels
+    assert "Login flow" not in labels
+    d = data.trajectory_links(m.frames)
+    same = [lab for lab, col in zip(d["label"], d["link_colors"]) if col == data.SAME_FILE_LINK]
+    assert same and all("another chunk of the seed's own file" in x for x in same)
+    legend = _annotation(dash.trajectory.widget)
+    for words in ("gold passage", "in the final top 10", "other passage", "term (round)", "another chunk"):
+        assert words in legend
+
+
+def test_legend_leaves_out_gold_without_gold(docs_index):
+    dash = Dashboard(docs_index, ["How do users sign in?"], judge="lexical")
+    assert "gold passage" not in _annotation(dash.trajectory.widget)
+    assert "in the final top 10" in _annotation(dash.trajectory.widget)
+
+
+def test_controls_name_the_parameters_in_words(dash):
+    words = {n: b.description for n, b in dash.params.ints.items()}
+    assert words == {"B": "B · candidates", "s": "s · seeds", "L": "L · terms", "H": "H · rounds", "p": "p · protected"}
+    dash.model.set_round(1)
+    assert "1+c (question link)" in [a["text"] for a in dash.terms.widget.fig_layout["annotations"]]
+    assert "c: query connection" in dash.terms.widget.title
+
+
+def test_a_folder_bm25_already_covers_says_expansion_has_nothing_to_do(tmp_path):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i, topic in enumerate(["kettle descaling", "kettle filters", "kettle warranty"]):
+        (folder / f"n{i}.md").write_text(f"# Kettle {i}\n\nThe kettle note on {topic}.\n", encoding="utf-8")
+    index, _ = open_or_build(load_corpus(folder), tmp_path / "notes.sqlite")
+    dash = Dashboard(index, ["How do I look after the kettle?"], judge="lexical")
+    assert "expansion has little or nothing left to find here" in dash.stepper.summary.value
+    assert "3 of the corpus’s 3 passages" in dash.stepper.summary.value
+
+
+def test_no_note_when_expansion_has_work(dash):
+    assert "sag2wb-expansion-note" not in dash.stepper.summary.value

@@ -7,7 +7,8 @@ read only `Trace.frames()` and ask the engine to re-run.
 ('docs-01', 'lexical')
 """
 
+from .changes import ChangesView
 from .dashboard import Dashboard, dashboard_for
 from .model import DashboardModel, jev_configured
 
-__all__ = ["Dashboard", "DashboardModel", "dashboard_for", "jev_configured"]
+__all__ = ["ChangesView", "Dashboard", "DashboardModel", "dashboard_for", "jev_configured"]

@@ -72,7 +72,7 @@ class SeedsView(ChartView):
             )
             return empty_figure(reason, self.height, title=f"round {m.round}: no seeds")
         labels = [
-            ("★ " if g is True and m.show_gold else "") + f"{int(r) if r == r else '?'}. {data.short(t, 28)}"
+            ("★ " if g is True and m.show_gold else "") + f"{int(r) if r == r else '?'}. {data.short_label(t, 34)}"
             for t, r, g in zip(df["title"], df["previous_rank"], df["gold"])
         ]
         # plain dicts, not go.Figure: plotly's validation cost more than everything else here
@@ -110,10 +110,17 @@ class TermsView(ChartView):
     """Term priorities faceted into their factors; selected terms in blue, the rest pale."""
 
     title = "Term priorities = (1+ln tf) · idf · (1+c) · w"
+    # what the letters mean, under the figure title (two short lines: plotly does not wrap)
+    caption = (
+        "tf: times the seed uses the term · idf: how rare it is in the corpus · "
+        "w: seed weight = 0.5 + 0.5 · seed score / best seed score",
+        "c: query connection = idf summed over the question's words in the seed sentence that holds "
+        "the term; 1+c so a term whose sentence shares none still counts",
+    )
     chart_name = "terms"
     facets = data.TERM_COMPONENTS + ["priority"]
-    facet_titles = ["1+ln tf", "idf", "1+c", "w", "priority"]
-    height = 430
+    facet_titles = ["1+ln tf (count)", "idf (rarity)", "1+c (question link)", "w (seed weight)", "priority"]
+    height = 470
 
     def figure(self):
         m = self.model
@@ -127,21 +134,24 @@ class TermsView(ChartView):
             return empty_figure(reason, self.height, title=f"round {m.round}: 0 selected")
         colors = [SELECTED if s else UNSELECTED for s in df["selected"]]
         hover = [
-            f"{t} (seed: {data.short(st, 30)}; {res or 'not searched'})"
-            for t, st, res in zip(df["term"], df["seed_title"], df["resolution"])
+            f"{shown} — token form “{t}” (seed: {data.short(st, 30)}; {res or 'not searched'})"
+            for shown, t, st, res in zip(df["shown"], df["term"], df["seed_title"], df["resolution"])
         ]
         # the round and count go in the figure title (left): as the last facet's title it was
         # cut off at the right edge in JupyterLab
         title = (
             f"round {m.round}: {int(df['selected'].sum())} selected (dark bars); the top {len(df)} terms by priority"
         )
+        title += "".join(f"<br><span style='font-size:10px;color:#555'>{line}</span>" for line in self.caption)
         labels = list(df["label"])
         layout = {**_facet_skeleton(tuple(self.facet_titles)), **_layout(self.height, title)}
-        # figure title, then facet titles below the toolbar
-        layout["margin"] = dict(l=10, r=10, t=62, b=10)
+        # figure title and caption, then facet titles below the toolbar; room below for the x tick labels
+        layout["margin"] = dict(l=10, r=10, t=92, b=30)
+        layout["title"] = {**layout["title"], "y": 0.965}  # three lines: the first one stays inside the chart
         traces = []
         for i, col in enumerate(self.facets):
             suffix = "" if i == 0 else str(i + 1)
+            layout["xaxis" + suffix] = {**layout["xaxis" + suffix], "automargin": True}
             layout["yaxis" + suffix] = {
                 **layout["yaxis" + suffix],
                 "autorange": "reversed",
@@ -182,7 +192,8 @@ class SlopeView(ChartView):
             self.height,
             f"scores by round; dotted line: round {m.round}",
             xaxis=dict(dtick=1, title=dict(text="round"), range=[-0.2, max(1, m.rounds_count - 1) + 0.2]),
-            yaxis=dict(title=dict(text="score"), range=[-0.02, 1.02]),
+            # automargin and a standoff: the title sits left of the tick labels, not on the 0.5
+            yaxis=dict(title=dict(text="score", standoff=8), range=[-0.02, 1.02], automargin=True),
             # below the x-axis title, not over it
             legend=dict(orientation="h", x=0, y=-0.3, yanchor="top"),
             margin=dict(l=10, r=10, t=48, b=60),
@@ -243,13 +254,38 @@ class TrajectoryView(ChartView):
         sankey = dict(
             type="sankey",
             arrangement="snap",
-            node=dict(pad=8, thickness=12, label=d["labels"], color=d["colors"]),
+            node=dict(
+                pad=8,
+                thickness=12,
+                label=d["labels"],
+                color=d["colors"],
+                customdata=d["hover"],
+                hovertemplate="%{customdata}<extra></extra>",
+            ),
             link=dict(
                 source=d["source"],
                 target=d["target"],
                 value=d["value"],
                 label=d["label"],
-                color=["rgba(255,127,14,0.25)"] * len(d["source"]),
+                color=d["link_colors"],
+                hovertemplate="%{label}<extra></extra>",
             ),
+            domain=dict(x=[0, 1], y=[0.08, 1]),
         )
-        return {"data": [sankey], "layout": _layout(self.height, label)}
+        layout = _layout(self.height, label, margin=dict(l=10, r=10, t=48, b=10))
+        # a Sankey has no plotly legend: the colour key is a line of text under the diagram
+        layout["annotations"] = [
+            dict(
+                text=data.sankey_legend(m.show_gold),
+                name="legend",
+                x=0,
+                y=0,
+                xref="paper",
+                yref="paper",
+                xanchor="left",
+                yanchor="bottom",
+                showarrow=False,
+                font=dict(size=11, color="#333"),
+            )
+        ]
+        return {"data": [sankey], "layout": layout}

@@ -21,6 +21,8 @@ HELP = {
     "H": "expansion rounds (0-2)",
     "p": "protected BM25 passages",
 }
+# the paper's letter and what it counts, written next to the box (a hover is not seen)
+WORDS = {"B": "candidates", "s": "seeds", "L": "terms", "H": "rounds", "p": "protected"}
 
 
 def _message(widget: w.HTML, text: str | None, ok: str = ""):
@@ -36,10 +38,17 @@ class ParamsControls:
     def __init__(self, model):
         self.model = model
         p = model.params
-        small = w.Layout(width="118px")
-        style = {"description_width": "18px"}
+        small = w.Layout(width="178px")
+        style = {"description_width": "116px"}  # "B · candidates" whole at the page's 13 px
         self.ints = {
-            name: w.IntText(value=getattr(p, name), description=name, tooltip=HELP[name], layout=small, style=style)
+            name: w.IntText(
+                value=getattr(p, name),
+                description=f"{name} · {WORDS[name]}",
+                description_allow_html=False,
+                tooltip=f"{name}: {HELP[name]}",
+                layout=small,
+                style=style,
+            )
             for name in INT_PARAMS
         }
         for name, box in self.ints.items():

@@ -16,13 +16,15 @@ import math
 
 import pandas as pd
 
+from workbench.text import phrase, surface_form
+
 POOL_VIEW_COLUMNS = [
     "rank",
     "title",
     "source",
     "origin",
     "retrieval_rank",
-    "via_term",
+    "via_terms",
     "score",
     "previous_score",
     "explanation",
@@ -31,16 +33,146 @@ POOL_VIEW_COLUMNS = [
 TERM_COMPONENTS = ["tf factor (1+ln tf)", "idf", "1 + query connection", "seed_weight"]
 
 
+CREDIT_COLUMNS = ["round", "unit_id", "term", "display", "term_rank", "first", "seed", "seed_title"]
+
+
+def term_label(term: str, display) -> str:
+    """What a view writes for a term: its surface form, with the token form in brackets when
+    the surface holds more than the term (a fragment such as 'ț' from 'Brațov').
+
+    >>> term_label("é lodie marchetti", "Élodie Marchetti"), term_label("ț", "Brațov")
+    ('Élodie Marchetti', 'Brațov (ț)')
+    """
+    if not isinstance(display, str) or not display or display == term:
+        return str(term)
+    return display if phrase(display) == term else f"{display} ({term})"
+
+
+def _term_displays(trace, index) -> dict:
+    """{(round, term): surface form} for every term row of the trace: a name's own surface
+    when it gives the term, else the span of the seed's body that does (needs the index)."""
+    out = {}
+    for r in trace.rounds:
+        for t in r.terms:
+            texts = [t.surface] if t.kind == "name" and t.surface else []
+            if index is not None:
+                try:
+                    texts.append(index.unit(t.seed).body)
+                except KeyError:  # a trace from another index: the token form stays
+                    pass
+            shown = t.term
+            for text in texts:
+                shown = surface_form(t.term, text)
+                if shown != t.term or phrase(text) == t.term:
+                    break
+            out[(r.round, t.term)] = shown
+    return out
+
+
+def _credits(trace, index, displays: dict) -> list[dict]:
+    """Every selected term whose list holds a retrieved passage, not only the first one the
+    engine's interleaving took it from. With the index: each selected term's unseen matches
+    ranked by the round's BM25 expression, as the engine ranks them (engine.retrieve_expansion);
+    without it, the term the trace records."""
+    from workbench.engine import history
+
+    rows = []
+    for r in trace.rounds:
+        if not r.candidates or r.round == 0:
+            continue
+        sel = sorted((t for t in r.terms if t.selected), key=lambda t: t.order)
+        seeds = {t.term: t.seed for t in sel}
+        lists: dict = {}
+        if index is not None and all(t.resolved for t in sel):
+            seen = history(trace.rounds[: r.round], trace.params).seen
+            matched = {t.term: index.matches(t.resolved) - seen for t in sel}
+            among = set().union(*matched.values()) if matched else set()
+            bm25 = index.bm25_all(r.expression, trace.params.field_weights, among=among)
+            for term, units in matched.items():
+                ordered = sorted(units, key=lambda u: (bm25.get(u, math.inf), u))
+                lists[term] = {u: i + 1 for i, u in enumerate(ordered)}
+        for c in r.candidates:
+            credited = [(c.via_term, c.term_rank)] if c.via_term else []
+            credited += [(t.term, lists[t.term][c.unit_id]) for t in sel if c.unit_id in lists.get(t.term, {})]
+            for term, rank in dict(credited).items():
+                seed = seeds.get(term)
+                rows.append(
+                    {
+                        "round": r.round,
+                        "unit_id": c.unit_id,
+                        "term": term,
+                        "display": displays.get((r.round, term), term),
+                        "term_rank": rank,
+                        "first": term == c.via_term,
+                        "seed": seed,
+                        "seed_title": trace.units[seed].title if seed in trace.units else None,
+                    }
+                )
+    return rows
+
+
+def view_frames(trace, index=None) -> dict:
+    """`trace.frames()` plus what the views show about terms and passages (display only):
+    terms["display"], the term as the seed text writes it; passages["via_terms"], every
+    selected term that retrieved the passage (surface forms, the engine's first one first);
+    passages["label"], the title, with the lines when another chunk of the same file is in
+    the trajectory; and frames["credits"], one row per (round, passage, retrieving term).
+
+    >>> from workbench.engine import Run
+    >>> from workbench.judges import LexicalJudge
+    >>> f = view_frames(Run(index, questions[1], judge=LexicalJudge(index)).run(), index)
+    >>> p = f["passages"].query("round == 1 and source.str.startswith('zh/roles.md')")
+    >>> p[["via_term", "via_terms"]].to_dict("records")
+    [{'via_term': '保存', 'via_terms': '保存, role_id, id'}]
+    """
+    frames = trace.frames()
+    displays = _term_displays(trace, index)
+    t = frames["terms"]
+    t["display"] = [displays.get((r, term), term) for r, term in zip(t["round"], t["term"])]
+    credits = pd.DataFrame(_credits(trace, index, displays), columns=CREDIT_COLUMNS)
+    credits = credits.sort_values(["round", "unit_id", "first", "term_rank"], ascending=[True, True, False, True])
+    frames["credits"] = credits.reset_index(drop=True)
+    joined = {
+        k: ", ".join(map(term_label, g["term"], g["display"]))
+        for k, g in credits.groupby(["round", "unit_id"], sort=False)
+    }
+    p = frames["passages"]
+    p["via_terms"] = [joined.get((r, u)) for r, u in zip(p["round"], p["unit_id"])]
+    per_document: dict = {}
+    for u, info in trace.units.items():
+        per_document.setdefault(info.document, []).append(u)
+    p["label"] = [
+        f"{title} ({trace.units[u].location})" if len(per_document.get(trace.units[u].document, ())) > 1 else title
+        for u, title in zip(p["unit_id"], p["title"])
+    ]
+    return frames
+
+
 def short(text: str, n: int = 38) -> str:
     text = str(text)
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def short_label(label: str, n: int = 38) -> str:
+    """`short`, keeping a chunk's "(lines …)" at the end: it is what tells two chunks apart.
+
+    >>> short_label("Onboarding for new engineers (lines 1-11)", 28)
+    'Onboarding for… (lines 1-11)'
+    """
+    label = str(label)
+    head, sep, tail = label.rpartition(" (")
+    if not sep or len(label) <= n or not tail.startswith(("line", "doc")):
+        return short(label, n)
+    return short(head, max(8, n - len(tail) - 2)) + " (" + tail
+
+
 def pool_table(frames: dict, round_no: int, show_gold: bool) -> pd.DataFrame:
-    """The round's pool (or unscored candidates) by rank: origin, retrieval rank, via term,
-    scores."""
+    """The round's pool (or unscored candidates) by rank: origin, retrieval rank, the terms
+    that retrieved it, scores."""
     p = frames["passages"]
     p = p[p["round"] == round_no].copy()
+    if "via_terms" not in p.columns:  # plain trace frames: the one term the engine records
+        p["via_terms"] = p["via_term"]
     p["_order"] = p["rank"].fillna(p["retrieval_rank"]).fillna(1e9)
     p = p.sort_values(["_order", "unit_id"])
     cols = [c for c in POOL_VIEW_COLUMNS if (show_gold or c != "gold") and c in p.columns]
@@ -91,6 +223,8 @@ def seed_bars(frames: dict, round_no: int) -> pd.DataFrame:
             "gold": s["gold"].to_numpy(),
         }
     )
+    if "label" in p.columns:  # two chunks of one file: their lines tell them apart
+        out["title"] = out["unit_id"].map(dict(zip(p["unit_id"], p["label"]))).fillna(out["title"])
     out["previous_rank"] = out["unit_id"].map(prev["rank"])
     out["terms_selected"] = out["unit_id"].map(selected).fillna(0).astype(int)
     return out[cols]
@@ -104,9 +238,11 @@ def term_components(frames: dict, round_no: int, top: int = 25) -> pd.DataFrame:
     t["tf factor (1+ln tf)"] = [1 + math.log(x) if x and x > 0 else 0.0 for x in t["tf"]]
     t["1 + query connection"] = 1 + t["query_connection"]
     t["product"] = t["tf factor (1+ln tf)"] * t["idf"] * t["1 + query connection"] * t["seed_weight"]
+    shown = t["display"] if "display" in t.columns else t["term"]
+    t["shown"] = [term_label(term, d) for term, d in zip(t["term"], shown)]
     t["label"] = [
-        f"{term} → {res}" if isinstance(res, str) and res != term else str(term)
-        for term, res in zip(t["term"], t["resolved"])
+        f"{lab} → {res}" if isinstance(res, str) and res != term else lab
+        for lab, term, res in zip(t["shown"], t["term"], t["resolved"])
     ]
     return t.reset_index(drop=True)
 
@@ -135,57 +271,110 @@ def slope_lines(frames: dict) -> dict:
     return out
 
 
+GOLD_NODE, TOP_NODE, OTHER_NODE, TERM_NODE = "#2ca02c", "#1f77b4", "#9e9e9e", "#ff7f0e"
+TERM_LINK, SAME_FILE_LINK = "rgba(255,127,14,0.25)", "rgba(148,103,189,0.45)"
+
+
+def _credit_rows(frames: dict) -> pd.DataFrame:
+    """(round, unit_id, term, display, term_rank, first): the view frames' credits, or the one
+    term plain trace frames record."""
+    if "credits" in frames:
+        return frames["credits"]
+    p = frames["passages"].dropna(subset=["via_term"]).drop_duplicates(["round", "unit_id"])
+    return pd.DataFrame(
+        {
+            "round": p["round"],
+            "unit_id": p["unit_id"],
+            "term": p["via_term"],
+            "display": p["via_term"],
+            "term_rank": p["term_rank"],
+            "first": True,
+        }
+    )
+
+
 def trajectory_links(frames: dict, keep_top: int = 10) -> dict:
-    """Sankey data passage → term → passage across rounds.
+    """Sankey data passage → term → passage across rounds, every retrieving term credited.
 
     Kept: the seeds, the selected terms, and the retrieved passages that matter (final top
-    `keep_top`, gold, or later used as seeds); a term is kept only when it leads to one."""
+    `keep_top`, gold, or later used as seeds); a term is kept only when it leads to one.
+    A passage from the seed's own file (another chunk) gets a link of its own colour and its
+    lines in the label, so it does not read as a passage expanding into itself."""
     p, t = frames["passages"], frames["terms"]
     ranking = frames["ranking"]
     final_top = set(ranking["unit_id"].head(keep_top))
     gold_units = set(p.loc[p["gold"] == True, "unit_id"])  # noqa: E712
     seeds = set(t["seed"])
-    retrieved = p.dropna(subset=["via_term"]).drop_duplicates(["round", "unit_id"])
-    interesting = retrieved[retrieved["unit_id"].isin(final_top | gold_units | seeds)]
+    credits = _credit_rows(frames)
+    out: dict = {"labels": [], "colors": [], "hover": [], "source": [], "target": [], "value": [], "label": []}
+    out["link_colors"] = []
+    if credits.empty:
+        return out
+    interesting = credits[credits["unit_id"].isin(final_top | gold_units | seeds)]
     if interesting.empty:
         # expansion ran but nothing it found mattered later: draw what it found (grey) rather
         # than an empty diagram that reads as "no expansion"
-        interesting = retrieved.sort_values(["round", "retrieval_rank"]).head(30)
-    sel = t[t["selected"]]
-    nodes, index, colors, links = [], {}, [], {"source": [], "target": [], "value": [], "label": []}
-    titles = dict(zip(p["unit_id"], p["title"]))
+        firsts = credits[credits["first"]].merge(p[["round", "unit_id", "retrieval_rank"]], on=["round", "unit_id"])
+        keep = firsts.sort_values(["round", "retrieval_rank"]).head(30)[["round", "unit_id"]]
+        interesting = credits.merge(keep, on=["round", "unit_id"])
+    sel = t[t["selected"].astype(bool)]
+    index: dict = {}
+    labels = dict(zip(p["unit_id"], p["label"] if "label" in p.columns else p["title"]))
+    documents = dict(zip(p["unit_id"], p["document"]))
     for u, title in zip(t["seed"], t["seed_title"]):
-        titles.setdefault(u, title)
+        labels.setdefault(u, title)
 
-    def node(key, label, color):
+    def node(key, label, color, hover):
         if key not in index:
-            index[key] = len(nodes)
-            nodes.append(label)
-            colors.append(color)
+            index[key] = len(out["labels"])
+            out["labels"].append(label)
+            out["colors"].append(color)
+            out["hover"].append(hover)
         return index[key]
 
-    def passage_color(u):
-        return "#2ca02c" if u in gold_units else "#1f77b4" if u in final_top else "#9e9e9e"
+    def passage(u):
+        u = int(u)
+        color = GOLD_NODE if u in gold_units else TOP_NODE if u in final_top else OTHER_NODE
+        name = str(labels.get(u, u))
+        return node(
+            ("p", u), "★ " * (u in gold_units) + short_label(name, 44), color, f"{name}<br>{documents.get(u, '')}"
+        )
 
-    for (r, term), g in interesting.groupby(["round", "via_term"], sort=True):
+    def link(a, b, value, label, color):
+        out["source"].append(a)
+        out["target"].append(b)
+        out["value"].append(value)
+        out["label"].append(label)
+        out["link_colors"].append(color)
+
+    for (r, term), g in interesting.groupby(["round", "term"], sort=True):
         winner = sel[(sel["round"] == r) & (sel["term"] == term)]
         if winner.empty:
             continue
         seed = int(winner["seed"].iloc[0])
-        s = node(("p", seed), "★ " * (seed in gold_units) + short(titles.get(seed, seed)), passage_color(seed))
-        tn = node(("t", r, term), f"“{term}” (r{r})", "#ff7f0e")
-        links["source"].append(s)
-        links["target"].append(tn)
-        links["value"].append(len(g))
-        links["label"].append(f"seed {short(titles.get(seed, seed))} → term {term}")
-        for u in g["unit_id"]:
-            u = int(u)
-            pn = node(("p", u), "★ " * (u in gold_units) + short(titles.get(u, u)), passage_color(u))
-            links["source"].append(tn)
-            links["target"].append(pn)
-            links["value"].append(1)
-            links["label"].append(f"term {term} → {short(titles.get(u, u))} (round {r})")
-    return {"labels": nodes, "colors": colors, **links}
+        shown = term_label(term, g["display"].iloc[0])
+        s = passage(seed)
+        tn = node(("t", r, term), f"“{short(shown, 30)}” (r{r})", TERM_NODE, f"term “{shown}”<br>token form: {term}")
+        link(s, tn, len(g), f"seed {short(labels.get(seed, seed))} → term {shown}", TERM_LINK)
+        for u, rank in zip(g["unit_id"], g["term_rank"]):
+            same = documents.get(int(u)) == documents.get(seed)
+            what = f"term {shown} → {short(labels.get(int(u), u))} (round {r}, #{int(rank)} for this term)"
+            if same:
+                what += f"; another chunk of the seed's own file {documents.get(seed)}"
+            link(tn, passage(u), 1, what, SAME_FILE_LINK if same else TERM_LINK)
+    return out
+
+
+def sankey_legend(show_gold: bool) -> str:
+    """The Sankey's colour key, as one line of plotly annotation text."""
+    items = [(GOLD_NODE, "■", "gold passage")] if show_gold else []
+    items += [
+        (TOP_NODE, "■", "in the final top 10"),
+        (OTHER_NODE, "■", "other passage"),
+        (TERM_NODE, "■", "term (round)"),
+        ("#9467bd", "━", "to another chunk of the seed's file"),
+    ]
+    return "   ".join(f"<span style='color:{c}'>{mark}</span> {text}" for c, mark, text in items)
 
 
 def ranking_compare(frames: dict, show_gold: bool, top: int = 10) -> pd.DataFrame:
@@ -235,29 +424,62 @@ def no_trajectory_reason(frames: dict, trace) -> str:
     return f"expansion ran {len(rounds) - 1} round(s) with {selected} selected terms, but they retrieved no new passage"
 
 
+def expansion_note(frames: dict, corpus_units: int, gold: tuple = ()) -> str | None:
+    """A sentence when expansion has nothing to do for this question: round 0 (plain BM25)
+    already retrieves most of the corpus, or every gold document; None otherwise.
+
+    >>> import pandas as pd
+    >>> p = pd.DataFrame({"round": [0, 0, 0], "document": ["a", "b", "c"], "unit_id": [1, 2, 3]})
+    >>> expansion_note({"passages": p}, corpus_units=3).split(":")[1]
+    ' expansion has little or nothing left to find here.'
+    """
+    p = frames["passages"]
+    first = p[p["round"] == 0]
+    n = int(first["unit_id"].nunique())
+    if corpus_units and n >= 0.8 * corpus_units:
+        return (
+            f"BM25 alone (round 0) already retrieves {n} of the corpus’s {corpus_units} passages: "
+            "expansion has little or nothing left to find here."
+        )
+    if gold and set(gold) <= set(first["document"]):
+        return (
+            f"BM25 alone (round 0) already retrieves all {len(set(gold))} gold documents: "
+            "expansion has nothing to add to recall here (it can only reorder)."
+        )
+    return None
+
+
 def passage_detail(frames: dict, unit_id: int) -> dict:
     """Everything the passage view shows about one unit, from the frames: its rounds and
     scores, the term (and seed) it came through, the judge's explanation when there is one.
 
     Returns {"title", "source", "history": DataFrame(round, rank, score, origin, via_term,
-    explanation?), "via": [(round, term, seed title)], "terms": selected terms of the run}."""
+    explanation?), "via": [(round, [(shown term, token form, rank in its list, seed title)])]
+    with every term that retrieved it, the engine's first one first, "terms": the run's
+    selected terms (token and surface forms, for marking the text)}."""
     p = frames["passages"]
     rows = p[p["unit_id"] == unit_id].sort_values("round")
     if rows.empty:
         raise KeyError(f"unit {unit_id} is not in this trajectory")
     cols = [c for c in ("round", "rank", "score", "origin", "via_term", "explanation") if c in rows.columns]
     t = frames["terms"]
+    credits = _credit_rows(frames)
     via = []
-    for r, term in zip(rows["round"], rows["via_term"]):
-        if isinstance(term, str):
+    for r, g in credits[credits["unit_id"] == unit_id].groupby("round", sort=True):
+        terms = []
+        for term, shown, rank in zip(g["term"], g["display"], g["term_rank"]):
             win = t[(t["round"] == r) & (t["term"] == term) & t["selected"]]
-            via.append((int(r), term, str(win["seed_title"].iloc[0]) if len(win) else ""))
+            seed = str(win["seed_title"].iloc[0]) if len(win) else ""
+            terms.append((term_label(term, shown), term, None if rank != rank else int(rank), seed))
+        via.append((int(r), terms))
+    selected = t[t["selected"].astype(bool)]
+    shown = selected["display"] if "display" in selected.columns else selected["term"]
     return {
         "title": rows["title"].iloc[0],
         "source": rows["source"].iloc[0],
         "history": rows[cols].reset_index(drop=True),
         "via": via,
-        "terms": sorted(set(t.loc[t["selected"], "term"])),
+        "terms": sorted(set(selected["term"]) | {x for x in shown if isinstance(x, str)}),
         "gold": bool(rows["gold"].iloc[0] is True),
     }
 

@@ -144,12 +144,16 @@ class StepperView(View):
         row = r[r["round"] == m.round].iloc[0]
         last = r.iloc[-1]
         terms = m.frames["terms"]
-        selected = terms[(terms["round"] == m.round) & terms["selected"]].sort_values("order")["term"].tolist()
+        chosen = terms[(terms["round"] == m.round) & terms["selected"]].sort_values("order")
+        # as the seed text writes them (the terms chart labels its bars the same way)
+        shown = chosen["display"] if "display" in chosen.columns else chosen["term"]
+        selected = [data.term_label(t, d) for t, d in zip(chosen["term"], shown)]
         gold_line = ""
         if m.show_gold:
             gold_line = f" · gold documents: {html.escape(', '.join(m.question.gold))}"
         stop = last["stop"] if isinstance(last["stop"], str) else "(running)"
         seeds = m.frames["seeds"]
+        note = data.expansion_note(m.frames, getattr(m.index, "N", 0), tuple(m.question.gold))
         state = {
             "round": m.round,
             "run": m.generation,
@@ -172,7 +176,9 @@ class StepperView(View):
             )
             + f"<br>Stopped after round {int(last['round'])}: "
             f"<b class='sag2wb-stop'>{html.escape(stop)}</b>"
-            f" · judge <code>{html.escape(m.trace.judge)}</code>{gold_line}</div>"
+            f" · judge <code>{html.escape(m.trace.judge)}</code>{gold_line}"
+            + (f"<br><span class='sag2wb-expansion-note'>{html.escape(note)}</span>" if note else "")
+            + "</div>"
         )
 
 
@@ -183,6 +189,7 @@ LABELS = {
     "origin": "origin",
     "retrieval_rank": "ret. rank",
     "via_term": "via term",
+    "via_terms": "via terms",
     "score": "score",
     "previous_score": "prev. score",
     "explanation": "judge's reason",
@@ -486,9 +493,19 @@ def passage_html(m, unit_id: int) -> str:
         "<tr>" + "".join(f"<td>{fmt(v, integer=c in INT_COLUMNS)}</td>" for c, v in rec.items()) + "</tr>"
         for rec in h.to_dict("records")
     )
+
+    def credit(shown, token, rank, seed):
+        where = f"#{rank} in its list" if rank else ""
+        token_note = f"token form “{token}”" if shown != token else ""
+        seed_note = f"a term of seed {seed}" if seed else ""
+        extra = "; ".join(x for x in (where, token_note, seed_note) if x)
+        return f"“{html.escape(shown)}”" + (f" ({html.escape(extra)})" if extra else "")
+
     via = "; ".join(
-        f"round {r}: through “{html.escape(t)}”" + (f" (a term of seed {html.escape(s)})" if s else "")
-        for r, t, s in d["via"]
+        f"round {r}: through "
+        + credit(*terms[0])
+        + ("" if len(terms) == 1 else ", also " + ", ".join(credit(*t) for t in terms[1:]))
+        for r, terms in d["via"]
     ) or ("retrieved by the question itself (BM25), not through a term")
     gold = " <span class='sag2wb-gold'>★ gold</span>" if d["gold"] and m.show_gold else ""
     return (

@@ -202,3 +202,103 @@ def sentences(text: str) -> list[str]:
     ['J. Smith met Mr', 'Brown', 'They left', 'Next']
     """
     return [s for s in _SENTENCE_BREAK_FAST.split(text) if s]
+
+
+# ---- display: a term as the text writes it (never used by the engine) -----------------------
+_WORD_SPAN = re.compile(r"\S+")
+_EDGE_CHAR = regex.compile(r"[^\p{L}\p{N}\p{M}]")
+# scripts written without spaces: a word boundary may fall between any two characters
+_SPACELESS = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}]")
+
+
+def _trimmed(span: str) -> str:
+    # '(Élodie' → 'Élodie', '3.5%.' → '3.5%': edge punctuation goes while the tokens stay the same
+    tokens = tokenize(span)
+    while len(span) > 1 and _EDGE_CHAR.match(span[0]) and tokenize(span[1:]) == tokens:
+        span = span[1:]
+    while len(span) > 1 and _EDGE_CHAR.match(span[-1]) and tokenize(span[:-1]) == tokens:
+        span = span[:-1]
+    return span
+
+
+def _runs_in(tokens: tuple, want: tuple) -> bool:
+    n = len(want)
+    return any(tokens[i : i + n] == want for i in range(len(tokens) - n + 1))
+
+
+def _boundary(text: str, inner: int, outer: int) -> bool:
+    """Is the edge between text[inner] (in the span) and text[outer] (beside it) a word edge?"""
+    if outer < 0 or outer >= len(text) or not _LETTER_OR_DIGIT.match(text[outer]):
+        return True
+    return bool(_SPACELESS.match(text[inner]) or _SPACELESS.match(text[outer]))
+
+
+def _inside_word(word: str, want: tuple) -> str | None:
+    """The shortest substring of one whitespace-free word whose tokens hold `want` and that
+    starts and ends at word edges (Chinese '保存' in '系统保存role_id'); None when there is none."""
+    low = normalize(word)
+    if len(low) != len(word):  # normalisation changed the length: offsets would not line up
+        return None
+    starts = [m.start() for m in re.finditer(re.escape(want[0]), low)]
+    ends = [m.end() for m in re.finditer(re.escape(want[-1]), low)]
+    for length, s, e in sorted((e - s, s, e) for s in starts for e in ends if e > s)[:200]:
+        if _boundary(word, s, s - 1) and _boundary(word, e - 1, e) and _runs_in(tuple(tokenize(word[s:e])), want):
+            return word[s:e]
+    return None
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def surface_form(term: str, text: str) -> str:
+    """The span of `text` whose tokenisation gives the lexical term `term`, as `text` writes it;
+    `term` itself when the text has none. For display only: terms, tokens and the engine are
+    untouched. Tried in order: whole words whose tokens are exactly the term's; a piece of a
+    word at word edges (scripts without spaces); the word(s) whose tokens contain the term
+    (a fragment such as 'ț' shows the word it came from).
+
+    >>> surface_form("é lodie marchetti", "A film by Élodie Marchetti (1998).")
+    'Élodie Marchetti'
+    >>> surface_form("jos é arriaga", "Directed by José Arriaga.")
+    'José Arriaga'
+    >>> surface_form("otto geb ü hr", "starring Otto Gebühr, 1925")
+    'Otto Gebühr'
+    >>> surface_form("ț", "born in Brațov in 1901")
+    'Brațov'
+    >>> surface_form("保存", "登录后系统保存role_id到会话。")
+    '保存'
+    >>> surface_form("中华人民共和国", "成立了中华人民共和国。")
+    '中华人民共和国'
+    >>> surface_form("lighthouse", "no such word here")
+    'lighthouse'
+    """
+    want = tuple(term.split(" "))
+    if not term or not text:
+        return term
+    words = [(m.start(), m.end(), tuple(tokenize(m.group()))) for m in _WORD_SPAN.finditer(text)]
+    # 1. whole words, tokens exactly the term's
+    for i, (start, _, first) in enumerate(words):
+        if not first or want[: len(first)] != first:
+            continue
+        acc: tuple = ()
+        for _, end, toks in words[i:]:
+            acc += toks
+            if acc == want:
+                return _trimmed(text[start:end])
+            if want[: len(acc)] != acc:
+                break
+    # 2. a piece of one word, at word edges
+    for start, end, toks in words:
+        if _runs_in(toks, want):
+            piece = _inside_word(text[start:end], want)
+            if piece is not None:
+                return piece
+    # 3. the fewest whole words whose tokens contain the term
+    for i in range(len(words)):
+        acc = ()
+        for j in range(i, min(len(words), i + len(want) + 2)):
+            acc += words[j][2]
+            if _runs_in(acc, want):
+                inner = sum((w[2] for w in words[i + 1 : j + 1]), ())
+                if i < j and _runs_in(inner, want):
+                    break  # word i is not needed: a later start is shorter
+                return _trimmed(text[words[i][0] : words[j][1]])
+    return term

@@ -401,3 +401,50 @@ def shutdown_lab_kernels(url: str):
     with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
         for k in client.get("api/kernels").json():
             client.delete(f"api/kernels/{k['id']}")
+
+
+# Runs in the page: the chart text that cannot be read — two text elements of one chart
+# overlapping (axis titles, tick labels, titles, annotations, legend, Sankey labels) or a
+# text element outside the chart's visible SVG (a clipped bottom tick label).
+TEXT_PROBLEMS_JS = """
+(charts) => {
+  const out = [];
+  const box = (e) => e.getBoundingClientRect();
+  const overlap = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1
+    && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+  for (const name of charts) {
+    const gd = document.querySelector(`.sag2wb-${name}-section .sag2wb-chart`);
+    const svg = gd && gd.querySelector('svg.main-svg');
+    if (!svg) { out.push(`${name}: not drawn`); continue; }
+    const area = box(svg);
+    const texts = [...gd.querySelectorAll('svg text')]
+      .filter(e => e.textContent.trim() && box(e).width > 0 && getComputedStyle(e).visibility !== 'hidden');
+    texts.forEach((e, i) => {
+      const b = box(e);
+      if (b.bottom > area.bottom + 1 || b.top < area.top - 1 || b.left < area.left - 1 || b.right > area.right + 1)
+        out.push(`${name}: "${e.textContent.slice(0, 40)}" outside the chart's area `
+          + `(text ${[b.left, b.top, b.right, b.bottom].map(Math.round)}, `
+          + `chart ${[area.left, area.top, area.right, area.bottom].map(Math.round)})`);
+      for (const f of texts.slice(i + 1)) {
+        if (e.contains(f) || f.contains(e)) continue;
+        if (overlap(b, box(f)))
+          out.push(`${name}: "${e.textContent.slice(0, 40)}" overlaps "${f.textContent.slice(0, 40)}"`);
+      }
+    });
+  }
+  return out;
+}
+"""
+
+
+def chart_text_problems(page, charts=CHARTS) -> list[str]:
+    return page.evaluate(TEXT_PROBLEMS_JS, list(charts))
+
+
+def chart_fonts(page, name: str) -> list[float]:
+    """Font sizes (px) of one chart's text elements."""
+    return page.evaluate(
+        "(name) => [...document.querySelectorAll(`.sag2wb-${name}-section .sag2wb-chart svg text`)]"
+        ".filter(e => e.textContent.trim()).map(e => parseFloat(getComputedStyle(e).fontSize))",
+        name,
+    )

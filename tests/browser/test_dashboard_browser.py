@@ -179,12 +179,15 @@ def test_clicking_a_row_shows_the_passage(browser, voila):
         readout.fill("1")
         readout.press("Enter")
         expect(page.locator(".sag2wb-pool")).to_contain_text("round 1:")
-        row = page.locator(".sag2wb-pool tr.row").filter(has_text="your").first  # came in through a term
+        # a row that came in through a term (the "via terms" cell, 6th, is filled)
+        rows = page.locator(".sag2wb-pool tbody tr")
+        row = next(rows.nth(i) for i in range(rows.count()) if rows.nth(i).locator("td").nth(5).inner_text().strip())
         title = row.locator("td").nth(1).inner_text()
+        term = row.locator("td").nth(5).inner_text().split(", ")[0]
         row.click()
         passage = page.locator(".sag2wb-passage")
         expect(passage).to_contain_text(title)
-        expect(passage).to_contain_text("through “your”")
+        expect(passage).to_contain_text(f"through “{term}”")
         expect(passage.locator("mark.t").first).to_be_visible()
         page.locator(".sag2wb-passage-section").scroll_into_view_if_needed()
         _shot(page, "voila_passage", ["passage"])
@@ -192,5 +195,51 @@ def test_clicking_a_row_shows_the_passage(browser, voila):
         page.locator(".sag2wb-pool th", has_text="score").first.click()
         scores = [float(t) for t in page.locator(".sag2wb-pool tbody tr td:nth-child(7)").all_inner_texts() if t]
         assert scores == sorted(scores), scores
+    finally:
+        s.close()
+
+
+def test_charts_are_readable_at_1280x800_and_the_sankey_has_a_legend(browser, voila, tmp_path):
+    """Screenshots of every chart at 1280x800 (in $SAG2WB_SCREENSHOT_DIR, else tmp_path), on
+    round 0 and round 1: no two chart texts overlap (axis titles vs tick labels, titles,
+    facet titles, legends, Sankey labels), none is outside the chart (clipped tick labels),
+    the Sankey's colour key is drawn and its labels are at least 10 px."""
+    s = driver.Session(browser)
+    folder = Path(os.environ.get("SAG2WB_SCREENSHOT_DIR") or tmp_path)
+    try:
+        driver.load_voila(s, voila[0])
+        page = s.page
+        problems = {}
+        for round_no in (0, 1):
+            if round_no:
+                readout = page.locator(".sag2wb-round-slider .widget-readout")
+                readout.click()
+                readout.fill("1")
+                readout.press("Enter")
+                page.wait_for_function(
+                    "() => JSON.parse(document.querySelector('.sag2wb-state').dataset.state).round === 1"
+                )
+                assert driver.wait_agreement(page) == {}
+            for name in driver.CHARTS:
+                section = page.locator(f".sag2wb-{name}-section")
+                section.scroll_into_view_if_needed()
+                section.screenshot(path=str(folder / f"readable_round{round_no}_{name}.png"))
+            page.evaluate("() => document.querySelectorAll('*').forEach(e => { if (e.scrollTop) e.scrollTop = 0; })")
+            page.screenshot(path=str(folder / f"readable_round{round_no}_first_screen.png"), full_page=False)
+            problems[round_no] = driver.chart_text_problems(page)
+        assert problems == {0: [], 1: []}, problems
+        # the parameters' words are shown whole next to their letters (not cut to "candidat…")
+        cut = page.evaluate(
+            "() => [...document.querySelectorAll('[class*=sag2wb-param-] label')]"
+            ".filter(l => l.scrollWidth > l.clientWidth + 1).map(l => l.textContent)"
+        )
+        assert cut == [], f"parameter labels cut off: {cut}"
+        assert page.locator(".sag2wb-param-B label").text_content() == "B · candidates"
+        legend = page.locator(".sag2wb-trajectory-section .annotation-text").all_text_contents()
+        assert any("in the final top 10" in t and "term (round)" in t for t in legend), legend
+        sizes = driver.chart_fonts(page, "trajectory")
+        assert sizes and min(sizes) >= 10, sizes
+        labels = page.locator(".sag2wb-trajectory-section .node-label").all_text_contents()
+        assert labels and not any(" é " in f" {x} " or x.startswith("“é ") for x in labels), labels
     finally:
         s.close()
