@@ -481,3 +481,27 @@ def test_token_forms_split_at_accents_are_shown_as_a_title_writes_them(tmp_path)
     (q,) = compare(a, b).questions
     assert q.terms_gained == ["Élodie Marchetti", "son"]
     assert q.moves == ["Élodie Marchetti entered the ranking at 2"]
+
+
+def test_eval_records_its_trace_dir_and_compare_finds_the_traces(tmp_path, capsys):
+    """`eval --trace-dir` writes the folder (relative to out.json) into config, so `compare`
+    needs no --traces-a/--traces-b; a moved pair (results and traces together) still works."""
+    qs = tmp_path / "q.jsonl"
+    qs.write_text("".join((ENC / "questions.jsonl").read_text(encoding="utf-8").splitlines(True)[:4]), encoding="utf-8")
+    db = tmp_path / "enc.sqlite"
+    assert main(["index", str(ENC / "corpus.json"), "--db", str(db)]) == 0
+    for name, weighting in (("a", "sag2"), ("b", "no_idf")):
+        args = ["eval", "--db", str(db), "--questions", str(qs), "--judge", "lexical", "--quiet"]
+        args += ["--param", f"term_weighting={weighting}", "--out", str(tmp_path / "runs" / f"{name}.json")]
+        assert main([*args, "--trace-dir", str(tmp_path / "traces" / name)]) == 0
+    data = json.loads((tmp_path / "runs" / "a.json").read_text(encoding="utf-8"))
+    assert data["config"]["trace_dir"] == "../traces/a"
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "runs" / "a.json"), str(tmp_path / "runs" / "b.json")]) == 0
+    assert "needs traces" not in capsys.readouterr().out
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    (tmp_path / "runs").rename(moved / "runs")
+    (tmp_path / "traces").rename(moved / "traces")
+    assert main(["compare", str(moved / "runs" / "a.json"), str(moved / "runs" / "b.json")]) == 0
+    assert "needs traces" not in capsys.readouterr().out

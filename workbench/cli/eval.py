@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from workbench import safeio
@@ -129,6 +130,11 @@ def cmd_eval(args) -> int:
         return code
     extras = _eval_extras(args, result, questions)
     data = result.to_dict()
+    if args.trace_dir:  # `sag2wb compare` finds the traces from the result file (relative, so both can move)
+        data["config"] = {
+            **data["config"],
+            "trace_dir": os.path.relpath(Path(args.trace_dir).resolve(), out.parent.resolve()),
+        }
     write(out, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
     if not result.failures:
         resume.unlink(missing_ok=True)  # failed questions are retried by the next run, the rest resumed
