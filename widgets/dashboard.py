@@ -16,7 +16,7 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from workbench.index.corpora import Question, check_gold, load_corpus, load_questions
+from workbench.index.corpora import Question, check_gold, find_questions, load_corpus, load_questions
 from workbench.index.store import open_or_build
 from workbench.params import Params
 from workbench.runs.examples import bundled_paths, default_example, examine
@@ -25,6 +25,7 @@ from . import chart_views, views
 from .chart import loader
 from .controls import JudgeControls, ParamsControls, PinControls
 from .export import ExportControls
+from .feedback_view import FeedbackView, MethodControls
 from .model import DashboardModel, UnknownQuestion
 
 HEADING = (
@@ -124,10 +125,12 @@ class Dashboard:
         self.params = ParamsControls(m)
         self.judge = JudgeControls(m)
         self.pins = PinControls(m)
+        self.method = MethodControls(m)  # SAG2, RM3, GAR-BM25 (paper B.3)
+        self.feedback = FeedbackView(m)
         if background:
             m.recompute_later = m.recompute_in_background
         controls = w.VBox(
-            [self.params.widget, self.judge.widget, self.pins.widget, self.status.widget],
+            [self.params.widget, self.judge.widget, self.method.widget, self.pins.widget, self.status.widget],
             layout=w.Layout(border="1px solid #ddd", padding="4px", width="100%"),
         )
         controls.add_class("sag2wb-controls")
@@ -146,6 +149,7 @@ class Dashboard:
                 ),
                 _section(self.passage.title, self.passage.widget, "sag2wb-passage-section"),
                 _section(self.terms.title, self.terms.widget, "sag2wb-terms-section"),
+                _section(self.feedback.title, self.feedback.widget, "sag2wb-feedback-section"),
                 # the ranking's seven columns need the full width; the diff's two lists fit half
                 _section(self.ranking.title, self.ranking.widget, "sag2wb-ranking-section"),
                 _two_columns(
@@ -176,17 +180,6 @@ class Dashboard:
     @property
     def frames(self) -> dict:
         return self.model.frames
-
-
-def _find_questions(path: Path):
-    for candidate in (
-        path.with_name(path.name + ".questions.jsonl"),
-        path / "questions.jsonl",
-        path.parent / "questions.jsonl",
-    ):
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def dashboard_for(
@@ -233,7 +226,7 @@ def dashboard_for(
     db = Path(db) if db else Path(".sag2wb") / f"{path.name or 'corpus'}.sqlite"
     questions_path = questions if isinstance(questions, (str, Path)) and str(questions).endswith(".jsonl") else None
     if questions is None:
-        questions_path = _find_questions(path)
+        questions_path = find_questions(path)
         if questions_path is None:
             raise ValueError(f"{path}: no questions file found next to it; pass questions=[...]")
     if questions_path is not None:

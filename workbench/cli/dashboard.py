@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from workbench.cli.common import CLIError, number
-from workbench.index.corpora import check_gold, load_corpus, load_questions
+from workbench.index.corpora import check_gold, find_questions, load_corpus, load_questions
 from workbench.judges import JudgeSpec
 from workbench.runs.examples import bundled_paths, default_example
 
@@ -60,18 +60,6 @@ def add_parser(sub) -> None:
     p.add_argument("--ip", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser tab; just print the address")
     p.set_defaults(func=cmd_dashboard)
-
-
-def find_questions(path: Path) -> Path | None:
-    """The rule dashboard_for uses: `<folder>.questions.jsonl`, then `questions.jsonl` inside or beside."""
-    for candidate in (
-        path.with_name(path.name + ".questions.jsonl"),
-        path / "questions.jsonl",
-        path.parent / "questions.jsonl",
-    ):
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def dashboard_notebook() -> Path:

@@ -259,6 +259,25 @@ def document_units(text: str, rel_path: str) -> list[Unit]:
     ]
 
 
+def find_questions(corpus: str | Path) -> Path | None:
+    """The questions file that goes with a corpus when none is given: `<folder>.questions.jsonl`
+    beside it (so indexing the folder does not index them), then `questions.jsonl` inside or beside.
+
+    >>> Path("docs").mkdir(); _ = Path("docs.questions.jsonl").write_text("")
+    >>> find_questions("docs")
+    PosixPath('docs.questions.jsonl')
+    """
+    path = Path(corpus)
+    for candidate in (
+        path.with_name(path.name + ".questions.jsonl"),
+        path / "questions.jsonl",
+        path.parent / "questions.jsonl",
+    ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def load_questions(path: str | Path, split: str | None = None) -> list[Question]:
     """`*.jsonl`: one {"_id", "question", "supporting_titles", "type"?, "hops"?, "answer"?} per line;
     also a BEIR folder (`split`: its qrels/SPLIT.tsv), a TREC folder or `irds:NAME` (workbench/index/readers.py)."""
