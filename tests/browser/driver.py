@@ -221,6 +221,17 @@ def kernel_processes(server: subprocess.Popen) -> list[int]:
     return out
 
 
+def require_browser():
+    """Skip without Debian's chromium, or fail when SAG2WB_REQUIRE_BROWSER=1 (CI: a missing browser is a failure)."""
+    import pytest
+
+    if not Path(CHROMIUM).exists():
+        reason = f"{CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium)"
+        if os.environ.get("SAG2WB_REQUIRE_BROWSER") == "1":
+            pytest.fail(reason + " (SAG2WB_REQUIRE_BROWSER=1)")
+        pytest.skip(reason)
+
+
 def launch_browser(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
 

@@ -27,28 +27,9 @@ LAB_LOADS = int(os.environ.get("SAG2WB_BROWSER_LAB_LOADS", "1"))
 KERNEL_LOADS = 5  # the kernel-leak check closes this many Voilà pages
 
 
-def _require_browser():
-    if not Path(driver.CHROMIUM).exists():
-        reason = f"{driver.CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium)"
-        if os.environ.get("SAG2WB_REQUIRE_BROWSER") == "1":
-            pytest.fail(reason + " (SAG2WB_REQUIRE_BROWSER=1)")
-        pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    _require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = driver.launch_browser(p)
-        yield b
-        b.close()
-
-
 @pytest.fixture(scope="module")
 def voila(tmp_path_factory):
-    _require_browser()
+    driver.require_browser()
     with driver.voila_server(tmp_path_factory.mktemp("voila")) as served:
         yield served
 

@@ -21,25 +21,6 @@ pytestmark = pytest.mark.browser
 ROOT = driver.ROOT
 
 
-def _require_browser():
-    if not Path(driver.CHROMIUM).exists():
-        reason = f"{driver.CHROMIUM} not found: install Debian's chromium (apt-get install -y chromium)"
-        if os.environ.get("SAG2WB_REQUIRE_BROWSER") == "1":
-            pytest.fail(reason + " (SAG2WB_REQUIRE_BROWSER=1)")
-        pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    _require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = driver.launch_browser(p)
-        yield b
-        b.close()
-
-
 def _env() -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SAG2WB_DASHBOARD_")}
     return {**env, "PYTHONPATH": str(ROOT)}
