@@ -131,3 +131,8 @@ def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
     for n in needles:
         assert n in lines[0], lines[0]
     return lines[0]
+
+
+def eval_args(world, out, *extra, judge: str = "lexical") -> tuple:
+    """`sag2wb eval` over the world's index and questions, quiet, writing `out`."""
+    return ("eval", "--db", world["db"], "--questions", world["q"], "--judge", judge, "--out", out, "--quiet", *extra)

@@ -22,7 +22,7 @@ from workbench.cli.common import IO_ROLE, path_option
 from workbench.runs.resume import trace_file_name
 
 from .conftest import REPO
-from .reliability_world import env, make_world, one_line_error, sag2wb
+from .reliability_world import env, eval_args, make_world, one_line_error, sag2wb
 
 cli_main = import_module("workbench.cli.main")  # the module (workbench.cli's `main` is its function)
 ENCYCLOPEDIA = REPO / "sample_corpora" / "encyclopedia"
@@ -66,22 +66,6 @@ def user_folder(tmp_path) -> Path:
         lines.append(json.dumps(q, ensure_ascii=False))
     (folder / "questions.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
-
-
-def _eval(world, out, *extra):
-    return (
-        "eval",
-        "--db",
-        world["db"],
-        "--questions",
-        world["q"],
-        "--judge",
-        "lexical",
-        "--out",
-        out,
-        "--quiet",
-        *extra,
-    )
 
 
 # ---- data loss 1: convert into the input's own folder ---------------------------------------------
@@ -150,14 +134,14 @@ def test_eval_run_and_qrels_never_replace_a_users_file(world, option):
     notes = world["root"] / "notes.txt"
     notes.write_text("my notes\n")
     out = world["root"] / "out.json"
-    refused = run(*_eval(world, out, option, notes))
+    refused = run(*eval_args(world, out, option, notes))
     assert refused.returncode == 2
     line = one_line_error(refused, f"{option} {notes} exists and is not a result written by sag2wb", "--force")
     assert "--out" not in line  # names the option the user gave
     assert notes.read_bytes() == b"my notes\n" and not out.exists()  # refused before any work
-    assert run(*_eval(world, out, option, notes, "--force")).returncode == 0
+    assert run(*eval_args(world, out, option, notes, "--force")).returncode == 0
     assert notes.read_text() != "my notes\n"
-    assert run(*_eval(world, out, option, notes)).returncode == 0  # now ours: a rerun replaces it
+    assert run(*eval_args(world, out, option, notes)).returncode == 0  # now ours: a rerun replaces it
 
 
 def test_eval_run_over_the_resume_file_is_refused(world):
@@ -165,7 +149,7 @@ def test_eval_run_over_the_resume_file_is_refused(world):
     resume = world["root"] / "out.json.partial.jsonl"
     resume.write_text('{"partial": 1}\n')
     for forced in ((), ("--force",)):
-        r = run(*_eval(world, out, "--run", resume, *forced))
+        r = run(*eval_args(world, out, "--run", resume, *forced))
         assert r.returncode == 2
         one_line_error(r, f"--run {resume} is the resume file of --out")
     assert resume.read_text() == '{"partial": 1}\n' and not out.exists()
@@ -178,10 +162,10 @@ def test_outputs_that_are_inputs_or_each_other(world):
         ("--qrels", world["db"], "is an input of this command (--db"),
         ("--run", out, "is also --out"),
     ):
-        r = run(*_eval(world, out, option, target, "--force"))
+        r = run(*eval_args(world, out, option, target, "--force"))
         assert r.returncode == 2
         one_line_error(r, f"{option} {target} {says}")
-    r = run(*_eval(world, out, "--run", world["root"] / "x.trec", "--qrels", world["root"] / "x.trec"))
+    r = run(*eval_args(world, out, "--run", world["root"] / "x.trec", "--qrels", world["root"] / "x.trec"))
     one_line_error(r, "--qrels", "is also --run")
     assert not out.exists()
 
@@ -201,18 +185,18 @@ def test_a_file_inside_an_input_folder_is_never_replaced(world, tmp_path, user_f
 
 def test_trace_dir_refuses_a_file_and_a_foreign_file_at_a_trace_name(world):
     out = world["root"] / "out.json"
-    one_line_error(run(*_eval(world, out, "--trace-dir", world["q"])), "--trace-dir", "is an input of this command")
+    one_line_error(run(*eval_args(world, out, "--trace-dir", world["q"])), "--trace-dir", "is an input of this command")
     traces = world["root"] / "traces"
     traces.mkdir()
     foreign = traces / trace_file_name("q1")
     foreign.write_text("not a trace")
-    r = run(*_eval(world, out, "--trace-dir", traces))
+    r = run(*eval_args(world, out, "--trace-dir", traces))
     assert r.returncode == 2
     one_line_error(r, "--trace-dir", "is not a trace sag2wb wrote")
     assert foreign.read_text() == "not a trace" and not out.exists()
     foreign.unlink()
-    assert run(*_eval(world, out, "--trace-dir", traces)).returncode == 0
-    assert run(*_eval(world, out, "--trace-dir", traces)).returncode == 0  # our traces are replaced
+    assert run(*eval_args(world, out, "--trace-dir", traces)).returncode == 0
+    assert run(*eval_args(world, out, "--trace-dir", traces)).returncode == 0  # our traces are replaced
 
 
 def test_ablate_and_cache_export_declare_their_outputs(world, tmp_path):

@@ -18,28 +18,12 @@ import pytest
 from workbench.runs.evaluation import trace_file_name
 from workbench.safeio import TEMP_PREFIX
 
-from .reliability_world import QUESTIONS, env, make_world, one_line_error, sag2wb, write_questions
+from .reliability_world import QUESTIONS, env, eval_args, make_world, one_line_error, sag2wb, write_questions
 
 
 @pytest.fixture
 def world(tmp_path):
     return make_world(tmp_path / "w")
-
-
-def _eval_args(world, out, *extra):
-    return (
-        "eval",
-        "--db",
-        world["db"],
-        "--questions",
-        world["q"],
-        "--judge",
-        "lexical",
-        "--out",
-        out,
-        "--quiet",
-        *extra,
-    )
 
 
 # ---- kill -9 during the final write -------------------------------------------------------------
@@ -67,7 +51,7 @@ def _kill_during_write(world, out: Path, point: str) -> str:
     code = PAUSE_AT + "\nimport sys\nfrom workbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     e = {**env(), "SAG2WB_TEST_TARGET": out.name, "SAG2WB_TEST_POINT": point}
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, *map(str, _eval_args(world, out))],
+        [sys.executable, "-c", code, *map(str, eval_args(world, out))],
         cwd=world["root"],
         env=e,
         stdout=subprocess.DEVNULL,
@@ -91,7 +75,7 @@ def test_kill_9_during_the_final_write_never_leaves_a_truncated_file(world, old)
     out = world["root"] / "out.json"
     before = None
     if old:
-        assert sag2wb(*_eval_args(world, out, "--param", "L=3")).returncode == 0
+        assert sag2wb(*eval_args(world, out, "--param", "L=3")).returncode == 0
         before = out.read_bytes()
     truncated = 0
     for point in ("write", "fsync", "replace"):
@@ -105,7 +89,7 @@ def test_kill_9_during_the_final_write_never_leaves_a_truncated_file(world, old)
     leftovers = [p.name for p in world["root"].iterdir() if p.name.startswith(TEMP_PREFIX)]
     assert leftovers  # what a killed writer leaves: a hidden temp file, never the target
     # the next run finishes, cleans them up and writes the whole result
-    assert sag2wb(*_eval_args(world, out)).returncode == 0
+    assert sag2wb(*eval_args(world, out)).returncode == 0
     assert json.loads(out.read_text())["metrics"]["questions"] == 4
     assert not [p for p in world["root"].iterdir() if p.name.startswith(TEMP_PREFIX)]
 
@@ -128,10 +112,10 @@ _ev.EvalResult.to_dict = _full
 
 def test_a_full_disk_leaves_the_old_result_whole(world):
     out = world["root"] / "out.json"
-    assert sag2wb(*_eval_args(world, out, "--param", "L=3")).returncode == 0
+    assert sag2wb(*eval_args(world, out, "--param", "L=3")).returncode == 0
     before = out.read_bytes()
     assert len(before) > 2048
-    proc = sag2wb(*_eval_args(world, out), python_prelude=FILL_AT_RESULT)
+    proc = sag2wb(*eval_args(world, out), python_prelude=FILL_AT_RESULT)
     assert proc.returncode == 2
     one_line_error(proc, str(out), "File too large")
     assert out.read_bytes() == before
@@ -159,7 +143,7 @@ def _tmpfs(size: str, *options: str):
 def test_a_full_tmpfs_leaves_the_old_result_whole(world):
     with _tmpfs("256k") as disk:
         out = disk / "out.json"
-        assert sag2wb(*_eval_args(world, out, "--param", "L=3")).returncode == 0
+        assert sag2wb(*eval_args(world, out, "--param", "L=3")).returncode == 0
         before = out.read_bytes()
         (disk / "out.json.partial.jsonl").write_text("")
         filler = FILL_AT_RESULT.replace(
@@ -178,7 +162,7 @@ def _fill():
 """
             + filler
         )
-        proc = sag2wb(*_eval_args(world, out), python_prelude=filler)
+        proc = sag2wb(*eval_args(world, out), python_prelude=filler)
         assert proc.returncode == 2
         one_line_error(proc, str(out), "No space left", "free some space")
         assert out.read_bytes() == before
@@ -188,21 +172,21 @@ def _fill():
 def test_out_refuses_inputs_and_files_that_are_not_ours(world):
     root = world["root"]
     q_before, db_before = world["q"].read_bytes(), world["db"].read_bytes()
-    one_line_error(sag2wb(*_eval_args(world, world["q"])), "is an input of this command")
-    one_line_error(sag2wb(*_eval_args(world, world["db"])), "is an input of this command")
+    one_line_error(sag2wb(*eval_args(world, world["q"])), "is an input of this command")
+    one_line_error(sag2wb(*eval_args(world, world["db"])), "is an input of this command")
     (root / "link.jsonl").symlink_to(world["q"])
-    one_line_error(sag2wb(*_eval_args(world, root / "link.jsonl")), "is an input of this command")
+    one_line_error(sag2wb(*eval_args(world, root / "link.jsonl")), "is an input of this command")
     assert world["q"].read_bytes() == q_before and world["db"].read_bytes() == db_before
     notes = root / "notes.json"
     notes.write_text('{"my": "notes"}')
-    proc = sag2wb(*_eval_args(world, notes))
+    proc = sag2wb(*eval_args(world, notes))
     assert proc.returncode == 2
     one_line_error(proc, "not a result written by sag2wb", "--force")
     assert notes.read_text() == '{"my": "notes"}'
-    assert sag2wb(*_eval_args(world, notes, "--force")).returncode == 0
+    assert sag2wb(*eval_args(world, notes, "--force")).returncode == 0
     assert json.loads(notes.read_text())["sag2wb"] == {"kind": "eval", "version": 1}
     # our own result is replaced without --force; an ablation result is not an eval result
-    assert sag2wb(*_eval_args(world, notes)).returncode == 0
+    assert sag2wb(*eval_args(world, notes)).returncode == 0
     abl = root / "abl.json"
     ablate = ("ablate", "--db", world["db"], "--questions", world["q"], "--judge", "lexical", "--out", abl, "--quiet")
     (root / "abl.md").write_text("# my own notes\n")
@@ -210,14 +194,14 @@ def test_out_refuses_inputs_and_files_that_are_not_ours(world):
     (root / "abl.md").unlink()
     assert sag2wb(*ablate).returncode == 0
     assert sag2wb(*ablate).returncode == 0  # its own .json/.md/.html are recognised
-    one_line_error(sag2wb(*_eval_args(world, abl)), "not a result written by sag2wb")
+    one_line_error(sag2wb(*eval_args(world, abl)), "not a result written by sag2wb")
 
 
 def test_trace_names_never_collide(world):
     ids = ["q/1", "q_1", "x" * 120 + "a", "x" * 120 + "b"]
     write_questions(world["q"], [{**QUESTIONS[i], "_id": qid} for i, qid in enumerate(ids)])
     traces = world["root"] / "traces"
-    assert sag2wb(*_eval_args(world, world["root"] / "out.json", "--trace-dir", traces)).returncode == 0
+    assert sag2wb(*eval_args(world, world["root"] / "out.json", "--trace-dir", traces)).returncode == 0
     names = sorted(p.name for p in traces.iterdir())
     assert len(names) == 4 and sorted(trace_file_name(i) for i in ids) == names
     for i, qid in enumerate(ids):
@@ -231,9 +215,9 @@ def test_os_errors_are_one_line_with_exit_2(world):
     (root / "afile").write_text("x")
     (root / "adir").mkdir()
     cases = [
-        (_eval_args(world, root / "afile" / "out.json"), ["afile is a file, not a folder"]),
-        (_eval_args(world, root / "adir"), ["adir is a directory"]),
-        (_eval_args(world, root / "o.json", "--trace-dir", root / "afile"), ["afile", "in the way of a folder"]),
+        (eval_args(world, root / "afile" / "out.json"), ["afile is a file, not a folder"]),
+        (eval_args(world, root / "adir"), ["adir is a directory"]),
+        (eval_args(world, root / "o.json", "--trace-dir", root / "afile"), ["afile", "in the way of a folder"]),
         (
             ("eval", "--db", world["db"], "--questions", root / "adir", "--out", root / "o.json"),
             ["adir: Is a directory", "give a file path"],
@@ -256,10 +240,10 @@ def test_a_read_only_folder_is_named_before_any_work(world):
     else:
         ctx = _tmpfs("64k", "ro")
     with ctx as ro:
-        proc = sag2wb(*_eval_args(world, ro / "sub" / "out.json"))
+        proc = sag2wb(*eval_args(world, ro / "sub" / "out.json"))
         assert proc.returncode == 2
         one_line_error(proc, f"cannot write in {ro}", "choose a writable folder")
-        proc = sag2wb(*_eval_args(world, world["root"] / "o.json", "--trace-dir", ro / "t"))
+        proc = sag2wb(*eval_args(world, world["root"] / "o.json", "--trace-dir", ro / "t"))
         assert proc.returncode == 2
         one_line_error(proc, str(ro / "t"))
 
