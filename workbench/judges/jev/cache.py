@@ -20,6 +20,15 @@ from workbench.judges.cached import valid_entry
 from workbench.judges.jev.errors import JEVCacheError, JEVError, JEVInputError
 from workbench.judges.jev.instructions import Template, get_instructions
 from workbench.judges.jev.payload import context_items
+from workbench.judges.jev.readonly import (
+    CACHE_FILE,
+    ReadOnlyStore,
+    _cache_problem,
+    _in_use_problem,
+    _sqlite_detail,
+    cache_errors,
+    read_only_connection,
+)
 from workbench.safeio import InputError, atomic_writer, check_output
 
 CACHE_KEY_PREFIX = "jev-judgment-v2:"
@@ -89,20 +98,6 @@ def judgment_keys(
 
 
 # ---- the cache directory -------------------------------------------------------------------
-CACHE_FILE = "cache.db"  # diskcache's SQLite file inside the cache directory
-
-
-def _cache_problem(cache_dir: Path, what: str) -> JEVCacheError:
-    return JEVCacheError(
-        f"JEV cache {what}. The cache only holds judgments that can be asked again, so deleting the cache "
-        f"directory {cache_dir} is safe (or pass another --cache-dir)"
-    )
-
-
-def _sqlite_detail(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else (exc.strerror or str(exc))
-
-
 def check_cache_dir(cache_dir: str | Path, *, must_exist: bool = False) -> Path:
     """Check a cache directory before diskcache touches it: a directory (or absent: it is created),
     whose cache.db is a readable, intact SQLite file. Raises JEVCacheError naming the file.
@@ -129,8 +124,6 @@ def check_cache_dir(cache_dir: str | Path, *, must_exist: bool = False) -> Path:
         raise JEVCacheError(
             f"JEV cache file {db}: permission denied (cannot read it); make it readable, or pass another --cache-dir"
         )
-    from workbench.judges.jev.readonly import read_only_connection  # (it reads this module's names)
-
     try:
         con = read_only_connection(db)
         try:
@@ -172,19 +165,6 @@ def open_cache(cache_dir: str | Path, *, must_exist: bool = False):
         raise _cache_problem(path, f"in {path} cannot be opened ({_sqlite_detail(exc)})") from None
 
 
-@contextlib.contextmanager
-def cache_errors(cache_dir: str | Path):
-    """Turn a SQLite or OS error while reading or writing the cache into a JEVCacheError."""
-    try:
-        yield
-    except (sqlite3.Error, OSError) as exc:
-        raise _in_use_problem(cache_dir, exc) from None
-
-
-def _in_use_problem(cache_dir, exc: BaseException) -> JEVCacheError:
-    return _cache_problem(cache_dir, f"file {Path(cache_dir) / CACHE_FILE} failed while in use ({_sqlite_detail(exc)})")
-
-
 class JudgmentStore:
     """A cache directory's diskcache.Cache as the store of a `CachedJudge`: a SQLite or OS
     failure while in use is a JEVCacheError that names the file (`cache_errors`)."""
@@ -219,8 +199,6 @@ def open_store(cache_dir: str | Path, *, cache_only: bool = False) -> JudgmentSt
     if cache_only and not (Path(cache_dir) / CACHE_FILE).exists() and not Path(cache_dir).is_file():
         raise JEVCacheError(f"cache-only (replay) mode: no cache at {cache_dir}")
     if cache_only:  # replay reads, never writes: it works from a read-only copy
-        from workbench.judges.jev.readonly import ReadOnlyStore
-
         check_cache_dir(cache_dir, must_exist=True)
         store = ReadOnlyStore(cache_dir)
         try:

@@ -20,8 +20,33 @@ import threading
 import time
 from pathlib import Path
 
-from workbench.judges.jev.cache import CACHE_FILE, cache_errors
 from workbench.judges.jev.errors import JEVCacheError
+
+CACHE_FILE = "cache.db"  # diskcache's SQLite file inside the cache directory
+
+
+def _cache_problem(cache_dir: Path, what: str) -> JEVCacheError:
+    return JEVCacheError(
+        f"JEV cache {what}. The cache only holds judgments that can be asked again, so deleting the cache "
+        f"directory {cache_dir} is safe (or pass another --cache-dir)"
+    )
+
+
+def _sqlite_detail(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else (exc.strerror or str(exc))
+
+
+@contextlib.contextmanager
+def cache_errors(cache_dir: str | Path):
+    """Turn a SQLite or OS error while reading or writing the cache into a JEVCacheError."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as exc:
+        raise _in_use_problem(cache_dir, exc) from None
+
+
+def _in_use_problem(cache_dir, exc: BaseException) -> JEVCacheError:
+    return _cache_problem(cache_dir, f"file {Path(cache_dir) / CACHE_FILE} failed while in use ({_sqlite_detail(exc)})")
 
 
 def read_only_connection(db: Path) -> sqlite3.Connection:
