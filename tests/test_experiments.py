@@ -251,13 +251,13 @@ def test_ablate_command(enc, questions, tmp_path, capsys):
     )
     assert rc == 0
     data = json.loads(out.read_text())
-    assert list(data["rows"]) == list(ABLATION_ROWS)
+    assert list(data["rows"]) == list(ABLATION_ROWS) + list(ex.FEEDBACK_ROWS)  # B.1, B.2, B.3
     for name, row in data["rows"].items():
         assert {"R@5", "R@10", "AE@10", "judgments", "ci_R@10_vs_H=2"} <= set(row), name
         lo, hi = row["ci_R@10_vs_H=2"]
         assert lo <= hi
     assert data["rows"]["bm25"]["judgments"] == 0 and data["questions"] == 10
-    assert "matched_budget" in data and len(data["per_question"]) == 70
+    assert "matched_budget" in data and len(data["per_question"]) == 110
     md = out.with_suffix(".md").read_text()
     assert "| H=2 |" in md and "ceiling" in md
     assert "<table>" in out.with_suffix(".html").read_text()

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from workbench.engine import Run
+from workbench.feedback import FeedbackRun
 from workbench.index.corpora import Question
 from workbench.judges import FunctionJudge, JudgeError, JudgeSpec, JudgmentMemo
 from workbench.params import Params, ParamsError, earliest_affected_round
@@ -103,6 +104,7 @@ class DashboardModel:
         self.reference = None  # a trace to diff against (the previous one unless fixed)
         self.reference_fixed = False
         self.last_recompute: dict = {}
+        self.method = "sag2"  # or RM3 / GAR-BM25 (B.3): widgets/feedback_view.py
         self.recompute()
 
     # ---- subscription ----------------------------------------------------------------------
@@ -129,7 +131,7 @@ class DashboardModel:
     # ---- what the pickers offer ------------------------------------------------------------
     def judge_options(self) -> list[str]:
         """bm25, lexical; oracle only with gold; jev only when configured; registered functions."""
-        out = ["bm25", "lexical", "lexical-bridge", "semantic"]
+        out = ["bm25", "lexical", "lexical-bridge", "semantic", "learned"]
         if self.question.gold:
             out.append("oracle")
         if jev_configured(self.jev_options):
@@ -282,7 +284,11 @@ class DashboardModel:
             try:
                 judge = self.judge_for(self.judge_spec, self.question)
                 if self.run is None or new_question:
-                    run = Run(self.index, self.question, self.params, judge, pins=self.pins, memo=self.memo)
+                    run = (
+                        Run(self.index, self.question, self.params, judge, pins=self.pins, memo=self.memo)
+                        if self.method == "sag2"
+                        else FeedbackRun(self.method, self.index, self.question, self.params, judge, memo=self.memo)
+                    )
                     from_round = 0
                 else:
                     run = self.run.rerun(params=self.params, judge=judge, pins=self.pins)

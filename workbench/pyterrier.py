@@ -1,4 +1,5 @@
-"""SAG2 and its BM25 baseline as PyTerrier transformers (optional extra `[pyterrier]`).
+"""SAG2, its BM25 baseline and the paper's lexical-feedback alternatives (B.3: RM3, GAR-BM25)
+as PyTerrier transformers (optional extra `[pyterrier]`).
 
 Topics (`qid`, `query`) in; results out: the query columns, then `docno`, `score`, `rank`
 and what SAG2 adds: `unit_id`, `title`, `judge_score` (the final judge probability),
@@ -34,6 +35,7 @@ except ImportError as exc:  # the extra is optional; say how to get it
     raise ImportError("workbench.pyterrier needs PyTerrier: pip install 'sag2-workbench[pyterrier]'") from exc
 
 from workbench.engine import Run
+from workbench.feedback import GARParams, RM3Params, gar_trace, rm3_trace
 from workbench.formats import RUN_DEPTH, rank_score
 from workbench.index.corpora import Question
 from workbench.index.store import Index
@@ -98,13 +100,16 @@ class _WorkbenchRetriever(pt.Transformer):
         rows = []
         for record in topics[query_columns].to_dict("records"):
             question = self._question(record)
-            trace = Run(self.index, question, self.params, self._judge_for(question), memo=self.memo).run()
+            trace = self._trace(question)
             rows += [{**record, **row} for row in trace_rows(trace, self.num_results)]
         out = pd.DataFrame(rows, columns=query_columns + RESULT_COLUMNS)
         return out.astype({"score": float, "rank": int, "judge_score": float, "bm25": float})
 
     def _question(self, record: dict) -> Question:
         return Question(id=str(record["qid"]), question=str(record["query"]))
+
+    def _trace(self, question: Question):
+        return Run(self.index, question, self.params, self._judge_for(question), memo=self.memo).run()
 
     def transform_outputs(self, input_columns: list[str]) -> list[str]:
         # declared, so pt.Experiment's validation does not run a query to find out
@@ -179,3 +184,62 @@ class SAG2Retriever(_WorkbenchRetriever):
 
     def _judge_for(self, question: Question):
         return self._factory(question)
+
+
+class RM3Retriever(SAG2Retriever):
+    """RM3 feedback (paper B.3; workbench/feedback/rm3.py) on the same index and field
+    weights: with judge `bm25` (the default) its lexical ranking, with any other judge that
+    judge once on its first 100 units (final-only judging). `rm3`: an RM3Params.
+    `entered_round` is 1 for every RM3 unit; `bm25` is minus the weighted BM25 sum.
+
+    >>> rm3, rm3_oracle = RM3Retriever(index), RM3Retriever(index, "oracle", qrels=qrels_frame(questions))
+    >>> rm3, RM3Retriever(index, rm3=RM3Params(terms=5))
+    (RM3Retriever('bm25'), RM3Retriever('bm25', terms=5))
+    >>> rm3.search("How are refunds approved?")[["docno", "rank"]].head(2)
+                 docno  rank
+    0  api/partners.md     0
+    1  access/roles.md     1
+    """
+
+    def __init__(self, index, judge="bm25", params: Params | None = None, *, rm3: RM3Params | None = None, **options):
+        super().__init__(index, judge, params, **options)
+        self.rm3 = rm3 or RM3Params()
+
+    def _trace(self, question: Question):
+        return rm3_trace(self.index, question, self.params, self._judge_for(question), self.memo, self.rm3)
+
+    def __repr__(self) -> str:
+        return _with_settings(super().__repr__(), self.rm3, RM3Params())
+
+    __str__ = __repr__
+
+
+class GARRetriever(SAG2Retriever):
+    """GAR-BM25 (paper B.3; workbench/feedback/gar.py) over the index's corpus graph (built on
+    first use and stored beside the index): with judge `bm25` its lexical ranking, with a
+    judge that judge once on the (at most 100) units the adaptive loop took. `via_term` is
+    'graph:U' for a unit reached as a neighbour of unit U. `gar`: a GARParams.
+
+    >>> gar = GARRetriever(index, gar=GARParams(batch_size=8))
+    >>> gar
+    GARRetriever('bm25', batch_size=8)
+    >>> list(gar.search("How are refunds approved?")["docno"][:2])
+    ['api/partners.md', 'access/roles.md']
+    """
+
+    def __init__(self, index, judge="bm25", params: Params | None = None, *, gar: GARParams | None = None, **options):
+        super().__init__(index, judge, params, **options)
+        self.gar = gar or GARParams()
+
+    def _trace(self, question: Question):
+        return gar_trace(self.index, question, self.params, self._judge_for(question), self.memo, self.gar)
+
+    def __repr__(self) -> str:
+        return _with_settings(super().__repr__(), self.gar, GARParams())
+
+    __str__ = __repr__
+
+
+def _with_settings(text: str, settings, default) -> str:
+    changed = {k: v for k, v in settings.to_dict().items() if v != default.to_dict()[k]}
+    return text[:-1] + "".join(f", {k}={v!r}" for k, v in changed.items()) + ")"

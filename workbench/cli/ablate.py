@@ -24,6 +24,7 @@ from workbench.cli.common import (
     run_work,
     write,
 )
+from workbench.feedback import GraphParams, corpus_graph
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
 from workbench.judges import resolve_judge
@@ -40,7 +41,9 @@ from workbench.runs.experiment import (
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("ablate", help="the paper's comparisons (bm25, H=0/1/2, no-context, matched-budget, final-only)")
+    p = sub.add_parser(
+        "ablate", help="the paper's rows, B.1-B.3 (H=0/1/2, no-context, matched budget, final-only, RM3, GAR-BM25)"
+    )
     path_option(p, "--db", role="input", required=True, help="the index (`sag2wb index`)")
     path_option(
         p, "--questions", role="input", required=True, help="questions with gold: .jsonl, a BEIR or TREC folder"
@@ -100,6 +103,8 @@ def cmd_ablate(args) -> int:
             f"which the ablation's metrics need: {', '.join(no_gold[:5])}{' ...' if len(no_gold) > 5 else ''}"
         )
     params = run_params(args).replace(H=2)
+    # GAR-BM25's corpus graph: built (or read) once here, before any worker starts
+    corpus_graph(index, GraphParams(field_weights=params.field_weights), progress=not args.quiet)
     resume = _resume_path(out)
     with naming_path(out.parent):
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -109,7 +114,7 @@ def cmd_ablate(args) -> int:
     experiment = Experiment(
         index,
         questions,
-        paper_ablation(params, judge_spec(args, index)),
+        paper_ablation(params, judge_spec(args, index), feedback=True),
         resume_path=resume,
         progress=not args.quiet,
         keep_going=args.keep_going,

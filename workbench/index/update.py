@@ -30,6 +30,7 @@ Index('docs.sqlite', units=24, documents=19)
 
 from __future__ import annotations
 
+import glob
 import os
 import sqlite3
 import time
@@ -63,6 +64,7 @@ class Changes:
     checked: int = 0  # files of the manifest whose size and mtime were read (folder updates)
     hashed: int = 0  # of those, files whose content hash was computed to decide
     skipped: list[str] = field(default_factory=list)  # files of a kind that is not indexed (.pdf, ...)
+    stale: list[str] = field(default_factory=list)  # files built from the index beside it, now out of date
 
     def summary(self) -> str:
         moved = f", {len(self.renumbered)} renumbered" if self.renumbered else ""
@@ -71,7 +73,16 @@ class Changes:
         return (
             f"{len(self.added)} added, {len(self.changed)} changed, {len(self.removed)} removed document(s)"
             f"{moved}; {self.units_tokenized} units tokenized; {files}{skipped}{self.seconds:.1f} s"
-        )
+        ) + (f"; now stale, rebuilt on next use: {', '.join(self.stale)}" if self.stale else "")
+
+
+def derived_files(path: Path) -> list[str]:
+    """Files beside the index built from its contents — GAR-BM25's corpus graphs
+    (`INDEX.graph-KEY.npz`, workbench/feedback/graph.py) — which an update leaves describing
+    the old contents (each records the index fingerprint it was built from, so its next use
+    finds it stale and rebuilds it)."""
+    path = Path(path)
+    return sorted(p.name for p in path.parent.glob(f"{glob.escape(path.name)}.graph-*.npz"))
 
 
 def write_manifest(db: sqlite3.Connection, root: Path) -> None:
@@ -393,6 +404,8 @@ def update_folder(path: Path, root: Path) -> Changes:
             raise CorpusError(f"{root}: no .md or .txt files found")
         _finish(db, str(root))
     changes.seconds = time.perf_counter() - t0
+    if changes.added or changes.changed or changes.removed:
+        changes.stale = derived_files(path)
     return changes
 
 
@@ -456,4 +469,6 @@ def update_passages(path: Path, add: Path | None = None, remove=(), *, allow_emp
         changes.units_tokenized = apply(db, sorted(removed), added)
         _finish(db, "")
     changes.seconds = time.perf_counter() - t0
+    if changes.added or changes.changed or changes.removed:
+        changes.stale = derived_files(path)
     return changes

@@ -44,6 +44,7 @@ from workbench.runs.records import ExperimentError, QuestionFailed  # noqa: F401
 from workbench.runs.results import (  # noqa: F401  (public here too)
     ABLATION_ROWS,
     EXTRA_COLUMNS,
+    FEEDBACK_ROWS,
     FRAME_COLUMNS,
     REFERENCE_ROW,
     ROW_DEFINITIONS,
@@ -58,11 +59,17 @@ from workbench.terms import variant_fingerprint
 from workbench.trace import Trace
 
 
-def paper_ablation(params: Params | None = None, judge: str | JudgeSpec = "lexical") -> list[Config]:
-    """The paper's comparisons (§5.3, B.1, B.2) as configurations, in the table's row order.
+def paper_ablation(
+    params: Params | None = None, judge: str | JudgeSpec = "lexical", feedback: bool = False
+) -> list[Config]:
+    """The paper's comparisons (§5.3, B.1, B.2) as configurations, in the table's row order;
+    `feedback=True` adds B.3's lexical-feedback rows (RM3 and GAR-BM25, each without a judge
+    and with final-only judging), as `sag2wb ablate` runs them.
 
     >>> [c.name for c in paper_ablation(judge="oracle")]
     ['bm25', 'H=0', 'H=1', 'H=2', 'no-context', 'matched-budget', 'final-only']
+    >>> [c.name for c in paper_ablation(judge="oracle", feedback=True)][7:]
+    ['rm3', 'rm3+final-only', 'gar-bm25', 'gar-bm25+final-only']
     """
     base = (params or Params()).replace(H=2)
     judge = JudgeSpec.parse(judge)
@@ -74,7 +81,16 @@ def paper_ablation(params: Params | None = None, judge: str | JudgeSpec = "lexic
         Config("no-context", base.replace(use_context=False), judge),
         Config("matched-budget", base.replace(H=0), judge, "matched-budget", source="H=2"),
         Config("final-only", base, judge, "final-only"),
-    ]
+    ] + (
+        [
+            Config("rm3", base, JudgeSpec.parse("bm25"), "rm3"),
+            Config("rm3+final-only", base, judge, "rm3"),
+            Config("gar-bm25", base, JudgeSpec.parse("bm25"), "gar"),
+            Config("gar-bm25+final-only", base, judge, "gar"),
+        ]
+        if feedback
+        else []
+    )
 
 
 def run_order(configs: list[Config]) -> list[Config]:
@@ -276,6 +292,8 @@ class Experiment:
                 "index": self.index.meta.get("fingerprint"),
                 "source": self.config_key(by_name[config.source]) if config.source else None,
             }
+            if config.feedback is not None:  # rm3 / gar settings (other rows' keys stay as they were)
+                key["feedback"] = config.feedback.to_dict()
             self._keys[config.name] = json.dumps(key, sort_keys=True)
         return self._keys[config.name]
 

@@ -15,9 +15,17 @@ judgment count.
   once with no context (B.1). Questions with fewer BM25 matches than the budget are noted.
 - `final-only`: BM25 seeds, uniform seed weights, the judge only on the final pool (B.2);
   see `final_only_trace` for the exact definition.
+- `rm3`: RM3 feedback (B.3; workbench/feedback/rm3.py); with judge `bm25` its lexical
+  ranking, with any other judge that judge once on its first 100 units (final-only judging).
+  `Config.feedback`: an `RM3Params` (default: the paper's).
+- `gar`: GAR-BM25 (B.3; workbench/feedback/gar.py) over the index's corpus graph; with
+  `bm25` its lexical ranking, with a judge that judge once on the (at most 100) units the
+  adaptive loop took. `Config.feedback`: a `GARParams`.
 
 >>> list(POLICIES)
-['sag2', 'truncated', 'matched-budget', 'final-only']
+['sag2', 'truncated', 'matched-budget', 'final-only', 'rm3', 'gar']
+>>> Config("rm3+oracle", judge="oracle", policy="rm3").feedback.original_weight   # the paper's RM3 by default
+0.5
 >>> Config("no_idf", Params(term_weighting="no_idf"), judge="lexical").policy
 'sag2'
 """
@@ -40,6 +48,9 @@ from workbench.engine import (
     select_seeds,
     select_terms,
 )
+from workbench.feedback.gar import GARParams
+from workbench.feedback.rm3 import RM3Params
+from workbench.feedback.traces import gar_trace, rm3_trace
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError, JudgmentMemo
 from workbench.params import Params
@@ -106,13 +117,37 @@ def final_only(run, config, question) -> Trace:
         raise type(exc)(question.id, exc.round, exc.error, run.label(config), exc.kind) from None
 
 
+FINAL_POOL = 100  # B.3: final-only judging over at most 100 candidates
+
+
+def rm3(run, config, question) -> Trace:
+    """RM3 with no judge (`bm25`) or the configuration's judge on its first 100 units."""
+    try:
+        return rm3_trace(
+            run.index, question, config.params, run.judge(config, question), run.memo, config.feedback, FINAL_POOL
+        )
+    except JudgeError as exc:  # a failure, never a ranking: the loop decides (stop or keep going)
+        raise JudgeFailed(question.id, 1, str(exc), run.label(config)) from exc
+
+
+def gar(run, config, question) -> Trace:
+    """GAR-BM25 with no judge (`bm25`) or the configuration's judge on the units it took."""
+    try:
+        return gar_trace(run.index, question, config.params, run.judge(config, question), run.memo, config.feedback)
+    except JudgeError as exc:
+        raise JudgeFailed(question.id, 1, str(exc), run.label(config)) from exc
+
+
 Policy = Callable[..., Trace]
 POLICIES: dict[str, Policy] = {
     "sag2": sag2,
     "truncated": truncated,
     "matched-budget": matched_budget,
     "final-only": final_only,
+    "rm3": rm3,
+    "gar": gar,
 }
+FEEDBACK_PARAMS = {"rm3": RM3Params, "gar": GARParams}  # the policies that take `Config.feedback`
 NEEDS_SOURCE = ("truncated", "matched-budget")  # read another configuration's results (`source`)
 NEEDS_JUDGE = ("truncated", "matched-budget", "final-only")  # meaningless with bm25
 READS_SOURCE_TRACE = ("truncated",)  # the source's traces are kept for these rows
@@ -128,6 +163,7 @@ class Config:
     judge: JudgeSpec = "lexical"  # type: ignore[assignment]  # text, parsed in __post_init__
     policy: str = "sag2"
     source: str | None = None  # truncated / matched-budget: the sag2 configuration they read
+    feedback: RM3Params | GARParams | None = None  # rm3 / gar: their settings (default: the paper's)
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -144,6 +180,19 @@ class Config:
         if self.policy in NEEDS_JUDGE and self.judge.name == "bm25":
             raise ExperimentError(f"configuration {self.name!r}: policy {self.policy!r} needs a judge, not bm25")
         get_term_weighting(self.params.term_weighting)  # unknown variant: fail now, listing the registered ones
+        kind = FEEDBACK_PARAMS.get(self.policy)
+        if kind is None and self.feedback is not None:
+            raise ExperimentError(
+                f"configuration {self.name!r}: feedback settings are for the rm3 and gar policies, not {self.policy!r}"
+            )
+        if kind is not None:
+            if self.feedback is None:
+                object.__setattr__(self, "feedback", kind())
+            elif not isinstance(self.feedback, kind):
+                raise ExperimentError(
+                    f"configuration {self.name!r}: policy {self.policy!r} takes {kind.__name__}, "
+                    f"got {type(self.feedback).__name__}"
+                )
 
 
 def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo | None = None) -> Trace:

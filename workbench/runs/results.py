@@ -27,13 +27,14 @@ import html
 
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError
-from workbench.metrics import METRICS, is_missing, paired_bootstrap
+from workbench.metrics import METRICS, compare_rows, is_missing, paired_bootstrap
 from workbench.runs import changes as changes_
 from workbench.runs import plots
 from workbench.runs.records import ExperimentError
 from workbench.runs.resume import RESULT_MARKER, RESULT_VERSION
 
 ABLATION_ROWS = ("bm25", "H=0", "H=1", "H=2", "no-context", "matched-budget", "final-only")
+FEEDBACK_ROWS = ("rm3", "rm3+final-only", "gar-bm25", "gar-bm25+final-only")  # B.3 (`paper_ablation(feedback=True)`)
 REFERENCE_ROW = "H=2"
 ROW_DEFINITIONS = {
     "bm25": "BM25 top 100 of the question expression (round 0's C0), lexical order, no judge.",
@@ -45,6 +46,12 @@ ROW_DEFINITIONS = {
     "with no context (Params(B=budget, H=0)); questions with fewer BM25 matches are noted.",
     "final-only": "BM25 order chooses the seeds, every seed weighs the same, the judge scores only the final "
     "pool (at most B units, once, no context); see experiments.final_only_trace.",
+    "rm3": "RM3 (B.3): 10 feedback passages, 10 terms each and 10 in the model, original-query weight 0.5, "
+    "tokens of 2-20 ASCII letters/digits, terms in > 10% of units dropped; weighted BM25 sums; no judge.",
+    "rm3+final-only": "The RM3 ranking's first 100 units scored once by the judge, no context (final-only judging).",
+    "gar-bm25": "GAR-BM25 (B.3): batches of 16 alternating between C0 and the frontier of an 8-neighbour BM25 "
+    "corpus graph, frontier priorities from BM25, 100 units taken; ranked by BM25; no judge.",
+    "gar-bm25+final-only": "The (at most 100) units GAR-BM25 took, scored once by the judge, no context.",
 }
 
 
@@ -213,6 +220,34 @@ class Results:
             moves,
         )
 
+    def significance(self, reference: str = REFERENCE_ROW, metric: str = "R@10", test: str = "randomization") -> dict:
+        """Every configuration against `reference`, per question: mean difference and the
+        standardised paired effect d_z with 95% bootstrap intervals, the paired randomization
+        (sign-flip) and bootstrap p-values, and their Holm and Bonferroni corrections across
+        the comparisons — `reference`'s own row is not one and stays out of the correction.
+        Seeds and resample counts are in the result (`metrics.compare_rows`).
+
+        >>> recs = [{"config": c, "question": q, "R@5": v, "R@10": v, "AE@10": v, "judgments": 0}
+        ...         for c, vals in (("base", [100.0, 50.0, 0.0]), ("other", [50.0, 50.0, 0.0]))
+        ...         for q, v in zip("abc", vals)]
+        >>> sig = Results(recs).significance("base")   # one question differs: every sign flip ties it
+        >>> other = sig["rows"]["other"]
+        >>> sig["comparisons"], other["difference"], other["p_holm"], sig["rows"]["base"]["p"]
+        (1, -16.6667, 1.0, None)
+        """
+        key = (reference, metric, test)
+        cached = getattr(self, "_significance", {})
+        if key not in cached:
+            order = list(self.values(reference, metric))
+            rows = {}
+            for name in self.names:
+                self.compare(name, reference, metric)  # refuses, naming why, unequal or missing questions
+                values = self.values(name, metric)
+                rows[name] = [values[q] for q in order]
+            cached[key] = compare_rows(rows, reference, test=test)
+            self._significance = cached
+        return cached[key]
+
     def interval(self, config: str, metric: str = "R@10") -> tuple[float, float, float]:
         """Mean of one configuration and its 95% percentile bootstrap interval (same resamples)."""
         vals = list(self.values(config, metric).values())
@@ -230,6 +265,9 @@ class Results:
                 ci.append((c["low"], c["high"]))
             out[f"diff_{metric}_vs_{reference}"] = [round(d, 2) for d in diffs]
             out[f"ci_{metric}_vs_{reference}"] = [(round(lo, 2), round(hi, 2)) for lo, hi in ci]
+            sig = self.significance(reference, metric)["rows"]
+            for p in ("p_holm", "p_bonferroni", "p_randomization"):
+                out[f"{p}_{metric}_vs_{reference}"] = [sig[n][p] for n in self.names]
         return out
 
     def to_markdown(self, reference: str | None = REFERENCE_ROW, metric: str = "R@10", definitions=None) -> str:
@@ -258,18 +296,28 @@ def _fmt(v, digits=2) -> str:
     return f"{v:.{digits}f}"
 
 
+def _p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
 def _rows(table, reference, metric):
     head = ["Method", "R@5", "R@10", "AE@10", "Judgments"]
     dcol, ccol = f"diff_{metric}_vs_{reference}", f"ci_{metric}_vs_{reference}"
     has_ci = reference is not None and ccol in table.columns
     if has_ci:
         head.append(f"Δ{metric} vs {reference} [95% CI]")
+    pcol = f"p_holm_{metric}_vs_{reference}"
+    has_p = has_ci and pcol in table.columns
+    if has_p:
+        head.append("p (Holm)")
     rows = []
     for name, row in table.iterrows():
         cells = [str(name), _fmt(row["R@5"]), _fmt(row["R@10"]), _fmt(row["AE@10"]), _fmt(int(row["judgments"]))]
         if has_ci:
             lo, hi = row[ccol]
             cells.append("–" if name == reference else f"{row[dcol]:+.2f} [{lo:.2f}, {hi:.2f}]")
+        if has_p:
+            cells.append("–" if is_missing(row[pcol]) else _p(row[pcol]))
         rows.append(cells)
     return head, rows
 
@@ -331,12 +379,18 @@ def ablation_report(results: Results, judge) -> dict:
             f"diff_R@10_vs_{REFERENCE_ROW}": float(row[f"diff_R@10_vs_{REFERENCE_ROW}"]),
             f"ci_R@10_vs_{REFERENCE_ROW}": [float(lo), float(hi)],
         }
+    sig = results.significance(REFERENCE_ROW, "R@10")
+    for name, row in rows.items():
+        s = sig["rows"][name]
+        row.update({k: s[k] for k in ("p_randomization", "p_bootstrap", "p_holm", "p_bonferroni", "d_z")})
+        row["d_z_ci"] = None if s["d_z_low"] is None else [s["d_z_low"], s["d_z_high"]]
     report = {
         RESULT_MARKER: {"kind": "ablate", "version": RESULT_VERSION},
         "judge": str(judge),
         "questions": len(results.question_ids),
         "rows": rows,
         "definitions": {k: v for k, v in ROW_DEFINITIONS.items() if k in rows},
+        "significance": {k: v for k, v in sig.items() if k != "rows"},
     }
     if results.failures:
         report["scope"] = results.scope
@@ -386,7 +440,10 @@ def ablation_markdown(results: Results, report: dict, title: str = "SAG2 ablatio
         "",
         f"Judge: `{report['judge']}`; {report['questions']} questions. "
         f"Δ and intervals: paired 95% percentile bootstrap of the R@10 difference to {REFERENCE_ROW} "
-        "(2,000 question resamples, seed 20261015).",
+        "(2,000 question resamples, seed 20261015). p (Holm): two-sided paired randomization test of the "
+        f"R@10 difference to {REFERENCE_ROW} (sign flips: exact up to 16 questions, else 10,000 seeded "
+        f"permutations), Holm-corrected across the {max(len(results.names) - 1, 0)} rows compared with "
+        f"{REFERENCE_ROW} ({REFERENCE_ROW} itself is no comparison); Bonferroni, d_z and its interval: OUT.json.",
         "",
     ]
     if report.get("note"):

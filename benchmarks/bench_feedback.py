@@ -1,0 +1,102 @@
+"""GAR-BM25's corpus graph (paper B.3): build time and size at the 2Wiki corpus (6k passages)
+and at 600k (the synthetic superset of benchmarks/bench_scale.py). Prints figures; asserts
+nothing.
+
+    python benchmarks/bench_feedback.py [--sizes 6119,600000] [--sample 2000] [--work /tmp/sag2wb-scale]
+
+Per size: the index is built (or reused from --work), then the graph. Up to --full-up-to
+passages (default 60,000) the whole graph is built and stored (wall s, passages/s, the
+.npz beside the index, in-memory arrays). Above that, the graph of a seeded random sample of
+--sample passages is built against the full index (every neighbour query runs over all the
+passages, so the per-passage cost is the real one) and the whole build is extrapolated as
+sample seconds x N / sample; the stored size is extrapolated from the 6k bytes per passage.
+The printed rows say which figures are measured and which extrapolated. RM3 needs no
+precomputation (its cost is per question: also printed, over the 100 dev questions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import data_arg, need, peak_rss_mib  # noqa: E402
+from bench_scale import write_corpus  # noqa: E402  (the 600k generator, same seed)
+
+from workbench.feedback import GraphParams, build_graph, corpus_graph, graph_path, rm3_expansion  # noqa: E402
+from workbench.index import Index, load_questions  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    data_arg(ap)
+    ap.add_argument("--sizes", default="6119,600000", help="comma-separated corpus sizes [6119,600000]")
+    ap.add_argument("--work", default="/tmp/sag2wb-scale", help="folder for corpora and indexes (reused)")
+    ap.add_argument("--sample", type=int, default=2000, help="passages timed above --full-up-to [2000]")
+    ap.add_argument("--full-up-to", type=int, default=60000, help="largest size whose whole graph is built")
+    args = ap.parse_args()
+    corpus = need(Path(args.data) / "2wiki" / "corpus.json")
+    questions = load_questions(need(Path(args.data) / "2wiki" / "questions-dev.jsonl"))
+    originals = json.loads(corpus.read_text(encoding="utf-8"))
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; params {GraphParams()}")
+    print(
+        "| passages | index build s | graph: measured | graph build s | passages/s | edges | .npz MiB "
+        "| RM3 ms/question |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    per_passage_bytes = None
+    for size in [int(s) for s in args.sizes.split(",")]:
+        size = max(size, len(originals))
+        path = corpus if size == len(originals) else work / f"corpus-{size}.json"
+        if not path.exists():
+            t = time.perf_counter()
+            write_corpus(originals, size, path)
+            print(f"(wrote {path} in {time.perf_counter() - t:.1f} s)", file=sys.stderr)
+        db = work / f"feedback-index-{size}.sqlite"
+        build_s = "reused"
+        if not db.exists():
+            t = time.perf_counter()
+            Index.build(path, db, progress=None)
+            build_s = f"{time.perf_counter() - t:.1f}"
+        index = Index(db).warm()
+        t = time.perf_counter()
+        for q in questions:
+            rm3_expansion(index, q.question)
+        rm3_ms = (time.perf_counter() - t) * 1000 / len(questions)
+        if size <= args.full_up_to:
+            graph_path(index).unlink(missing_ok=True)
+            t = time.perf_counter()
+            graph = corpus_graph(index, progress=None)
+            seconds = time.perf_counter() - t  # build + store
+            mib = graph_path(index).stat().st_size / 2**20
+            per_passage_bytes = graph_path(index).stat().st_size / index.N
+            measured, edges = f"all {index.N:,}", f"{graph.edges():,}"
+        else:
+            sample = sorted(random.Random(20261015).sample(sorted(index.documents), min(args.sample, index.N)))
+            t = time.perf_counter()
+            part = build_graph(index, only=sample, progress=None)
+            took = time.perf_counter() - t
+            seconds = took * index.N / len(sample)
+            mib = (per_passage_bytes or 0) * index.N / 2**20
+            measured = f"sample {len(sample):,} in {took:.1f} s; rest extrapolated"
+            edges = f"~{part.edges() * index.N // len(sample):,} (extrapolated)"
+        rate = index.N / seconds
+        size_text = f"{mib:.2f}" + ("" if size <= args.full_up_to else " (extrapolated)")
+        print(
+            f"| {index.N:,} | {build_s} | {measured} | {seconds:,.1f} | {rate:,.0f} | {edges} | {size_text} "
+            f"| {rm3_ms:.1f} |"
+        )
+        index.close()
+    print(f"peak RSS {peak_rss_mib():.0f} MiB; load average {os.getloadavg()[0]:.1f} at the end")
+    print("(RM3 ms/question: the mean over the 100 dev questions, not separated from other work's load)")
+
+
+if __name__ == "__main__":
+    main()
