@@ -1,16 +1,21 @@
-"""Every offline judge side by side (bm25, lexical, lexical-bridge, semantic, oracle), in one run.
+"""Every offline judge side by side (bm25, lexical, lexical-bridge, semantic, learned, oracle), in one run.
 
     .venv/bin/python benchmarks/bench_judges.py                 # 2Wiki dev + HotpotQA sample + bundled corpora + speed
     .venv/bin/python benchmarks/bench_judges.py --skip-speed --only 2wiki
     .venv/bin/python benchmarks/bench_judges.py --only speed --precision both   # int8 (default) and float embeddings
     .venv/bin/python benchmarks/bench_judges.py --only embedding                # passages/s per batch size, threads
     SAG2WB_EMBED_PRECISION=float .venv/bin/python benchmarks/bench_judges.py --only 2wiki  # accuracy with float
+    .venv/bin/python benchmarks/bench_judges.py --only learned   # issue 25: CV, one corpus out, distillation, cost
+    .venv/bin/python benchmarks/bench_judges.py --write-default workbench/judges/default_learned_judge.json
 
 Prints, per corpus: R@5, R@10, AE@10 and judgments per judge with the paired 95% interval
 of the R@10 difference against `lexical`, then R@10 per question type with per-type paired
 intervals; the semantic judge's own ablation (relevance only / bridge only / both); and
 speed: model load, seconds per question cold (empty embedding cache) and with every
-embedding cached, corpus embedding rate, peak RSS. It asserts nothing (docs/judges.md).
+embedding cached, corpus embedding rate, peak RSS. The learned judge (`--only learned`,
+bench_learned.py): its 5-fold cross-validated R@10 by question on 2Wiki dev beside the fixed
+judges, leave-one-corpus-out against BM25 and `lexical`, distillation from a judge served as
+JEV (agreement with the teacher), and its cost. It asserts nothing (docs/judges.md).
 
 The embedding cache for the accuracy runs is --cache-dir (default a temp dir: the first
 run embeds what the questions reach; `sag2wb embed` beforehand makes it warm).
@@ -35,7 +40,7 @@ from workbench.index.store import open_or_build  # noqa: E402
 from workbench.params import Params  # noqa: E402
 from workbench.runs.experiment import Config, Experiment, paired_interval  # noqa: E402
 
-JUDGES = ["bm25", "lexical", "lexical-bridge", "semantic", "oracle"]
+JUDGES = ["bm25", "lexical", "lexical-bridge", "semantic", "learned", "oracle"]  # learned: the shipped default
 ABLATION = [
     ("relevance only", "semantic:signals=model+coverage"),
     ("model only", "semantic:signals=model"),
@@ -204,7 +209,13 @@ class _SubIndex:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     data_arg(ap)
-    ap.add_argument("--only", choices=["2wiki", "speed", "hotpotqa", "bundled", "embedding"], default=None)
+    ap.add_argument("--only", choices=["2wiki", "speed", "hotpotqa", "bundled", "embedding", "learned"], default=None)
+    ap.add_argument(
+        "--write-default", default=None, metavar="PATH", help="fit the shipped learned judge (bundled data only)"
+    )
+    ap.add_argument(
+        "--distil", choices=["encyclopedia", "2wiki"], default="encyclopedia", help="the distillation corpus"
+    )
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-ablation", action="store_true")
     ap.add_argument("--cold-questions", type=int, default=10)
@@ -228,6 +239,17 @@ def main() -> None:
     )
     judges = [(j, j) for j in JUDGES]
     data = Path(args.data)
+    if args.write_default:
+        from bench_learned import write_default
+
+        write_default(Path(args.write_default), work)
+        return
+    if args.only == "learned":
+        from bench_learned import learned_sections
+
+        learned_sections(data, work, args.distil, args.repeats)
+        print(f"\npeak RSS {peak_rss_mib():.0f} MiB")
+        return
     if args.only == "embedding":  # not in the default run: a tuning table, not a goal
         # texts per call (each text runs alone, `threads` at once): the chunk only sets progress and cache writes
         configs = [(p, b, t) for p in ("int8", "float") for b in (16,) for t in (2, 1)]
@@ -274,6 +296,10 @@ def main() -> None:
             judges + [("semantic, no model for CJK", "semantic:cjk=coverage")],
             by_type=False,
         )
+    if args.only is None:
+        from bench_learned import learned_sections
+
+        learned_sections(data, work, args.distil, args.repeats)
     print(f"\npeak RSS {peak_rss_mib():.0f} MiB")
 
 

@@ -16,7 +16,20 @@ import sys
 from importlib import metadata
 
 from workbench import safeio
-from workbench.cli import ablate, cache, compare, convert, dashboard, demo, embed, eval, index, judge_server, search
+from workbench.cli import (
+    ablate,
+    cache,
+    compare,
+    convert,
+    dashboard,
+    demo,
+    embed,
+    eval,
+    fit_judge,
+    index,
+    judge_server,
+    search,
+)
 from workbench.cli.common import (
     CLIError,
     Parser,
@@ -34,7 +47,7 @@ from workbench.runs.experiment import ExperimentError
 from workbench.terms import TermWeightingError
 
 # the order of `sag2wb --help`
-COMMANDS = (demo, index, search, eval, compare, convert, judge_server, cache, embed, ablate, dashboard)
+COMMANDS = (demo, index, search, eval, compare, convert, judge_server, cache, embed, ablate, dashboard, fit_judge)
 
 
 def version() -> str:

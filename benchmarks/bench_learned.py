@@ -1,0 +1,226 @@
+"""The learned judge's sections of bench_judges.py (issue 25); run them with
+
+    .venv/bin/python benchmarks/bench_judges.py --only learned [--distil 2wiki]
+
+1. 2Wiki dev: every fixed judge, the shipped default (`learned`, fitted on the bundled corpora
+   only) and the learned judge cross-validated by question (5 folds, oracle teacher, fitted on
+   the training folds only), side by side, with paired intervals against `semantic`.
+2. Leave one corpus out: fitted on the other corpora (oracle teacher), tested on each of 2Wiki
+   dev, the HotpotQA sample, the encyclopedia and the internal docs, beside BM25 and `lexical`.
+3. Distillation: the semantic judge served as if it were JEV (`JudgeServer`, the JEV client and
+   its cache), a student fitted on that cache (`teacher_for("cache:DIR")`): R@10 of each and
+   the rank correlation of the student's held-out scores with the teacher's.
+4. Cost: `fit_judge` of 100 questions (with its cross-validation), and seconds per question
+   of the learned judge against the semantic judge (embeddings cached).
+It prints figures and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import REPO, need
+
+from workbench.index.corpora import load_questions
+from workbench.index.store import open_or_build
+from workbench.judges.learned import LearnedJudge, save_model
+from workbench.judges.registry import make_judge
+from workbench.params import Params
+from workbench.runs.experiment import Config, Experiment, paired_interval
+from workbench.runs.training import (
+    collect_examples,
+    collect_many,
+    fit_default,
+    fit_examples,
+    fit_judge,
+    folds_by_question,
+    held_out_metrics,
+    spearman,
+    teacher_for,
+)
+
+FIXED = ["bm25", "lexical", "lexical-bridge", "semantic", "learned", "oracle"]
+
+
+def write_default(path: Path, work: Path) -> None:
+    t = time.perf_counter()
+    model = fit_default(work)
+    sha = save_model(model, path)
+    print(f"wrote {path} (sha256 {sha[:12]}) in {time.perf_counter() - t:.1f} s: {model.info['examples']} examples")
+    print("leave one corpus out (the recipe fitted on the other bundled corpus):")
+    print(json.dumps(model.info["leave_one_corpus_out"], indent=1))
+
+
+def _corpora(data: Path, work: Path) -> dict:
+    enc = REPO / "sample_corpora" / "encyclopedia"
+    out = {
+        "2wiki": (need(data / "2wiki" / "corpus.json"), data / "2wiki" / "questions-dev.jsonl"),
+        "hotpotqa": (need(data / "hotpotqa-sample" / "corpus.json"), data / "hotpotqa-sample" / "questions.jsonl"),
+        "encyclopedia": (enc / "corpus.json", enc / "questions.jsonl"),
+        "internal_docs": (
+            REPO / "sample_corpora" / "internal_docs",
+            REPO / "sample_corpora" / "internal_docs.questions.jsonl",
+        ),
+    }
+    return {k: (open_or_build(c, work / f"{k}.sqlite")[0], load_questions(q)) for k, (c, q) in out.items()}
+
+
+def _mean(d) -> float:
+    return sum(d.values()) / len(d)
+
+
+def section_2wiki(index, questions) -> None:
+    t0 = time.perf_counter()
+    results = Experiment(index, questions, [Config(j, Params(), j) for j in FIXED], progress=False).run()
+    fixed_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model, info = fit_judge(index, questions, teacher_for("oracle", index))
+    cv_s = time.perf_counter() - t0
+    cv = info["cv"]
+    print(
+        f"\n## 2Wiki dev, {len(questions)} questions, H=2: fixed judges ({fixed_s:.1f} s) and the learned judge "
+        f"cross-validated by question ({cv_s:.1f} s: examples, 5 fits, 100 held-out runs, the final fit)\n"
+    )
+    sem = results.values("semantic")
+    print(f"{'judge':34s} {'R@5':>6s} {'R@10':>6s} {'AE@10':>6s}   dR@10 vs semantic [95% paired]")
+    for name in FIXED:
+        vals = results.values(name)
+        r5, ae = _mean(results.values(name, "R@5")), _mean(results.values(name, "AE@10"))
+        ci = "" if name == "semantic" else _ci(vals, sem)
+        label = "learned (shipped default, bundled)" if name == "learned" else name
+        print(f"{label:34s} {r5:6.2f} {_mean(vals):6.2f} {ae:6.2f}   {ci}")
+    per_q = cv["per_question_R@10"]
+    print(
+        f"{'learned, 5-fold CV (oracle teacher)':34s} {cv['R@5']:6.2f} {cv['R@10']:6.2f} {cv['AE@10']:6.2f}   "
+        f"{_ci(per_q, sem)}"
+    )
+    print("per fold R@10: " + ", ".join(f"{f['R@10']:.2f}" for f in cv["per_fold"]))
+    frame = results.frame()
+    types = sorted(t for t in frame["type"].dropna().unique())
+    print("\nR@10 per question type (learned: cross-validated)")
+    print(f"{'type':18s} {'n':>3s} {'semantic':>9s} {'learned':>9s} {'CV':>9s}")
+    for t in types:
+        ids = set(frame[frame["type"] == t]["question"])
+        s = [sem[q] for q in ids]
+        d = [results.values("learned")[q] for q in ids]
+        c = [per_q[q] for q in ids]
+        print(f"{t:18s} {len(ids):3d} {np.mean(s):9.2f} {np.mean(d):9.2f} {np.mean(c):9.2f}")
+    print("weights of the model fitted on all 100 (standardised features):")
+    print("  " + ", ".join(f"{n} {w:+.3f}" for n, w in zip(model.features, model.weights)))
+
+
+def _ci(a, b) -> str:
+    c = paired_interval(a, b)
+    return f"{c['difference']:+6.2f} [{c['low']:+6.2f}, {c['high']:+6.2f}]"
+
+
+def section_loco(corpora: dict) -> None:
+    print("\n## Leave one corpus out: fitted on the other three (oracle teacher), tested on each\n")
+    exs = {k: collect_many([(k, ix, qs)]) for k, (ix, qs) in corpora.items()}
+    print(
+        f"{'corpus':14s} {'n':>4s} {'bm25':>7s} {'lexical':>8s} {'semantic':>9s} {'learned':>8s}  "
+        "goal: >= best of bm25, lexical"
+    )
+    for k, (ix, qs) in corpora.items():
+        train = functools.reduce(lambda a, b: a + b, [exs[o] for o in exs if o != k])
+        model = fit_examples(train)
+        got = {
+            j: _mean({q: v["R@10"] for q, v in held_out_metrics(ix, qs, make_judge(j, ix)).items()})
+            for j in ("bm25", "lexical", "semantic")
+        }
+        learned = _mean({q: v["R@10"] for q, v in held_out_metrics(ix, qs, LearnedJudge(ix, model=model)).items()})
+        best = max(got["bm25"], got["lexical"])
+        verdict = "met" if learned >= best - 1e-9 else f"not met ({learned - best:+.2f})"
+        print(
+            f"{k:14s} {len(qs):4d} {got['bm25']:7.2f} {got['lexical']:8.2f} {got['semantic']:9.2f} "
+            f"{learned:8.2f}  {verdict}"
+        )
+
+
+def section_distil(corpora: dict, which: str) -> None:
+    from workbench.judges.jev import make_jev_judge
+    from workbench.judges.jev.server import JudgeServer
+    from workbench.judges.semantic import SemanticJudge
+
+    index, questions = corpora[which]
+    with tempfile.TemporaryDirectory() as tmp, JudgeServer(SemanticJudge(index)) as server:
+        cache = Path(tmp) / "jev-cache"
+        t0 = time.perf_counter()
+        jev = make_jev_judge(endpoint=server.url, cache_dir=cache)
+        teacher_r10 = {q: v["R@10"] for q, v in held_out_metrics(index, questions, jev).items()}
+        jev.close()
+        ask_s = time.perf_counter() - t0
+        teacher = teacher_for(f"cache:{cache}", index, endpoint=server.url)
+        examples = collect_examples(index, questions, teacher)
+        t0 = time.perf_counter()
+        model, info = fit_judge(index, questions, teacher, teacher_name=f"cache:{cache}")
+        fit_s = time.perf_counter() - t0
+        # held-out agreement: each fold's student scores its held-out questions' teacher examples
+        held = np.zeros(len(examples.y))
+        for fold in folds_by_question([q.id for q in questions if q.gold]):
+            test = np.array([q in set(fold) for q in examples.question])
+            train = examples.subset([q for q in examples.questions if q not in set(fold)])
+            held[test] = fit_examples(train).predict(examples.X[test])
+        student = LearnedJudge(index, model=model)
+        student_r10 = {q: v["R@10"] for q, v in held_out_metrics(index, questions, student).items()}
+    cv = info["cv"]
+    print(
+        f"\n## Distillation on {which} ({len(questions)} questions): the semantic judge served as JEV "
+        f"({ask_s:.1f} s to ask it), a student fitted on its cache ({fit_s:.1f} s)\n"
+    )
+    print(f"teacher (jev -> semantic) R@10 {_mean(teacher_r10):.2f}")
+    folds = ", ".join(f"{f['R@10']:.2f}" for f in cv["per_fold"])
+    print(f"student, 5-fold CV by question R@10 {cv['R@10']:.2f} (per fold {folds})")
+    print(f"student fitted on all, R@10 on the same questions {_mean(student_r10):.2f}")
+    print(
+        f"{info['examples']} examples ({info['targets']}); Spearman of student and teacher scores: held-out "
+        f"{spearman(held, examples.y):.4f}, in-sample {info['train_agreement_spearman']:.4f}"
+    )
+
+
+def section_cost(index, questions, repeats: int) -> None:
+    from workbench.engine import Run
+    from workbench.judges.embeddings import Embedder
+    from workbench.judges.semantic import SemanticJudge
+
+    qs = questions[:100]
+    t0 = time.perf_counter()
+    model, info = fit_judge(index, qs, teacher_for("oracle", index))
+    fit_s = time.perf_counter() - t0
+    print(
+        f"\n## Cost\n\nfit_judge, {len(qs)} 2Wiki questions (examples, 5-fold CV with 100 held-out runs, final fit; "
+        f"embeddings cached): {fit_s:.1f} s (collecting examples {info['seconds']['collect']:.1f} s)"
+    )
+    emb = Embedder()
+    sem, learned = SemanticJudge(index, embedder=emb), LearnedJudge(index, model=model, embedder=emb)
+    for q in qs[:20]:  # warm both: every embedding in memory
+        Run(index, q, Params(), sem).run()
+        Run(index, q, Params(), learned).run()
+    times: dict[str, list[float]] = {"semantic": [], "learned": []}
+    for _ in range(repeats):
+        for name, judge in (("semantic", sem), ("learned", learned)):
+            per = []
+            for q in qs[:20]:
+                t = time.perf_counter()
+                Run(index, q, Params(), judge).run()
+                per.append(time.perf_counter() - t)
+            times[name].append(statistics.median(per))
+    s, m = statistics.median(times["semantic"]), statistics.median(times["learned"])
+    print(
+        f"seconds per question (H=2, 20 questions, median of per-question times, median of {repeats} interleaved runs; "
+        f"embeddings in memory): semantic {s:.4f}, learned {m:.4f} ({(m / s - 1) * 100:+.1f}%)"
+    )
+
+
+def learned_sections(data: Path, work: Path, distil: str, repeats: int) -> None:
+    corpora = _corpora(data, work)
+    section_2wiki(*corpora["2wiki"])
+    section_loco(corpora)
+    section_distil(corpora, distil)
+    section_cost(*corpora["2wiki"], repeats)

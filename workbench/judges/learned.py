@@ -1,0 +1,328 @@
+"""The learned judge: a logistic regression over `features.FEATURES`, read from a model file.
+
+    sag2wb fit-judge --db DB --questions Q.jsonl --teacher oracle --out J.json
+    sag2wb eval --db DB --questions Q.jsonl --judge learned:J.json --out OUT.json
+
+`fit_logistic` fits weights on standardised features by Newton's method, minimising the mean
+cross-entropy against targets in [0, 1] (soft targets: a teacher's probabilities) plus
+`l2 / 2 * |w|^2` (the intercept is not penalised). It is numpy only, exact to the last digits
+whatever the order of the examples' features, and fits 30,000 examples in well under a second.
+
+The model file (`save_model` / `load_model`) is JSON: its schema name and version, the
+features' version and names, the standardisation, weights and intercept, what it was fitted
+on and its cross-validation, and `sha256` (of the canonical JSON of everything else). A file
+that is missing, not JSON, of another schema or version, fitted on other features, or whose
+content no longer matches its sha256 is a `LearnedModelError` (exit 2). The sha256 is in the
+judge's cache key and its name (the trace's judge).
+
+>>> import numpy as np
+>>> X = np.array([[0.0], [0.0], [0.0], [0.0], [1.0], [1.0], [1.0], [1.0]])
+>>> y = np.array([0, 0, 0, 1, 0, 1, 1, 1.0])
+>>> m = fit_logistic(X, y, ["coverage"], l2=0.0)
+>>> [round(float(p), 4) for p in m.predict(np.array([[0.0], [1.0]]))]   # the two groups' rates
+[0.25, 0.75]
+>>> bool(abs(m.raw_weights()[0][0] - 2 * np.log(3)) < 1e-6)   # logit(.75) - logit(.25)
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from workbench.judges.features import FEATURES, FEATURES_VERSION, FeatureError, FeatureExtractor, check_names
+from workbench.judgment import JudgeError
+from workbench.safeio import InputError
+
+SCHEMA = "sag2wb-learned-judge"
+SCHEMA_VERSION = 1
+DEFAULT_L2 = 0.1
+DEFAULT_MODEL = "default_learned_judge.json"  # package data beside this module
+
+
+class LearnedModelError(JudgeError, InputError):
+    """A learned judge's model file that cannot be used (missing, altered, another schema or
+    features): bad input, exit 2."""
+
+
+@dataclass
+class LogisticModel:
+    """p = sigmoid(bias + sum w_i (x_i - mean_i) / std_i)."""
+
+    features: tuple[str, ...]
+    mean: np.ndarray
+    std: np.ndarray
+    weights: np.ndarray
+    bias: float
+    l2: float = DEFAULT_L2
+    info: dict = field(default_factory=dict)
+
+    def logits(self, X) -> np.ndarray:
+        Z = (np.asarray(X, dtype=np.float64) - self.mean) / self.std
+        return self.bias + Z @ self.weights
+
+    def predict(self, X) -> np.ndarray:
+        return _sigmoid(self.logits(X))
+
+    def contributions(self, x) -> dict[str, float]:
+        """Each feature's share of one row's logit (the intercept is `bias`)."""
+        z = (np.asarray(x, dtype=np.float64) - self.mean) / self.std
+        return {n: float(w * v) for n, w, v in zip(self.features, self.weights, z)}
+
+    def raw_weights(self) -> tuple[np.ndarray, float]:
+        """(weights, intercept) on the unstandardised features."""
+        w = self.weights / self.std
+        return w, float(self.bias - w @ self.mean)
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "version": SCHEMA_VERSION,
+            "features_version": FEATURES_VERSION,
+            "features": list(self.features),
+            "model": {
+                "kind": "logistic-l2",
+                "l2": self.l2,
+                "mean": [float(v) for v in self.mean],
+                "std": [float(v) for v in self.std],
+                "weights": [float(v) for v in self.weights],
+                "bias": float(self.bias),
+            },
+            **{k: v for k, v in self.info.items() if k not in ("schema", "version", "features", "model", "sha256")},
+        }
+
+
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
+
+
+def fit_logistic(X, y, features, *, l2: float = DEFAULT_L2, sample_weight=None, iterations: int = 50) -> LogisticModel:
+    """L2-regularised logistic regression by Newton's method on standardised features;
+    `y` in [0, 1] (hard labels or a teacher's probabilities)."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] != y.shape[0] or X.shape[1] != len(features):
+        raise ValueError(f"X {X.shape} and y {y.shape} do not match {len(features)} features")
+    if X.shape[0] == 0:
+        raise ValueError("no examples to fit")
+    if np.any((y < 0) | (y > 1)) or not np.all(np.isfinite(X)):
+        raise ValueError("targets must be in [0, 1] and features finite")
+    sw = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    sw = sw / sw.sum()
+    mean = (sw[:, None] * X).sum(axis=0)
+    std = np.sqrt((sw[:, None] * (X - mean) ** 2).sum(axis=0))
+    std = np.where(std > 1e-12, std, 1.0)  # a constant feature gets weight 0 (its z is 0)
+    Z = np.hstack([np.ones((len(y), 1)), (X - mean) / std])
+    k = Z.shape[1]
+    penalty = np.full(k, float(l2))
+    penalty[0] = 1e-9  # the intercept is (almost) free; the tiny ridge keeps separable data finite
+    beta = np.zeros(k)
+    ybar = float(np.clip(sw @ y, 1e-6, 1 - 1e-6))
+    beta[0] = math.log(ybar / (1 - ybar))
+
+    def loss(b):
+        z = Z @ b
+        # mean cross-entropy, stable for large |z|: log(1 + e^z) - y z
+        return float(sw @ (np.logaddexp(0.0, z) - y * z)) + 0.5 * float(penalty @ (b * b))
+
+    current = loss(beta)
+    for _ in range(iterations):
+        p = _sigmoid(Z @ beta)
+        grad = Z.T @ (sw * (p - y)) + penalty * beta
+        hess = (Z * (sw * p * (1 - p))[:, None]).T @ Z + np.diag(penalty)
+        step = np.linalg.solve(hess, grad)
+        t = 1.0
+        while t > 1e-6:  # backtracking: a full Newton step can overshoot on near-separable data
+            trial = beta - t * step
+            new = loss(trial)
+            if new <= current + 1e-4 * t * float(grad @ -step):
+                break
+            t /= 2
+        beta, previous, current = trial, current, new
+        if float(np.max(np.abs(t * step))) < 1e-9 or previous - current < 1e-13:
+            break
+    return LogisticModel(tuple(features), mean, std, beta[1:].copy(), float(beta[0]), float(l2))
+
+
+# ---- the file ------------------------------------------------------------------------------
+def _canonical(data: dict) -> bytes:
+    body = {k: v for k, v in data.items() if k != "sha256"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def model_json(model: LogisticModel) -> str:
+    """The file's text: the model's dict with its sha256."""
+    data = model.to_dict()
+    data["sha256"] = hashlib.sha256(_canonical(data)).hexdigest()
+    return json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def save_model(model: LogisticModel, path) -> str:
+    """Write atomically; returns the sha256."""
+    from workbench.safeio import atomic_write_text
+
+    text = model_json(model)
+    atomic_write_text(path, text)
+    return json.loads(text)["sha256"]
+
+
+def default_model_path() -> Path:
+    from importlib.resources import files
+
+    return Path(str(files("workbench.judges") / DEFAULT_MODEL))
+
+
+def load_model(path) -> tuple[LogisticModel, str]:
+    """(the model, its sha256) from a model file, checked (LearnedModelError otherwise)."""
+    path = Path(path)
+    where = f"learned judge model {path}"
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LearnedModelError(f"{where}: no such file (fit one with `sag2wb fit-judge ... --out {path}`)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LearnedModelError(f"{where}: cannot read it ({exc})") from None
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise LearnedModelError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise LearnedModelError(f"{where}: not a learned judge model (schema {SCHEMA!r} expected)")
+    if data.get("version") != SCHEMA_VERSION:
+        raise LearnedModelError(
+            f"{where}: schema version {data.get('version')!r}, this workbench reads version {SCHEMA_VERSION}; refit it"
+        )
+    stored = data.get("sha256")
+    try:
+        actual = hashlib.sha256(_canonical(data)).hexdigest()
+    except ValueError as exc:
+        raise LearnedModelError(f"{where}: not canonical JSON ({exc})") from None
+    if stored != actual:
+        raise LearnedModelError(
+            f"{where}: altered since it was fitted (sha256 {str(stored)[:12]}... recorded, {actual[:12]}... now); "
+            f"refit it with `sag2wb fit-judge`"
+        )
+    if data.get("features_version") != FEATURES_VERSION:
+        raise LearnedModelError(
+            f"{where}: fitted on features version {data.get('features_version')!r}; this workbench computes "
+            f"version {FEATURES_VERSION}: refit it"
+        )
+    try:
+        names = check_names(data.get("features") or ())
+        m = data["model"]
+        k = len(names)
+        mean, std, weights = (np.asarray(m[key], dtype=np.float64) for key in ("mean", "std", "weights"))
+        if m.get("kind") != "logistic-l2" or any(a.shape != (k,) for a in (mean, std, weights)) or not np.all(std > 0):
+            raise ValueError("model arrays do not match the features")
+        model = LogisticModel(names, mean, std, weights, float(m["bias"]), float(m.get("l2", DEFAULT_L2)), info=data)
+    except FeatureError as exc:
+        raise LearnedModelError(f"{where}: fitted on other features ({exc})") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise LearnedModelError(f"{where}: malformed model ({exc})") from None
+    return model, actual
+
+
+# ---- the judge -----------------------------------------------------------------------------
+class LearnedJudge:
+    """A judge from a fitted model (a file, or a LogisticModel in memory for cross-validation).
+
+    >>> from workbench.engine import judge_items
+    >>> ids = {title: i for i, title in enc_index.documents.items()}
+    >>> film, director = judge_items(enc_index, [ids["Glass Harbour"], ids["Élodie Marchetti"]])
+    >>> judge = LearnedJudge(enc_index)                                 # the shipped default model
+    >>> q = "Where was the director of Glass Harbour born?"
+    >>> s = judge.judge(q, [film, director], [dict(film, previous_score=0.9)])
+    >>> all(0 < x < 1 for x in s), judge.key.startswith("learned-v1:")
+    (True, True)
+    >>> sentence, parts = judge.explain(q, [director], [dict(film, previous_score=0.9)])[0]
+    >>> sentence.startswith("scored"), "bridge" in parts["contributions"]
+    (True, True)
+    """
+
+    explains = True
+
+    def __init__(
+        self,
+        index,
+        path=None,
+        *,
+        model: LogisticModel | None = None,
+        sha256: str | None = None,
+        embedder=None,
+        cache_dir=None,
+        name: str | None = None,
+    ):
+        if model is None:
+            path = default_model_path() if path is None else Path(path)
+            model, sha256 = load_model(path)
+            label = "learned" if path == default_model_path() else f"learned:{path}"
+        else:
+            sha256 = sha256 or hashlib.sha256(_canonical(model.to_dict())).hexdigest()
+            label = "learned (in memory)"
+        assert sha256 is not None
+        self.model, self.sha256, self.path = model, sha256, path
+        self.index = index
+        self.extractor = FeatureExtractor(index, model.features, embedder=embedder, cache_dir=cache_dir)
+        self.name = name or f"{label} (sha256 {sha256[:12]})"
+        config: dict[str, str | None] = {"sha256": sha256}
+        if self.extractor.needs_model:
+            config["model"] = self.extractor.model_id()
+        self.key = "learned-v1:" + json.dumps(config, sort_keys=True, separators=(",", ":"))
+        self._explained: dict[tuple, tuple] = {}  # (features, contributions, top 3, named by, score)
+
+    def usage(self) -> dict:
+        emb = self.extractor._embedder
+        if emb is None:
+            return {}
+        s = emb.stats()
+        return {"embedded": s["embedded"], "embedding_cache_hits": s["memory_hits"] + s["disk_hits"]}
+
+    def judge(self, question, candidates, context):
+        if not candidates:
+            return []
+        X, named = self.extractor.matrix_and_names(question, candidates, context)
+        model = self.model
+        contrib = ((X - model.mean) / model.std) * model.weights  # each feature's share of the logit
+        logits = model.bias + contrib.sum(axis=1)
+        scores = [float(p) for p in _sigmoid(logits)]
+        ckey = tuple((c.get("unit_id"), c.get("previous_score")) for c in context)
+        if len(self._explained) > 100_000:
+            self._explained.clear()
+        # what `explain` reports, kept rounded and raw: the sentence and dicts are built only when asked
+        top = np.argsort(-np.abs(contrib), axis=1, kind="stable")[:, :3].tolist()
+        rows = zip(candidates, np.round(X, 6).tolist(), np.round(contrib, 6).tolist(), top, named, scores)
+        for c, x, part, best, by, s in rows:
+            self._explained[(question, ckey, c.get("unit_id"), c["text"])] = (x, part, best, by, s)
+        return scores
+
+    def _explanation(self, x: list, part: list, top: list, named, score: float) -> tuple[str, dict]:
+        features = self.model.features
+        parts = ", ".join(f"{features[i]} {part[i]:+.2f}" for i in top)
+        sentence = f"scored {score:.2f}: " + (f"named by '{named}'; " if named else "") + f"logit {parts}"
+        comp: dict = dict(zip(features, x))
+        comp["contributions"] = dict(zip(features, part))
+        comp["intercept"] = round(self.model.bias, 6)
+        if named:
+            comp["named_by"] = named
+        comp["score"] = score
+        return sentence, comp
+
+    def explain(self, question, candidates, context) -> list[tuple[str, dict]]:
+        """(sentence, components) per candidate: the features, each one's contribution to the
+        logit (weight x standardised value) and the intercept."""
+        ckey = tuple((c.get("unit_id"), c.get("previous_score")) for c in context)
+        keys = [(question, ckey, c.get("unit_id"), c["text"]) for c in candidates]
+        missing = [i for i, k in enumerate(keys) if k not in self._explained]
+        if missing:
+            self.judge(question, [candidates[i] for i in missing], context)
+        return [self._explanation(*self._explained[k]) for k in keys]
+
+
+def feature_table() -> list[tuple[str, str]]:
+    """(name, what it is) for every feature, in order."""
+    return list(FEATURES.items())

@@ -1,0 +1,441 @@
+"""Training examples from real trajectories, and the learned judge's fit with cross-validation.
+
+`collect_examples` runs the SAG2 policy with a *teacher* judge over questions and records,
+for every candidate the policy meets in every scored round (the round's pool, in the
+round's context), its features (workbench/judges/features.py) and the teacher's score.
+The teacher is the oracle (gold labels: targets 0/1), a JEV cache replayed (cache-only: a
+study's answers, probabilities), or any judge (its scores: soft targets, distillation).
+
+`fit_judge` fits the model on every example and cross-validates it *by question*: k folds of
+questions, a model fitted on the other folds' examples drives the SAG2 policy on each held-out
+question, whose R@10 is measured against its gold. Nothing about the held-out questions is
+used to fit (the folds never share a question; `folds_by_question` is tested for it).
+
+>>> from workbench.index.corpora import load_questions
+>>> qs = load_questions("sample_corpora/encyclopedia/questions.jsonl")[:6]
+>>> ex = collect_examples(enc_index, qs, teacher_for("oracle", enc_index), names=("coverage", "bridge"))
+>>> ex.questions == [q.id for q in qs], ex.X.shape[1], set(ex.y.tolist()) == {0.0, 1.0}
+(True, 2, True)
+>>> [sorted(f) for f in folds_by_question(["a", "b", "c", "d", "e"], 2)]
+[['a', 'c', 'e'], ['b', 'd']]
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench.engine import Run, context_items, judge_items
+from workbench.judges.features import FEATURES, FeatureExtractor
+from workbench.judges.learned import DEFAULT_L2, LearnedJudge, LogisticModel, fit_logistic
+from workbench.judges.lexical import OracleJudge
+from workbench.judges.registry import JudgeSpec
+from workbench.judgment import JudgeError
+from workbench.metrics import question_metrics
+from workbench.params import Params
+from workbench.safeio import InputError
+from workbench.trace import STOP_JUDGE_ERROR
+
+MIN_EXAMPLES = 200  # fewer judged candidates than this fit nothing worth shipping
+MIN_QUESTIONS = 4  # and at least this many questions with examples (cross-validation needs folds)
+DEFAULT_FOLDS = 5
+DEFAULT_FEATURES = tuple(FEATURES)
+
+
+class TrainingError(InputError):
+    """Too few examples (a teacher cache that lacks the questions, too few questions): exit 2."""
+
+
+@dataclass
+class Examples:
+    """One row per (question, round, pool unit): features X, teacher target y, and where from."""
+
+    features: tuple[str, ...]
+    X: np.ndarray
+    y: np.ndarray
+    question: list[str]
+    round: np.ndarray
+    unit: np.ndarray
+    gold: np.ndarray  # 1.0 when the unit's document is gold (for reports, never a feature)
+    questions: list[str] = field(default_factory=list)  # with at least one example, in order
+    missing: dict[str, str] = field(default_factory=dict)  # question id -> why the teacher stopped
+    hard: bool = True  # every target is 0 or 1
+
+    def subset(self, question_ids) -> "Examples":
+        keep = set(question_ids)
+        m = np.array([q in keep for q in self.question], dtype=bool)
+        return Examples(
+            self.features,
+            self.X[m],
+            self.y[m],
+            [q for q, k in zip(self.question, m) if k],
+            self.round[m],
+            self.unit[m],
+            self.gold[m],
+            [q for q in self.questions if q in keep],
+            {q: w for q, w in self.missing.items() if q in keep},
+            self.hard,
+        )
+
+    def __add__(self, other: "Examples") -> "Examples":
+        return Examples(
+            self.features,
+            np.vstack([self.X, other.X]),
+            np.concatenate([self.y, other.y]),
+            self.question + other.question,
+            np.concatenate([self.round, other.round]),
+            np.concatenate([self.unit, other.unit]),
+            np.concatenate([self.gold, other.gold]),
+            list(dict.fromkeys(self.questions + other.questions)),
+            {**self.missing, **other.missing},
+            self.hard and other.hard,
+        )
+
+
+def teacher_for(text: str, index, **jev_options):
+    """`question -> judge`: `oracle`, `cache:DIR` (a JEV cache replayed, cache-only; `jev_options`
+    say which endpoint/model answered it), or any judge spec."""
+    if text == "oracle":
+        return lambda q: OracleJudge(q.gold)
+    if text.startswith("cache:"):
+        from workbench.judges.jev import make_jev_judge
+
+        cache_dir = text[len("cache:") :]
+        if not cache_dir:
+            raise TrainingError("--teacher cache:DIR needs the cache folder")
+        jev = make_jev_judge(cache_dir=cache_dir, cache_only=True, **{k: v for k, v in jev_options.items() if v})
+        return lambda q: jev
+    spec = JudgeSpec.parse(text).resolve(index)
+    if spec.kind.needs_gold:
+        return lambda q: spec.build(index, gold=q.gold)
+    judge = spec.build(index)
+    if judge is None:
+        raise TrainingError(f"teacher {text!r} scores nothing (bm25 is no judge); use oracle, cache:DIR or a judge")
+    return lambda q: judge
+
+
+def _rows(index, extractor, question, pool_ids, context):
+    return extractor.matrix(question, judge_items(index, pool_ids), context_items(index, context))
+
+
+def collect_examples(
+    index,
+    questions,
+    teacher,
+    *,
+    names=DEFAULT_FEATURES,
+    params: Params | None = None,
+    extractor: FeatureExtractor | None = None,
+    progress=None,
+) -> Examples:
+    """Run the policy with `teacher(question) -> judge` on every question; one example per
+    candidate of every scored round. A round the teacher could not score (a cache miss in
+    replay) ends that question's examples; `missing` says which and why."""
+    params = params or Params()
+    extractor = extractor or FeatureExtractor(index, names)
+    Xs: list = []
+    ys: list[float] = []
+    qs: list[str] = []
+    rounds: list[int] = []
+    units: list[int] = []
+    golds: list[float] = []
+    missing: dict[str, str] = {}
+    for n, q in enumerate(questions):
+        judge = teacher(q)
+        trace = Run(index, q, params, judge).run()
+        gold = set(q.gold)
+        for r in trace.rounds:
+            if not r.scored:
+                continue
+            ids = [e.unit_id for e in r.pool]
+            Xs.append(_rows(index, extractor, trace.question, ids, r.context))
+            ys.extend(r.scores)
+            qs.extend([q.id] * len(ids))
+            rounds.extend([r.round] * len(ids))
+            units.extend(ids)
+            golds.extend(float(trace.units[u].document in gold) if u in trace.units else 0.0 for u in ids)
+        if trace.stop == STOP_JUDGE_ERROR:
+            missing[q.id] = trace.rounds[-1].error or "the teacher could not answer"
+        if progress:
+            progress(n + 1, len(questions))
+    k = len(extractor.names)
+    X = np.vstack(Xs) if Xs else np.zeros((0, k))
+    y = np.asarray(ys, dtype=np.float64)
+    return Examples(
+        extractor.names,
+        X,
+        np.clip(y, 0.0, 1.0),
+        qs,
+        np.asarray(rounds, dtype=np.int64),
+        np.asarray(units, dtype=np.int64),
+        np.asarray(golds, dtype=np.float64),
+        list(dict.fromkeys(qs)),
+        missing,
+        bool(np.all((y == 0) | (y == 1))),
+    )
+
+
+def on_policy_examples(index, questions, teacher, model: LogisticModel, *, params=None, extractor=None) -> Examples:
+    """The candidates a fitted model's own trajectories meet, labelled by the teacher in the
+    same context (one round of DAgger): what the learned judge will see when it drives.
+    Rounds the teacher cannot answer (a replayed cache holds only its own trajectories) are skipped."""
+    params = params or Params()
+    extractor = extractor or FeatureExtractor(index, model.features)
+    student = LearnedJudge(index, model=model, embedder=extractor._embedder)
+    Xs: list = []
+    ys: list[float] = []
+    qs: list[str] = []
+    rounds: list[int] = []
+    units: list[int] = []
+    golds: list[float] = []
+    for q in questions:
+        judge = teacher(q)
+        trace = Run(index, q, params, student).run()
+        gold = set(q.gold)
+        for r in trace.rounds:
+            if not r.scored:
+                continue
+            ids = [e.unit_id for e in r.pool]
+            items, ctx = judge_items(index, ids), context_items(index, r.context)
+            try:
+                y = judge.judge(trace.question, items, ctx)
+            except JudgeError:
+                continue
+            Xs.append(extractor.matrix(trace.question, items, ctx))
+            ys.extend(y)
+            qs.extend([q.id] * len(ids))
+            rounds.extend([r.round] * len(ids))
+            units.extend(ids)
+            golds.extend(float(trace.units[u].document in gold) for u in ids)
+    k = len(extractor.names)
+    y = np.clip(np.asarray(ys, dtype=np.float64), 0.0, 1.0)
+    return Examples(
+        extractor.names,
+        np.vstack(Xs) if Xs else np.zeros((0, k)),
+        y,
+        qs,
+        np.asarray(rounds, dtype=np.int64),
+        np.asarray(units, dtype=np.int64),
+        np.asarray(golds, dtype=np.float64),
+        list(dict.fromkeys(qs)),
+        {},
+        bool(np.all((y == 0) | (y == 1))),
+    )
+
+
+def collect_many(sets, teacher: str = "oracle", *, names=DEFAULT_FEATURES, params=None, embedder=None) -> Examples:
+    """Examples from several corpora at once: `sets` = [(tag, index, questions)]; question ids
+    become `tag/id` so that questions of different corpora never share an id."""
+    from dataclasses import replace
+
+    total = None
+    for tag, index, questions in sets:
+        extractor = FeatureExtractor(index, names, embedder=embedder)
+        qs = [replace(q, id=f"{tag}/{q.id}") for q in questions]
+        ex = collect_examples(index, qs, teacher_for(teacher, index), params=params, extractor=extractor)
+        embedder = embedder or extractor._embedder
+        total = ex if total is None else total + ex
+    if total is None:
+        raise TrainingError("no corpora to collect examples from")
+    return total
+
+
+def check_enough(examples: Examples, asked: int, teacher: str) -> None:
+    """Refuse to fit on too little: say how many examples and questions were found."""
+    found, nq = len(examples.y), len(examples.questions)
+    if found < MIN_EXAMPLES or nq < MIN_QUESTIONS:
+        why = ""
+        if examples.missing:
+            first = next(iter(examples.missing.items()))
+            why = f"; the teacher could not answer {len(examples.missing)} question(s), e.g. {first[0]}: {first[1]}"
+        raise TrainingError(
+            f"teacher {teacher}: {found} example(s) from {nq} of {asked} question(s); a fit needs at least "
+            f"{MIN_EXAMPLES} examples from {MIN_QUESTIONS} questions{why}"
+        )
+
+
+def folds_by_question(question_ids, k: int = DEFAULT_FOLDS) -> list[list[str]]:
+    """k folds of distinct questions (in the given order, dealt round-robin): no question is in two folds."""
+    ids = list(dict.fromkeys(question_ids))
+    k = max(2, min(k, len(ids)))
+    return [ids[i::k] for i in range(k)]
+
+
+def fit_examples(examples: Examples, *, l2: float = DEFAULT_L2) -> LogisticModel:
+    return fit_logistic(examples.X, examples.y, examples.features, l2=l2)
+
+
+def held_out_metrics(index, questions, judge, params=None) -> dict[str, dict]:
+    """question id -> R@5, R@10, AE@10 of the policy driven by `judge`."""
+    params = params or Params()
+    out = {}
+    for q in questions:
+        trace = Run(index, q, params, judge).run()
+        out[q.id] = question_metrics(trace.documents(), q.gold)
+    return out
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return sum(vals) / len(vals) if vals else None
+
+
+def fit_judge(
+    index,
+    questions,
+    teacher,
+    *,
+    names=DEFAULT_FEATURES,
+    folds: int = DEFAULT_FOLDS,
+    l2: float = DEFAULT_L2,
+    on_policy: bool = False,
+    params: Params | None = None,
+    teacher_name: str = "teacher",
+    embedder=None,
+    report=None,
+) -> tuple[LogisticModel, dict]:
+    """(the model fitted on every example, a report with per-fold held-out R@10).
+
+    `on_policy`: add one round of the model's own trajectories labelled by the teacher
+    (within each training fold only). `report(line)` is told each fold as it ends."""
+    params = params or Params()
+    t0 = time.perf_counter()
+    extractor = FeatureExtractor(index, names, embedder=embedder)
+    examples = collect_examples(index, questions, teacher, params=params, extractor=extractor)
+    check_enough(examples, len(questions), teacher_name)
+    collect_s = time.perf_counter() - t0
+    by_id = {q.id: q for q in questions}
+    with_examples = [q for q in questions if q.id in set(examples.questions)]
+
+    def fit(train_ids) -> LogisticModel:
+        ex = examples.subset(train_ids)
+        model = fit_examples(ex, l2=l2)
+        if on_policy:
+            extra = on_policy_examples(
+                index, [by_id[i] for i in train_ids], teacher, model, params=params, extractor=extractor
+            )
+            if len(extra.y):
+                model = fit_examples(ex + extra, l2=l2)
+        return model
+
+    fold_reports = []
+    per_question: dict[str, dict] = {}
+    gold_questions = [q for q in with_examples if q.gold]
+    for i, fold in enumerate(
+        folds_by_question([q.id for q in gold_questions], folds) if len(gold_questions) >= 2 else []
+    ):
+        train = [q.id for q in with_examples if q.id not in set(fold)]
+        model = fit(train)
+        judge = LearnedJudge(index, model=model, embedder=extractor._embedder)
+        got = held_out_metrics(index, [by_id[x] for x in fold], judge, params)
+        per_question.update(got)
+        row = {
+            "fold": i + 1,
+            "questions": len(fold),
+            "train_questions": len(train),
+            **{m: _mean(v[m] for v in got.values()) for m in ("R@5", "R@10", "AE@10")},
+        }
+        fold_reports.append(row)
+        if report:
+            report(row)
+    final = fit([q.id for q in with_examples])
+    cv = {
+        "folds": len(fold_reports),
+        "by": "question",
+        "per_fold": fold_reports,
+        **{m: _mean(v[m] for v in per_question.values()) for m in ("R@5", "R@10", "AE@10")},
+        "per_question_R@10": {q: v["R@10"] for q, v in per_question.items()},
+    }
+    scores = final.predict(examples.X)
+    info = {
+        "teacher": teacher_name,
+        "targets": "hard (0/1)" if examples.hard else "soft (the teacher's probabilities)",
+        "examples": int(len(examples.y)),
+        "questions": len(examples.questions),
+        "questions_asked": len(questions),
+        "teacher_stopped": len(examples.missing),
+        "positive_rate": round(float(examples.y.mean()), 6),
+        "train_agreement_spearman": round(spearman(scores, examples.y), 6),
+        "on_policy": on_policy,
+        "seconds": {"collect": round(collect_s, 2), "total": round(time.perf_counter() - t0, 2)},
+        "cv": cv,
+    }
+    return final, info
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation (average ranks for ties); nan when either is constant."""
+    ra, rb = _ranks(np.asarray(a, dtype=np.float64)), _ranks(np.asarray(b, dtype=np.float64))
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=np.float64)
+    sx = x[order]
+    i = 0
+    while i < len(sx):  # ties share their average rank
+        j = i
+        while j + 1 < len(sx) and sx[j + 1] == sx[i]:
+            j += 1
+        if j > i:
+            ranks[order[i : j + 1]] = (i + j) / 2
+        i = j + 1
+    return ranks
+
+
+def bundled_sets(work) -> list[tuple[str, object, list]]:
+    """[(name, index, questions)] of the bundled sample corpora (indexes built under `work`)."""
+    from importlib.resources import files
+    from pathlib import Path
+
+    from workbench.index.corpora import load_questions
+    from workbench.index.store import open_or_build
+
+    root = Path(str(files("workbench.sample_corpora")))
+    work = Path(work)
+    enc, _ = open_or_build(root / "encyclopedia" / "corpus.json", work / "encyclopedia.sqlite")
+    docs, _ = open_or_build(
+        root / "internal_docs", work / "internal_docs.sqlite", source="sample_corpora/internal_docs"
+    )
+    return [
+        ("encyclopedia", enc, load_questions(root / "encyclopedia" / "questions.jsonl")),
+        ("internal_docs", docs, load_questions(root / "internal_docs.questions.jsonl")),
+    ]
+
+
+def fit_default(work, *, l2: float = DEFAULT_L2, names=DEFAULT_FEATURES, embedder=None) -> LogisticModel:
+    """The shipped default: fitted on the bundled sample corpora only (oracle teacher), with
+    the leave-one-corpus-out R@10 of the same recipe on each (fit on the other corpus)."""
+    sets = bundled_sets(work)
+    per = {tag: collect_many([(tag, ix, qs)], names=names, embedder=embedder) for tag, ix, qs in sets}
+    loco = {}
+    for tag, ix, qs in sets:
+        others = [per[t] for t in per if t != tag]
+        train = others[0]
+        for o in others[1:]:
+            train = train + o
+        model = fit_examples(train, l2=l2)
+        got = held_out_metrics(ix, qs, LearnedJudge(ix, model=model, embedder=embedder))
+        loco[tag] = {m: _mean(v[m] for v in got.values()) for m in ("R@5", "R@10", "AE@10")}
+    everything = per[sets[0][0]]
+    for tag, _, _ in sets[1:]:
+        everything = everything + per[tag]
+    model = fit_examples(everything, l2=l2)
+    model.info = {
+        "teacher": "oracle",
+        "targets": "hard (0/1)",
+        "examples": int(len(everything.y)),
+        "questions": len(everything.questions),
+        "positive_rate": round(float(everything.y.mean()), 6),
+        "fitted_on": {"corpora": [tag for tag, _, _ in sets], "source": "workbench.sample_corpora (bundled)"},
+        "leave_one_corpus_out": loco,
+        "recipe": f"benchmarks/bench_judges.py --write-default (l2 {l2}, every feature, oracle teacher)",
+    }
+    return model
