@@ -136,13 +136,7 @@ def rm3_trace(
         return _early(run, "", None, STOP_EMPTY_QUESTION)
     if not expansion.initial:
         return _early(run, expansion.expression, expansion.question, STOP_NO_CANDIDATES)
-    round0 = RoundState(
-        0,
-        expansion.expression,
-        expansion.initial,
-        ranking=tuple(c.unit_id for c in expansion.initial),
-        repaired_question=expansion.question,
-    )
+    round0 = _bm25_round(expansion)
     total = sum(s for _, s in expansion.feedback) or 1.0
     seeds = tuple(Seed(u, i + 1, s, s / total) for i, (u, s) in enumerate(expansion.feedback))
     round1 = RoundState(
@@ -154,6 +148,12 @@ def rm3_trace(
         ranking=expansion.ranking,
     )
     return _finish(run, round0, round1, expansion.ranking[:pool], judge, memo)
+
+
+def _bm25_round(start) -> RoundState:
+    """Round 0 of RM3 or GAR: the question's BM25 list, unjudged, in retrieval order."""
+    ranking = tuple(c.unit_id for c in start.initial)
+    return RoundState(0, start.expression, start.initial, ranking=ranking, repaired_question=start.question)
 
 
 def gar_seeds(walk: GARWalk) -> tuple[Seed, ...]:
@@ -181,13 +181,7 @@ def gar_trace(
         return _early(run, "", None, STOP_EMPTY_QUESTION)
     if not walk.initial:
         return _early(run, walk.expression, walk.question, STOP_NO_CANDIDATES)
-    round0 = RoundState(
-        0,
-        walk.expression,
-        walk.initial,
-        ranking=tuple(c.unit_id for c in walk.initial),
-        repaired_question=walk.question,
-    )
+    round0 = _bm25_round(walk)
     round1 = RoundState(1, walk.expression, walk.candidates(), seeds=gar_seeds(walk), ranking=walk.ranking)
     return _finish(run, round0, round1, walk.taken, judge, memo)
 
