@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,10 @@ def one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
 def eval_args(world, out, *extra, judge: str = "lexical") -> tuple:
     """`sag2wb eval` over the world's index and questions, quiet, writing `out`."""
     return ("eval", "--db", world["db"], "--questions", world["q"], "--judge", judge, "--out", out, "--quiet", *extra)
+
+
+def default_sigint() -> None:
+    """`preexec_fn` for a child a test sends Ctrl-C to: SIGINT's default action, so Python
+    installs its KeyboardInterrupt handler even when pytest itself runs with SIGINT ignored
+    (as a background job of a non-interactive shell does, and children inherit)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

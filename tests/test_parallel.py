@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.comparison_judges import hash_judge
+from tests.reliability_world import default_sigint
 from workbench.executors import (
     Dask,
     ParallelError,
@@ -480,7 +481,9 @@ def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tm
             *way,
         ]
         judge.gate.clear()  # only the first question can finish until the interrupt
-        proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
+        )
         try:
             deadline = time.monotonic() + 120
             while not (partial.exists() and partial.read_bytes().count(b"\n") >= 1) and time.monotonic() < deadline:

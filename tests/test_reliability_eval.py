@@ -9,7 +9,16 @@ import time
 
 import pytest
 
-from .reliability_world import QUESTIONS, env, make_world, one_line_error, sag2wb, set_mode, write_questions
+from .reliability_world import (
+    QUESTIONS,
+    default_sigint,
+    env,
+    make_world,
+    one_line_error,
+    sag2wb,
+    set_mode,
+    write_questions,
+)
 
 
 @pytest.fixture
@@ -154,6 +163,7 @@ def test_ctrl_c_exits_130_and_keeps_finished_questions(world):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 60

@@ -15,6 +15,7 @@ from workbench.index.corpora import CorpusError, iter_corpus, load_corpus
 from workbench.index.store import Index, IndexProblem, remove_stale_builds
 
 from .conftest import REPO, units_from
+from .reliability_world import default_sigint
 
 SAG2WB = [sys.executable, "-m", "workbench.cli"]
 
@@ -133,6 +134,7 @@ def test_ctrl_c_during_a_build_keeps_the_old_index(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=default_sigint,
     )
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob(".ix.sqlite.building-*")) and time.monotonic() < deadline and proc.poll() is None:
