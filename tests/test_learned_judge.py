@@ -372,3 +372,67 @@ def test_a_score_does_not_depend_on_the_batch_it_is_judged_in(enc):
     q = "Where was the director of Glass Harbour born?"
     together = judge.judge(q, items, context)
     assert together == [judge.judge(q, [c], context)[0] for c in items] == judge.judge(q, items[::-1], context)[::-1]
+
+
+def _round_calls(enc, n=4):
+    """(question, candidates, context) of every scored round of n real trajectories (lexical judge)."""
+    from workbench.engine import context_items
+    from workbench.judges.lexical import LexicalJudge
+
+    calls = []
+    for q in load_questions(ENC / "questions.jsonl")[:n]:
+        trace = Run(enc, q, judge=LexicalJudge(enc)).run()
+        for r in trace.rounds:
+            if r.scored:
+                calls.append(
+                    (trace.question, judge_items(enc, [e.unit_id for e in r.pool]), context_items(enc, r.context))
+                )
+    return calls
+
+
+def test_the_overlap_bridge_is_the_lexical_judges_bridge_on_real_rounds(enc):
+    """The feature against the lexical judge's definition, summed over sets, on real rounds'
+    contexts; a fresh extractor per call (every token first seen in that call) and one kept
+    across calls must both give it."""
+    from workbench import text as textlib
+    from workbench.judges.lexical import passage_tokens
+
+    def reference(question, candidates, context):
+        q = frozenset(textlib.tokenize(question))
+        ctx = []
+        for item in context:
+            toks = passage_tokens(item["title"], item["text"]) - q
+            mass = math.fsum(enc.idf(t) for t in toks)
+            if mass > 0:
+                prev = item.get("previous_score")
+                ctx.append((item["unit_id"], toks, mass, 1.0 if prev is None else prev))
+        out = []
+        for c in candidates:
+            toks = passage_tokens(c["title"], c["text"])
+            out.append(
+                max(
+                    [w * math.fsum(enc.idf(t) for t in ct & toks) / m for u, ct, m, w in ctx if u != c["unit_id"]]
+                    or [0]
+                )
+            )
+        return out
+
+    kept = FeatureExtractor(enc, ("overlap_bridge",))
+    calls = [c for c in _round_calls(enc) if c[2]]
+    assert len(calls) >= 6 and any(v > 0.1 for call in calls for v in reference(*call))
+    for call in calls:
+        want = reference(*call)
+        fresh = FeatureExtractor(enc, ("overlap_bridge",)).columns(*call)[0]["overlap_bridge"]
+        assert fresh == pytest.approx(want, abs=1e-9)
+        assert kept.columns(*call)[0]["overlap_bridge"] == fresh
+
+
+def test_features_remembered_for_a_question_equal_fresh_ones(enc):
+    """The context-free features are kept per question (a candidate comes back in later rounds):
+    the matrix of every real round equals one computed from nothing."""
+    kept = FeatureExtractor(enc, NO_MODEL)
+    calls = _round_calls(enc)
+    repeats = sum(len(c) for _, c, _ in calls) - len({(q, i["unit_id"]) for q, c, _ in calls for i in c})
+    assert repeats > 20  # the memory is exercised
+    for call in calls:
+        assert np.array_equal(kept.matrix(*call), FeatureExtractor(enc, NO_MODEL).matrix(*call))

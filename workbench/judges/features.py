@@ -66,6 +66,8 @@ FEATURES: dict[str, str] = {
     "coverage_x_bridge": "coverage x bridge",
 }
 MODEL_FEATURES = frozenset({"cosine", "cosine_x_bridge"})  # need the embedding model
+# the features that do not depend on the context, in `_static_rows` order
+STATIC = ("cosine", "coverage", "title_in_question", "title_overlap", "bm25", "bm25_rank")
 BM25_DEPTH = 200
 _FIXED = 2**32  # idf in fixed point for the overlap bridge's exact integer sums
 
@@ -99,11 +101,13 @@ class FeatureExtractor:
         self._titles: dict[str, tuple[frozenset, float]] = {}
         self._idf: dict[str, float] = {}
         self._vocab: dict[str, int] = {}  # token -> id, for the overlap bridge's integer sums
+        self._tokens: list[str] = []  # id -> token
         self._unit_tokens: dict[tuple, object] = {}
         self._by_text: dict[tuple, int] | None = None
         import numpy as np
 
         self._fixed = np.zeros(0, dtype=np.int64)
+        self._slot = np.zeros(0, dtype=np.int64)  # scratch: vocabulary id -> context column (-1: none)
 
     @property
     def needs_model(self) -> bool:
@@ -121,6 +125,10 @@ class FeatureExtractor:
         return self.embedder.model_id if self.needs_model else None
 
     # ---- per question (kept for the last 64 questions) -------------------------------------
+    def forget_questions(self) -> None:
+        """Drop what is remembered per question (benchmarks: a question seen again costs what a new one does)."""
+        self._questions.clear()
+
     def _question(self, question: str) -> dict:
         got = self._questions.get(question)
         if got is not None:
@@ -201,8 +209,6 @@ class FeatureExtractor:
 
     def columns(self, question: str, candidates: list[dict], context: list[dict]) -> tuple[dict, list]:
         """{feature: [value per candidate]} for the features in `names`, and the naming passages."""
-        import numpy as np
-
         names = set(self.names)
         qi = self._question(question)
         n = len(candidates)
@@ -213,8 +219,45 @@ class FeatureExtractor:
             cols["round1"] = [round1] * n
         if "round2" in names:
             cols["round2"] = [round2] * n
-        cos = [0.0] * n
-        if names & MODEL_FEATURES and candidates:
+        static = dict(zip(STATIC, zip(*self._static(question, qi, candidates)))) if n else {}
+        cos, cov = list(static.get("cosine", ())), list(static.get("coverage", ()))
+        bridges = [name_bridge(self.matcher, c, context) for c in candidates]
+        bridge = [b for b, _ in bridges]
+        named = [None if by is None else by["title"] for _, by in bridges]
+        for name in STATIC:
+            if name in names:
+                cols[name] = list(static[name])
+        if "bridge" in names:
+            cols["bridge"] = bridge
+        if "bridge_coverage" in names:  # the question coverage of the passage that gives the bridge
+            cols["bridge_coverage"] = [0.0 if by is None else self._coverage(qi, by) for _, by in bridges]
+        if "overlap_bridge" in names:
+            cols["overlap_bridge"] = self._overlap_bridges(qi, candidates, context)
+        if "cosine_x_bridge" in names:
+            cols["cosine_x_bridge"] = [a * b for a, b in zip(cos, bridge)]
+        if "coverage_x_bridge" in names:
+            cols["coverage_x_bridge"] = [a * b for a, b in zip(cov, bridge)]
+        return cols, named
+
+    def _static(self, question: str, qi: dict, candidates: list[dict]) -> list[tuple]:
+        """Per candidate, its features that do not depend on the context (`STATIC` order; 0.0 for
+        those not asked for), remembered for the question: a third of a question's candidates
+        come back in a later round."""
+        memo = qi.setdefault("static", {})
+        keys = [(c.get("unit_id"), c["title"], c["text"]) for c in candidates]
+        todo = list({k: c for k, c in zip(keys, candidates) if k not in memo}.items())
+        if todo:
+            memo.update(zip([k for k, _ in todo], self._static_rows(question, qi, [c for _, c in todo])))
+        return [memo[k] for k in keys]
+
+    def _static_rows(self, question: str, qi: dict, candidates: list[dict]) -> list[tuple]:
+        import numpy as np
+
+        names = set(self.names)
+        n = len(candidates)
+        zeros = [0.0] * n
+        cos = zeros
+        if names & MODEL_FEATURES:
             from workbench.judges.embeddings import passage_text
 
             vecs = self.embedder.embed([question] + [passage_text(c["title"], c["text"]) for c in candidates])
@@ -222,32 +265,15 @@ class FeatureExtractor:
             # a passage's cosine does not depend on the passages judged with it
             v = np.asarray(vecs, dtype=np.float64)
             cos = (v[1:] * v[0]).sum(axis=1).tolist()
-        cov = [self._coverage(qi, c) for c in candidates] if names & {"coverage", "coverage_x_bridge"} else [0.0] * n
-        bridges = [name_bridge(self.matcher, c, context) for c in candidates]
-        bridge = [b for b, _ in bridges]
-        named = [None if by is None else by["title"] for _, by in bridges]
-        for name, values in (("cosine", cos), ("coverage", cov), ("bridge", bridge)):
-            if name in names:
-                cols[name] = values
-        if "bridge_coverage" in names:  # the question coverage of the passage that gives the bridge
-            cols["bridge_coverage"] = [0.0 if by is None else self._coverage(qi, by) for _, by in bridges]
-        if "overlap_bridge" in names:
-            cols["overlap_bridge"] = self._overlap_bridges(qi, candidates, context)
-        if "title_in_question" in names:
-            cols["title_in_question"] = [self._title_in_question(qi, c) for c in candidates]
-        if "title_overlap" in names:
-            cols["title_overlap"] = [self._title_overlap(qi, c) for c in candidates]
+        cov = [self._coverage(qi, c) for c in candidates] if names & {"coverage", "coverage_x_bridge"} else zeros
+        tiq = [self._title_in_question(qi, c) for c in candidates] if "title_in_question" in names else zeros
+        tov = [self._title_overlap(qi, c) for c in candidates] if "title_overlap" in names else zeros
+        b25 = rank = zeros
         if names & {"bm25", "bm25_rank"}:
             units = self._unit_ids(candidates)
-            if "bm25" in names:
-                cols["bm25"] = [self._bm25(qi, u) for u in units]
-            if "bm25_rank" in names:
-                cols["bm25_rank"] = [self._bm25_rank(qi, u) for u in units]
-        if "cosine_x_bridge" in names:
-            cols["cosine_x_bridge"] = [a * b for a, b in zip(cos, bridge)]
-        if "coverage_x_bridge" in names:
-            cols["coverage_x_bridge"] = [a * b for a, b in zip(cov, bridge)]
-        return cols, named
+            b25 = [self._bm25(qi, u) for u in units]
+            rank = [self._bm25_rank(qi, u) for u in units]
+        return list(zip(cos, cov, tiq, tov, b25, rank))
 
     def _unit_ids(self, candidates) -> list:
         """Each candidate's unit id in this index. A judge served over HTTP is given ids of its
@@ -278,10 +304,14 @@ class FeatureExtractor:
         if got is None:
             if len(self._unit_tokens) > 20_000:
                 self._unit_tokens.clear()
-            vocab = self._vocab
-            got = np.array(
-                [vocab.setdefault(t, len(vocab)) for t in passage_tokens(item["title"], item["text"])], dtype=np.int64
-            )
+            vocab, tokens, ids = self._vocab, self._tokens, []
+            for t in passage_tokens(item["title"], item["text"]):
+                i = vocab.get(t)
+                if i is None:
+                    i = vocab[t] = len(tokens)
+                    tokens.append(t)
+                ids.append(i)
+            got = np.array(ids, dtype=np.int64)
             self._unit_tokens[key] = got
         return got
 
@@ -291,47 +321,61 @@ class FeatureExtractor:
         call give every (candidate, context passage) shared mass."""
         import numpy as np
 
-        if not context or not candidates:
-            return [0.0] * len(candidates)
-        q_ids = {self._vocab.setdefault(t, len(self._vocab)) for t in qi["tokens"]}
+        n = len(candidates)
+        if not context or not n:
+            return [0.0] * n
+        ctx_ids = [self._token_ids(item) for item in context]  # first: they may add question tokens
+        q_ids = {self._vocab[t] for t in qi["tokens"] if t in self._vocab}  # others are in no context passage
         rows, weights, ids = [], [], []
-        for item in context:
-            toks = [t for t in self._token_ids(item).tolist() if t not in q_ids]
+        for item, tok_ids in zip(context, ctx_ids):
+            toks = [t for t in tok_ids.tolist() if t not in q_ids]
             if toks:
                 prev = item.get("previous_score")
                 rows.append(toks)
                 weights.append(1.0 if prev is None else float(prev))
                 ids.append(item.get("unit_id"))
         if not rows:
-            return [0.0] * len(candidates)
+            return [0.0] * n
         cand_ids = [self._token_ids(c) for c in candidates]  # may grow the vocabulary: sized after
         size = len(self._vocab)
-        if len(self._fixed) < size:  # idf in fixed point, per vocabulary id
-            names = sorted(self._vocab, key=self._vocab.__getitem__)[len(self._fixed) :]
+        if len(self._fixed) < size:  # idf in fixed point, and a column slot, per vocabulary id
+            names = self._tokens[len(self._fixed) :]
             more = np.rint(np.array([self._idf_of(t) for t in names], dtype=np.float64) * _FIXED).astype(np.int64)
             self._fixed = np.concatenate([self._fixed, more])
-        W = np.zeros((len(rows), size), dtype=np.int64)
-        for r, toks in enumerate(rows):
-            W[r, toks] = self._fixed[toks]
+            self._slot = np.concatenate([self._slot, np.full(len(more), -1, dtype=np.int64)])
+        # columns: only the context's own tokens, not the whole vocabulary
+        every = np.fromiter((t for toks in rows for t in toks), dtype=np.int64)
+        cols, col = np.unique(every, return_inverse=True)
+        W = np.zeros((len(rows), len(cols)), dtype=np.int64)
+        W[np.repeat(np.arange(len(rows)), [len(t) for t in rows]), col] = self._fixed[every]
         mass = W.sum(axis=1)
         lengths = np.array([len(c) for c in cand_ids])
         flat = np.concatenate(cand_ids) if lengths.sum() else np.zeros(0, dtype=np.int64)
-        gathered = W[:, flat]  # context rows x every candidate token
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        shared = np.zeros((len(rows), len(candidates)), dtype=np.int64)
-        nonempty = lengths > 0
-        if flat.size:
-            shared[:, nonempty] = np.add.reduceat(gathered, starts[nonempty], axis=1)
+        slot = self._slot
+        slot[cols] = np.arange(len(cols))
+        at = slot[flat]  # each candidate token's context column, -1 when no context passage has it
+        slot[cols] = -1
+        hit = at >= 0
+        owner = np.repeat(np.arange(n), lengths)[hit]  # sorted: flat runs candidate by candidate
+        counts = np.bincount(owner, minlength=n)
+        shared = np.zeros((len(rows), n), dtype=np.int64)
+        some = counts > 0
+        if some.any():
+            starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[some]
+            shared[:, some] = np.add.reduceat(W[:, at[hit]], starts, axis=1)
         values = (shared / np.where(mass > 0, mass, 1)[:, None]) * np.array(weights)[:, None]
+        rows_of: dict = {}
+        for k, u in enumerate(ids):
+            if u is not None:
+                rows_of.setdefault(u, []).append(k)
         for i, c in enumerate(candidates):  # a passage never bridges to itself
-            u = c.get("unit_id")
-            if u is not None and u in ids:
-                values[[k for k, v in enumerate(ids) if v == u], i] = 0.0
-        return [float(v) for v in values.max(axis=0)]
+            own = rows_of.get(c.get("unit_id"))
+            if own:
+                values[own, i] = 0.0
+        return values.max(axis=0).tolist()
 
     def _title_in_question(self, qi, cand) -> float:
-        pattern = self.matcher.pattern(cand["title"])
-        return float(pattern is not None and pattern.search(qi["folded"]) is not None)
+        return float(self.matcher.names(cand["title"], qi["folded"]))
 
     def _title_overlap(self, qi, cand) -> float:
         title = self._titles.get(cand["title"])

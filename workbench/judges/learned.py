@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -273,7 +274,9 @@ class LearnedJudge:
         if self.extractor.needs_model:
             config["model"] = self.extractor.model_id()
         self.key = "learned-v1:" + json.dumps(config, sort_keys=True, separators=(",", ":"))
-        self._explained: dict[tuple, tuple] = {}  # (features, contributions, top 3, named by, score)
+        self._explained: dict[tuple, tuple] = {}  # candidate -> (its judge call's arrays, its row)
+        self._intercept = round(model.bias, 6)
+        self._lock = threading.Lock()
 
     def usage(self) -> dict:
         emb = self.extractor._embedder
@@ -282,31 +285,43 @@ class LearnedJudge:
         s = emb.stats()
         return {"embedded": s["embedded"], "embedding_cache_hits": s["memory_hits"] + s["disk_hits"]}
 
+    @staticmethod
+    def _ctx_key(context) -> tuple:
+        return tuple((c.get("unit_id"), c.get("previous_score")) for c in context)
+
     def judge(self, question, candidates, context):
+        with self._lock:  # the judge server calls from several threads; the extractor's caches are not shared safely
+            return self._judge(question, candidates, context)
+
+    def _judge(self, question, candidates, context):
         if not candidates:
             return []
         X, named = self.extractor.matrix_and_names(question, candidates, context)
         model = self.model
         contrib = ((X - model.mean) / model.std) * model.weights  # each feature's share of the logit
-        logits = model.bias + contrib.sum(axis=1)
-        scores = [float(p) for p in _sigmoid(logits)]
-        ckey = tuple((c.get("unit_id"), c.get("previous_score")) for c in context)
+        scores = _sigmoid(model.bias + contrib.sum(axis=1)).tolist()
+        ckey = self._ctx_key(context)
         if len(self._explained) > 100_000:
             self._explained.clear()
-        # what `explain` reports, kept rounded and raw: the sentence and dicts are built only when asked
-        top = np.argsort(-np.abs(contrib), axis=1, kind="stable")[:, :3].tolist()
-        rows = zip(candidates, np.round(X, 6).tolist(), np.round(contrib, 6).tolist(), top, named, scores)
-        for c, x, part, best, by, s in rows:
-            self._explained[(question, ckey, c.get("unit_id"), c["text"])] = (x, part, best, by, s)
+        # what `explain` reports is kept as this call's arrays: its sentences and dicts are built when asked
+        call = (X, contrib, named, scores)
+        for i, c in enumerate(candidates):
+            self._explained[(question, ckey, c.get("unit_id"), c["text"])] = (call, i)
         return scores
 
     def _explanation(self, x: list, part: list, top: list, named, score: float) -> tuple[str, dict]:
         features = self.model.features
-        parts = ", ".join(f"{features[i]} {part[i]:+.2f}" for i in top)
-        sentence = f"scored {score:.2f}: " + (f"named by '{named}'; " if named else "") + f"logit {parts}"
+        if len(top) == 3:  # one format for the usual case: this runs for every candidate of every round
+            a, b, c = top
+            parts = f"{features[a]} {part[a]:+.2f}, {features[b]} {part[b]:+.2f}, {features[c]} {part[c]:+.2f}"
+        else:
+            parts = ", ".join([f"{features[i]} {part[i]:+.2f}" for i in top])
+        sentence = (
+            f"scored {score:.2f}: named by '{named}'; logit {parts}" if named else f"scored {score:.2f}: logit {parts}"
+        )
         comp: dict = dict(zip(features, x))
         comp["contributions"] = dict(zip(features, part))
-        comp["intercept"] = round(self.model.bias, 6)
+        comp["intercept"] = self._intercept
         if named:
             comp["named_by"] = named
         comp["score"] = score
@@ -315,12 +330,24 @@ class LearnedJudge:
     def explain(self, question, candidates, context) -> list[tuple[str, dict]]:
         """(sentence, components) per candidate: the features, each one's contribution to the
         logit (weight x standardised value) and the intercept."""
-        ckey = tuple((c.get("unit_id"), c.get("previous_score")) for c in context)
+        ckey = self._ctx_key(context)
         keys = [(question, ckey, c.get("unit_id"), c["text"]) for c in candidates]
-        missing = [i for i, k in enumerate(keys) if k not in self._explained]
-        if missing:
-            self.judge(question, [candidates[i] for i in missing], context)
-        return [self._explanation(*self._explained[k]) for k in keys]
+        calls: dict[int, tuple] = {}  # the judge calls these candidates were scored in, and their rows
+        with self._lock:
+            missing = [c for c, k in zip(candidates, keys) if k not in self._explained]
+            if missing:
+                self._judge(question, missing, context)
+            for j, k in enumerate(keys):
+                call, i = self._explained[k]
+                calls.setdefault(id(call), (call, []))[1].append((j, i))
+        out: list = [None] * len(keys)
+        for (X, contrib, named, scores), pairs in calls.values():
+            rows = [i for _, i in pairs]
+            xs, parts = np.round(X[rows], 6).tolist(), np.round(contrib[rows], 6).tolist()
+            tops = np.argsort(-np.abs(contrib[rows]), axis=1, kind="stable")[:, :3].tolist()
+            for (j, i), x, part, top in zip(pairs, xs, parts, tops):
+                out[j] = self._explanation(x, part, top, named[i], scores[i])
+        return out
 
 
 def feature_table() -> list[tuple[str, str]]:

@@ -75,24 +75,34 @@ class NameMatcher:
     patterns compiled once per title."""
 
     def __init__(self, limit: int = 100_000):
-        self._patterns: dict[str, regex.Pattern | None] = {}
+        self._patterns: dict[str, tuple[str, regex.Pattern] | None] = {}
         self._folded: dict[str, str] = {}
         self.limit = limit
 
     def pattern(self, title: str):
-        p = self._patterns.get(title, False)
-        if p is False:
-            if len(self._patterns) > self.limit:
-                self._patterns.clear()
-            name = title_name(title)
-            if name is None:
-                p = None
-            else:
-                left = "" if _CJK.match(name[0]) else r"(?<!\w)"
-                right = "" if _CJK.match(name[-1]) else r"(?!\w)"
-                p = regex.compile(left + regex.escape(name) + right)
-            self._patterns[title] = p
+        got = self.name_and_pattern(title)
+        return None if got is None else got[1]
+
+    def name_and_pattern(self, title: str) -> tuple[str, regex.Pattern] | None:
+        """(the title's name, its pattern), or None when the title is too short to be a name."""
+        if title in self._patterns:
+            return self._patterns[title]
+        if len(self._patterns) > self.limit:
+            self._patterns.clear()
+        name = title_name(title)
+        p = None
+        if name is not None:
+            left = "" if _CJK.match(name[0]) else r"(?<!\w)"
+            right = "" if _CJK.match(name[-1]) else r"(?!\w)"
+            p = (name, regex.compile(left + regex.escape(name) + right))
+        self._patterns[title] = p
         return p
+
+    def names(self, title: str, folded_text: str) -> bool:
+        """Does this folded text name the title? The plain substring test goes first: a match
+        needs it, and it is far cheaper than the regex (most texts do not contain the name)."""
+        got = self.name_and_pattern(title)
+        return got is not None and got[0] in folded_text and got[1].search(folded_text) is not None
 
     def folded(self, text: str) -> str:
         f = self._folded.get(text)
@@ -114,9 +124,10 @@ def name_bridge(matcher: NameMatcher, candidate: dict, context: list[dict]) -> t
     (0.9, {'unit_id': 1, 'title': 'Ann Vale', 'text': 'She directed Glass Harbour.', 'document': 'a',
      'previous_score': 0.9})
     """
-    pattern = matcher.pattern(candidate["title"])
-    if pattern is None:
+    got = matcher.name_and_pattern(candidate["title"])
+    if got is None:
         return 0.0, None
+    name, pattern = got
     best, by = 0.0, None
     for item in context:
         if item.get("unit_id") == candidate.get("unit_id") or (
@@ -125,8 +136,11 @@ def name_bridge(matcher: NameMatcher, candidate: dict, context: list[dict]) -> t
             continue
         prev = item.get("previous_score")
         weight = 1.0 if prev is None else float(prev)
-        if weight > best and pattern.search(matcher.folded(item["text"])):
-            best, by = weight, item
+        if weight > best:
+            text = matcher.folded(item["text"])
+            # the substring test first: a match needs it, and it is far cheaper than the regex
+            if name in text and pattern.search(text):
+                best, by = weight, item
     return best, by
 
 
