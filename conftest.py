@@ -28,6 +28,12 @@ import re
 from pathlib import Path
 
 import pytest
+
+# Pinned figures (doctests, notebook outputs, pasted docs) are computed with float32 embeddings:
+# the int8 model's matrix products follow the CPU's instruction set (measured: a cosine 0.75 on
+# one machine, 0.73 on another, the same packages), float32 only in the last bits. The int8
+# default is still tested (tests/test_semantic.py); a caller's own choice is kept.
+os.environ.setdefault("SAG2WB_EMBED_PRECISION", "float")
 from _pytest.doctest import DoctestItem
 
 REPO = Path(__file__).resolve().parent

@@ -211,10 +211,18 @@ def main() -> None:
     data_arg(ap)
     ap.add_argument("--only", choices=["2wiki", "speed", "hotpotqa", "bundled", "embedding", "learned"], default=None)
     ap.add_argument(
-        "--write-default", default=None, metavar="PATH", help="fit the shipped learned judge (bundled data only)"
+        "--write-default",
+        default=None,
+        metavar="PATH",
+        help="fit the shipped learned judge (the bundled corpora and --data's 2Wiki dev questions)",
     )
     ap.add_argument(
         "--distil", choices=["encyclopedia", "2wiki"], default="encyclopedia", help="the distillation corpus"
+    )
+    ap.add_argument(
+        "--learned-sections",
+        default="2wiki,loco,distil,cost",
+        help="with --only learned: which of its sections (comma-separated: 2wiki, loco, distil, cost)",
     )
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-ablation", action="store_true")
@@ -242,12 +250,18 @@ def main() -> None:
     if args.write_default:
         from bench_learned import write_default
 
-        write_default(Path(args.write_default), work)
+        write_default(Path(args.write_default), work, data)
         return
     if args.only == "learned":
-        from bench_learned import learned_sections
+        from bench_learned import (
+            LEARNED_SECTIONS,
+            learned_sections,  # noqa: F811
+        )
 
-        learned_sections(data, work, args.distil, args.repeats)
+        sections = tuple(s.strip() for s in args.learned_sections.split(","))
+        if not set(sections) <= set(LEARNED_SECTIONS):
+            ap.error(f"--learned-sections: {args.learned_sections!r}; choose from {', '.join(LEARNED_SECTIONS)}")
+        learned_sections(data, work, args.distil, args.repeats, sections)
         print(f"\npeak RSS {peak_rss_mib():.0f} MiB")
         return
     if args.only == "embedding":  # not in the default run: a tuning table, not a goal

@@ -10,7 +10,7 @@ import pytest
 
 from workbench.engine import Run
 from workbench.index.store import open_or_build
-from workbench.judges.registry import default_judge, make_judge, resolve_judge
+from workbench.judges.registry import auto_reason, default_judge, make_judge, resolve_judge
 from workbench.judges.semantic import NameMatcher, SemanticJudge, name_bridge, title_name
 from workbench.judgment import JudgeError
 from workbench.trace import Trace
@@ -136,8 +136,24 @@ def test_default_judge_per_bundled_corpus(tmp_path):
     docs, _ = open_or_build(REPO / "sample_corpora" / "internal_docs", tmp_path / "docs.sqlite")
     enc, _ = open_or_build(REPO / "sample_corpora" / "encyclopedia" / "corpus.json", tmp_path / "enc.sqlite")
     assert default_judge(docs) == "lexical"  # a folder of files: the overlap bridge follows identifiers
-    assert default_judge(enc) == "semantic"  # titled passages: the name bridge works
-    assert resolve_judge("auto", enc) == "semantic" and resolve_judge("lexical", enc) == "lexical"
+    assert default_judge(enc) == "learned"  # titled passages: the shipped learned judge won every held-out check
+    assert resolve_judge("auto", enc) == "learned" and resolve_judge("lexical", enc) == "lexical"
+    assert auto_reason(enc).startswith("auto: learned for a passage corpus")
+    assert auto_reason(docs).startswith("auto: lexical for a folder of documentation files")
+
+
+def test_eval_says_what_auto_picked_and_why(tmp_path, capsys):
+    """`--judge auto` (the default) names its pick and the reason on stderr; --quiet does not."""
+    from workbench.cli.main import main
+
+    docs, _ = open_or_build(REPO / "sample_corpora" / "internal_docs", tmp_path / "docs.sqlite")
+    q = REPO / "sample_corpora" / "internal_docs.questions.jsonl"
+    assert main(["eval", "--db", str(docs.path), "--questions", str(q), "--out", str(tmp_path / "a.json")]) == 0
+    assert "auto: lexical for a folder of documentation files" in capsys.readouterr().err
+    args = ["eval", "--db", str(docs.path), "--questions", str(q), "--out", str(tmp_path / "b.json"), "--quiet"]
+    assert main(args) == 0
+    assert "auto:" not in capsys.readouterr().err
+    assert json.loads((tmp_path / "b.json").read_text())["config"]["judge"] == "lexical"
 
 
 def test_explanations_reach_the_passages_frame_and_round_trip(tmp_path):

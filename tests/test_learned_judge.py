@@ -263,11 +263,19 @@ def test_fit_judge_never_overwrites_a_file_that_is_not_a_model(enc, tmp_path, ca
     assert "not a result written by sag2wb" in capsys.readouterr().err
 
 
-def test_the_shipped_default_loads_and_was_fitted_on_bundled_data_only():
+def test_the_shipped_default_loads_and_says_what_it_was_fitted_on():
+    """Fitted on the encyclopedia and 2Wiki dev only: the internal docs stay unseen (the demo's
+    figures are held out), no local path is recorded, and the recipe's held-out figures are kept."""
     model, sha = load_model(default_model_path())
     data = json.loads(default_model_path().read_text())
-    assert set(data["fitted_on"]["corpora"]) <= {"encyclopedia", "internal_docs"}
-    assert "shared" not in json.dumps(data["fitted_on"])
+    assert data["fitted_on"]["corpora"] == ["encyclopedia", "2wiki"]
+    assert "Apache-2.0" in data["fitted_on"]["sources"]["2wiki"]
+    text = json.dumps(data)
+    assert "shared" not in text and "/work" not in text and "/tmp" not in text
+    held = data["held_out"]
+    assert held["internal_docs"]["how"].startswith("never seen")
+    assert {"encyclopedia", "2wiki", "2wiki (cross-validated)"} <= set(held)
+    assert all(0 <= v["R@10"] <= 100 for v in held.values())
     assert model.features == tuple(data["features"]) and len(sha) == 64
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from workbench.cli.common import (
 from workbench.feedback import GraphParams, corpus_graph
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
-from workbench.judges import resolve_judge
+from workbench.judges import auto_reason, resolve_judge
 from workbench.metrics import is_missing
 from workbench.runs.evaluation import is_our_result, naming_path
 from workbench.runs.experiment import (
@@ -93,6 +94,8 @@ def cmd_ablate(args) -> int:
     out = Path(args.out)
     md_path, html_path = out.with_suffix(".md"), out.with_suffix(".html")
     index = Index(args.db)
+    if args.judge in (None, "auto") and not getattr(args, "quiet", False):
+        print(auto_reason(index), file=sys.stderr)  # what auto picked here, and why
     args.judge = resolve_judge(args.judge, index)  # auto: the corpus's default judge
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)

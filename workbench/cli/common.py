@@ -135,8 +135,8 @@ def add_run_options(p: argparse.ArgumentParser, *, rounds: bool = True) -> None:
         "--judge",
         default="auto",
         help="auto, bm25, lexical, lexical-bridge, semantic[:gamma=G,signals=model+coverage+bridge], oracle "
-        "(needs gold), jev, or FILE.py:NAME (default auto: semantic for passage corpora, lexical for "
-        "a folder of files; docs/judges.md)",
+        "(needs gold), jev, learned[:J.json], or FILE.py:NAME (default auto: the shipped learned judge, "
+        "which won on every held-out check; it says so on stderr; docs/judges.md)",
     )
     if rounds:
         p.add_argument(

@@ -39,13 +39,13 @@ def declare_io(args, io) -> None:
 
 
 def cmd_demo(args) -> int:
-    """Index the bundled docs, walk one cross-file question round by round, then compare
-    BM25, SAG2 with the offline lexical and semantic judges, and the oracle ceiling on every sample question."""
+    """Index the bundled docs, walk one cross-file question round by round, then compare BM25,
+    SAG2 with the offline lexical, semantic and learned judges, and the oracle ceiling on every sample question."""
     db = Path(args.db)
     index, built = open_or_build(SAMPLE_DOCS, db, source="sample_corpora/internal_docs")
     print(f"{'built' if built else 'opened'} {db} ({index.N} units, {index.D} files of the bundled internal docs)\n")
     questions = load_questions(SAMPLE_DOCS_QUESTIONS)
-    judge_name = default_judge(index)  # lexical here: docs/judges.md
+    judge_name = default_judge(index)  # lexical for a folder of files (AUTO_RULE, docs/judges.md)
     judge = JudgeSpec.parse(judge_name).build(index)
     # docs-02 asks the flagship question in Chinese: only expansion through the identifiers
     # role_id / permission_keys reaches the English gateway file.
@@ -65,14 +65,13 @@ def cmd_demo(args) -> int:
     )
     explain(trace)
     print("\ngold files in the top 10, per sample question:")
-    names = ("bm25", "lexical", "semantic", "oracle")
+    names = ("bm25", "lexical", "semantic", "learned", "oracle")
     results = {name: evaluate(index, questions, name, Params(), progress=False) for name in names}
-    print(
-        f"  {'question':10s} {'gold':>4s} {'bm25':>5s} {'lexical':>8s} {'semantic':>9s} {'oracle':>7s}  question text"
-    )
+    print(f"  {'question':10s} {'gold':>4s} " + " ".join(f"{n:>{max(5, len(n))}s}" for n in names) + "  question text")
     for i, q in enumerate(questions):
-        row = [round(results[n].records[i]["R@10"] * len(q.gold) / 100) for n in results]
-        print(f"  {q.id:10s} {len(q.gold):4d} {row[0]:5d} {row[1]:8d} {row[2]:9d} {row[3]:7d}  {q.question[:60]}")
+        row = [round(results[n].records[i]["R@10"] * len(q.gold) / 100) for n in names]
+        cells = " ".join(f"{v:{max(5, len(n))}d}" for n, v in zip(names, row))
+        print(f"  {q.id:10s} {len(q.gold):4d} {cells}  {q.question[:60]}")
     print()
     for name, result in results.items():
         m = result.metrics

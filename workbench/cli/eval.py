@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 from workbench import safeio
@@ -24,7 +25,7 @@ from workbench.cli.common import (
 from workbench.formats import is_trec_qrels_file, is_trec_run_file
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
-from workbench.judges import resolve_judge
+from workbench.judges import auto_reason, resolve_judge
 from workbench.measures import eval_extras
 from workbench.runs.evaluation import evaluate, is_our_result, naming_path, require_gold
 from workbench.runs.resume import trace_file_name
@@ -103,6 +104,8 @@ def cmd_eval(args) -> int:
     if args.trace_dir:
         check_trace_files(args.trace_dir, questions, args.force)
     check_gold(questions, set(index.documents.values()), args.questions)
+    if args.judge in (None, "auto") and not getattr(args, "quiet", False):
+        print(auto_reason(index), file=sys.stderr)  # what auto picked here, and why
     args.judge = resolve_judge(args.judge, index)  # auto: the corpus's default judge
     require_gold(questions, args.judge, args.questions)
     params = run_params(args)

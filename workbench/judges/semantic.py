@@ -23,13 +23,13 @@ is in `key`, so judgments cached under one configuration never answer for anothe
 >>> question = "Where was the director of Glass Harbour born?"
 >>> judge = SemanticJudge(enc_index)
 >>> [round(s, 2) for s in judge.judge(question, [film, director], [])]
-[0.77, 0.58]
+[0.77, 0.57]
 >>> context = [dict(film, previous_score=0.9)]   # the film's passage names her: a bridge
 >>> [round(s, 2) for s in judge.judge(question, [director], context)]
 [0.88]
 >>> judge.explain(question, [director], context)[0]
-("scored 0.88: named by 'Glass Harbour' (0.90); relevance 0.58",
- {'model': 0.7..., 'coverage': 0.44..., 'relevance': 0.58..., 'bridge': 0.9, 'named_by': 'Glass Harbour', ...})
+("scored 0.88: named by 'Glass Harbour' (0.90); relevance 0.57",
+ {'model': 0.7..., 'coverage': 0.44..., 'relevance': 0.57..., 'bridge': 0.9, 'named_by': 'Glass Harbour', ...})
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import regex
 from workbench import text as textlib
 from workbench.index.store import fold_accents
 from workbench.judges.lexical import passage_tokens
-from workbench.judges.registry import check_semantic_option
+from workbench.judges.options import check_semantic_option
 
 SIGNALS = ("model", "coverage", "bridge")
 MIN_TITLE_CHARS = 4  # shorter names ("Io", "UK") match too much text to be evidence
