@@ -444,3 +444,17 @@ def test_features_remembered_for_a_question_equal_fresh_ones(enc):
     assert repeats > 20  # the memory is exercised
     for call in calls:
         assert np.array_equal(kept.matrix(*call), FeatureExtractor(enc, NO_MODEL).matrix(*call))
+
+
+def test_the_default_recipe_keeps_the_internal_docs_unseen(tmp_path):
+    """`fit_default` without 2Wiki (what any checkout can run): fitted on the encyclopedia alone,
+    the internal docs measured as never seen, every figure named by how it was held out."""
+    from workbench.runs.training import SHIPPED_FEATURES, fit_default
+
+    seen = []
+    model = fit_default(tmp_path, report=lambda tag, got: seen.append(tag))
+    assert model.features == SHIPPED_FEATURES and "overlap_bridge" not in model.features
+    assert model.info["fitted_on"]["corpora"] == ["encyclopedia"]
+    assert model.info["questions"] == 40 and seen == ["internal_docs"]
+    assert model.info["held_out"]["internal_docs"]["how"] == "never seen: the shipped model itself"
+    assert 0 < model.info["held_out"]["internal_docs"]["R@10"] <= 100

@@ -44,6 +44,11 @@ MIN_EXAMPLES = 200  # fewer judged candidates than this fit nothing worth shippi
 MIN_QUESTIONS = 4  # and at least this many questions with examples (cross-validation needs folds)
 DEFAULT_FOLDS = 5
 DEFAULT_FEATURES = tuple(FEATURES)
+# the shipped default's: all but the overlap bridge, the costliest feature (~2.4 ms of a 2Wiki
+# question's ~46) and one that its fit barely weighs: without it the held-out figures of the
+# recipe did not fall (docs/judges.md, "The shipped default and `auto`"). `auto` picks the
+# lexical judge, whose bridge it is, for folders of files, where it matters.
+SHIPPED_FEATURES = tuple(n for n in FEATURES if n != "overlap_bridge")
 
 
 class TrainingError(InputError):
@@ -424,9 +429,9 @@ def _sum(parts: list[Examples]) -> Examples:
 
 
 def fit_default(
-    work, *, two_wiki=None, l2: float = DEFAULT_L2, names=DEFAULT_FEATURES, embedder=None, report=None
+    work, *, two_wiki=None, l2: float = DEFAULT_L2, names=SHIPPED_FEATURES, embedder=None, report=None
 ) -> LogisticModel:
-    """The shipped default: fitted (oracle teacher, every feature, l2 0.1, examples unweighted)
+    """The shipped default: fitted (oracle teacher, `SHIPPED_FEATURES`, l2 0.1, examples unweighted)
     on the bundled encyclopedia and, given `two_wiki` = (corpus path, questions path), the
     2WikiMultiHopQA dev questions. The bundled internal docs are kept out of the fit, so that
     the demo and everything `auto` does on them is on questions the model never saw.
@@ -484,6 +489,6 @@ def fit_default(
         "positive_rate": round(float(everything.y.mean()), 6),
         "fitted_on": {"corpora": list(per), "sources": {t: sources[t] for t in per}},
         "held_out": held_out,
-        "recipe": f"benchmarks/bench_judges.py --write-default PATH (l2 {l2}, every feature, oracle teacher)",
+        "recipe": f"benchmarks/bench_judges.py --write-default PATH (l2 {l2}, {len(names)} features, oracle teacher)",
     }
     return model
