@@ -458,3 +458,10 @@ def test_the_default_recipe_keeps_the_internal_docs_unseen(tmp_path):
     assert model.info["questions"] == 40 and seen == ["internal_docs"]
     assert model.info["held_out"]["internal_docs"]["how"] == "never seen: the shipped model itself"
     assert 0 < model.info["held_out"]["internal_docs"]["R@10"] <= 100
+
+
+def test_no_candidates_give_an_empty_matrix(enc):
+    """A call with no candidates (the features kept per question must not need one)."""
+    ex = FeatureExtractor(enc, NO_MODEL)
+    assert ex.matrix("Where was the director of Glass Harbour born?", [], []).shape == (0, len(NO_MODEL))
+    assert all(v == [] for v in ex.columns("Who?", [], [])[0].values())

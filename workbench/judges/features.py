@@ -219,14 +219,15 @@ class FeatureExtractor:
             cols["round1"] = [round1] * n
         if "round2" in names:
             cols["round2"] = [round2] * n
-        static = dict(zip(STATIC, zip(*self._static(question, qi, candidates)))) if n else {}
-        cos, cov = list(static.get("cosine", ())), list(static.get("coverage", ()))
+        rows = self._static(question, qi, candidates)
+        static = {name: [r[i] for r in rows] for i, name in enumerate(STATIC)}
+        cos, cov = static["cosine"], static["coverage"]
         bridges = [name_bridge(self.matcher, c, context) for c in candidates]
         bridge = [b for b, _ in bridges]
         named = [None if by is None else by["title"] for _, by in bridges]
         for name in STATIC:
             if name in names:
-                cols[name] = list(static[name])
+                cols[name] = static[name]
         if "bridge" in names:
             cols["bridge"] = bridge
         if "bridge_coverage" in names:  # the question coverage of the passage that gives the bridge

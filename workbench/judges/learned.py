@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench.judges.features import FEATURES, FEATURES_VERSION, FeatureError, FeatureExtractor, check_names
+from workbench.judges.semantic import context_key
 from workbench.judgment import JudgeError
 from workbench.safeio import InputError
 
@@ -285,10 +286,6 @@ class LearnedJudge:
         s = emb.stats()
         return {"embedded": s["embedded"], "embedding_cache_hits": s["memory_hits"] + s["disk_hits"]}
 
-    @staticmethod
-    def _ctx_key(context) -> tuple:
-        return tuple((c.get("unit_id"), c.get("previous_score")) for c in context)
-
     def judge(self, question, candidates, context):
         with self._lock:  # the judge server calls from several threads; the extractor's caches are not shared safely
             return self._judge(question, candidates, context)
@@ -300,7 +297,7 @@ class LearnedJudge:
         model = self.model
         contrib = ((X - model.mean) / model.std) * model.weights  # each feature's share of the logit
         scores = _sigmoid(model.bias + contrib.sum(axis=1)).tolist()
-        ckey = self._ctx_key(context)
+        ckey = context_key(context)
         if len(self._explained) > 100_000:
             self._explained.clear()
         # what `explain` reports is kept as this call's arrays: its sentences and dicts are built when asked
@@ -311,11 +308,7 @@ class LearnedJudge:
 
     def _explanation(self, x: list, part: list, top: list, named, score: float) -> tuple[str, dict]:
         features = self.model.features
-        if len(top) == 3:  # one format for the usual case: this runs for every candidate of every round
-            a, b, c = top
-            parts = f"{features[a]} {part[a]:+.2f}, {features[b]} {part[b]:+.2f}, {features[c]} {part[c]:+.2f}"
-        else:
-            parts = ", ".join([f"{features[i]} {part[i]:+.2f}" for i in top])
+        parts = ", ".join([f"{features[i]} {part[i]:+.2f}" for i in top])
         sentence = (
             f"scored {score:.2f}: named by '{named}'; logit {parts}" if named else f"scored {score:.2f}: logit {parts}"
         )
@@ -330,7 +323,7 @@ class LearnedJudge:
     def explain(self, question, candidates, context) -> list[tuple[str, dict]]:
         """(sentence, components) per candidate: the features, each one's contribution to the
         logit (weight x standardised value) and the intercept."""
-        ckey = self._ctx_key(context)
+        ckey = context_key(context)
         keys = [(question, ckey, c.get("unit_id"), c["text"]) for c in candidates]
         calls: dict[int, tuple] = {}  # the judge calls these candidates were scored in, and their rows
         with self._lock:

@@ -144,6 +144,12 @@ def name_bridge(matcher: NameMatcher, candidate: dict, context: list[dict]) -> t
     return best, by
 
 
+def context_key(context) -> tuple:
+    """What of a judge call's context its explanations are remembered by (the explaining judges'
+    shared key): each passage's unit id and previous score."""
+    return tuple((c.get("unit_id"), c.get("previous_score")) for c in context)
+
+
 def has_cjk(text: str) -> bool:
     return _CJK.search(text) is not None
 
@@ -285,13 +291,9 @@ class SemanticJudge:
             out.append(comp)
         return out
 
-    @staticmethod
-    def _ctx_key(context) -> tuple:
-        return tuple((c.get("unit_id"), c.get("previous_score")) for c in context)
-
     def judge(self, question, candidates, context):
         comps = self.components(question, candidates, context)
-        ckey = self._ctx_key(context)
+        ckey = context_key(context)
         if len(self._explained) > 100_000:
             self._explained.clear()
         for c, comp in zip(candidates, comps):
@@ -302,7 +304,7 @@ class SemanticJudge:
     def explain(self, question, candidates, context) -> list[tuple[str, dict]]:
         """(one short sentence, components) per candidate: remembered from `judge`, or
         computed again (same numbers) when the judgment came from a shared cache."""
-        ckey = self._ctx_key(context)
+        ckey = context_key(context)
         keys = [(question, ckey, c.get("unit_id"), c["text"]) for c in candidates]
         missing = [i for i, k in enumerate(keys) if k not in self._explained]
         if missing:
