@@ -452,34 +452,37 @@ def fit_default(
     per = {tag: collect_many([(tag, ix, qs)], names=names, embedder=embedder) for tag, ix, qs in sets}
     held_out: dict[str, dict] = {}
 
-    def measure(key: str, how: str, index, questions, model) -> None:
-        got = held_out_metrics(index, questions, LearnedJudge(index, model=model, embedder=embedder))
+    def held(index, questions, model) -> dict:
+        return held_out_metrics(index, questions, LearnedJudge(index, model=model, embedder=embedder))
+
+    def record(key: str, how: str, got: dict) -> None:
         held_out[key] = {"how": how, **{m: round(v, 4) for m, v in _mean_metrics(got).items() if v is not None}}
         if report:
             report(key, held_out[key])
 
     for tag, ix, qs in sets if len(sets) > 1 else []:
         others = [t for t in per if t != tag]
-        model = fit_examples(_sum([per[t] for t in others]), l2=l2)
-        measure(tag, f"left out: fitted on {', '.join(others)}", ix, qs, model)
+        record(
+            tag,
+            f"left out: fitted on {', '.join(others)}",
+            held(ix, qs, fit_examples(_sum([per[t] for t in others]), l2=l2)),
+        )
     if two_wiki is not None:
         ix, qs = next((ix, qs) for tag, ix, qs in sets if tag == TWO_WIKI)
         rest = [per[t] for t in per if t != TWO_WIKI]
         got: dict[str, dict] = {}
         for fold in folds_by_question([q.id for q in qs]):
             train = per[TWO_WIKI].subset([f"{TWO_WIKI}/{q.id}" for q in qs if q.id not in set(fold)])
-            model = fit_examples(_sum([train, *rest]), l2=l2)
-            got.update(held_out_metrics(ix, [q for q in qs if q.id in set(fold)], LearnedJudge(ix, model=model)))
-        key = f"{TWO_WIKI} (cross-validated)"
-        how = "5-fold CV by question: each fold fitted on the other folds and " + ", ".join(
-            t for t in per if t != TWO_WIKI
+            got.update(held(ix, [q for q in qs if q.id in set(fold)], fit_examples(_sum([train, *rest]), l2=l2)))
+        rest_names = ", ".join(t for t in per if t != TWO_WIKI)
+        record(
+            f"{TWO_WIKI} (cross-validated)",
+            f"5-fold CV by question: each fold fitted on the other folds and {rest_names}",
+            got,
         )
-        held_out[key] = {"how": how, **{m: round(v, 4) for m, v in _mean_metrics(got).items() if v is not None}}
-        if report:
-            report(key, held_out[key])
     everything = _sum(list(per.values()))
     model = fit_examples(everything, l2=l2)
-    measure("internal_docs", "never seen: the shipped model itself", *bundled["internal_docs"], model)
+    record("internal_docs", "never seen: the shipped model itself", held(*bundled["internal_docs"], model))
     sources = {"encyclopedia": "workbench.sample_corpora/encyclopedia (bundled)", TWO_WIKI: TWO_WIKI_SOURCE}
     model.info = {
         "teacher": "oracle",
