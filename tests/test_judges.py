@@ -11,7 +11,7 @@ import pytest
 from workbench.engine import Run
 from workbench.index.store import open_or_build
 from workbench.judges.registry import auto_reason, default_judge, make_judge, resolve_judge
-from workbench.judges.semantic import NameMatcher, SemanticJudge, name_bridge, title_name
+from workbench.judges.semantic import NameMatcher, SemanticJudge, name_bridge, name_bridges, title_name
 from workbench.judgment import JudgeError
 from workbench.trace import Trace
 
@@ -71,6 +71,61 @@ def test_a_passage_never_bridges_to_itself_or_its_own_document():
         ctx(8, "Mara Quell", "Mara Quell later taught.", document="Mara Quell"),
     ]
     assert name_bridge(NameMatcher(), cand(7, "Mara Quell", document="Mara Quell"), context) == (0.0, None)
+
+
+def test_equal_weights_give_the_first_naming_passage_in_context_order():
+    context = [
+        ctx(1, "A", "Nothing here.", previous_score=0.6),
+        ctx(2, "B", "Mara Quell again.", previous_score=0.6),
+        ctx(3, "C", "By Mara Quell.", previous_score=0.6),
+        ctx(4, "D", "Mara Quell, once more.", previous_score=0.0),  # a weight of 0 never bridges
+    ]
+    assert name_bridge(NameMatcher(), cand(7, "Mara Quell"), context) == (0.6, context[1])
+    assert name_bridge(NameMatcher(), cand(7, "Mara Quell"), context[3:]) == (0.0, None)
+
+
+def _bridge_by_the_rule(matcher, candidate, context):
+    """The rule read literally: over the context in order, keep a naming passage whose weight beats the best."""
+    pattern = matcher.pattern(candidate["title"])
+    best, by = 0.0, None
+    for item in context:
+        if item["unit_id"] == candidate["unit_id"] or item["document"] == candidate["document"]:
+            continue
+        weight = 1.0 if item.get("previous_score") is None else item["previous_score"]
+        if pattern is not None and weight > best and pattern.search(matcher.folded(item["text"])):
+            best, by = weight, item
+    return best, by
+
+
+@pytest.fixture(scope="module")
+def enc_index(tmp_path_factory):
+    index, _ = open_or_build(
+        REPO / "sample_corpora" / "encyclopedia" / "corpus.json", tmp_path_factory.mktemp("e") / "e.db"
+    )
+    return index
+
+
+def test_the_batched_name_bridge_equals_the_rule_on_real_passages(enc_index):
+    """Every encyclopedia passage as a candidate against contexts of real passages with tied,
+    zero and distinct weights: `name_bridges` (one pass over the context per call) gives the
+    rule's bridge and naming passage for each."""
+    import random
+
+    from workbench.engine import judge_items
+
+    items = judge_items(enc_index, sorted(enc_index.documents))
+    rng = random.Random(7)
+    matcher, found = NameMatcher(), 0
+    for trial in range(30):
+        context = [dict(c) for c in rng.sample(items, 8)]
+        for c in context:
+            c["previous_score"] = rng.choice([None, 0.0, 0.5, 0.5, 0.9, rng.random()]) if trial % 3 else None
+            if c["previous_score"] is None:
+                del c["previous_score"]
+        want = [_bridge_by_the_rule(matcher, c, context) for c in items]
+        assert name_bridges(matcher, items, context) == want
+        found += sum(by is not None for _, by in want)
+    assert found > 30  # bridges were there to find
 
 
 def test_accented_titles_are_named_by_unaccented_text():

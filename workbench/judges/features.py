@@ -47,7 +47,7 @@ from collections import OrderedDict
 
 from workbench import text as textlib
 from workbench.judges.lexical import passage_tokens
-from workbench.judges.semantic import NameMatcher, name_bridge
+from workbench.judges.semantic import NameMatcher, name_bridges
 
 FEATURES_VERSION = 1
 FEATURES: dict[str, str] = {
@@ -222,7 +222,7 @@ class FeatureExtractor:
         rows = self._static(question, qi, candidates)
         static = {name: [r[i] for r in rows] for i, name in enumerate(STATIC)}
         cos, cov = static["cosine"], static["coverage"]
-        bridges = [name_bridge(self.matcher, c, context) for c in candidates]
+        bridges = name_bridges(self.matcher, candidates, context)
         bridge = [b for b, _ in bridges]
         named = [None if by is None else by["title"] for _, by in bridges]
         for name in STATIC:

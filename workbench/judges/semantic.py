@@ -124,24 +124,43 @@ def name_bridge(matcher: NameMatcher, candidate: dict, context: list[dict]) -> t
     (0.9, {'unit_id': 1, 'title': 'Ann Vale', 'text': 'She directed Glass Harbour.', 'document': 'a',
      'previous_score': 0.9})
     """
-    got = matcher.name_and_pattern(candidate["title"])
-    if got is None:
-        return 0.0, None
-    name, pattern = got
-    best, by = 0.0, None
-    for item in context:
-        if item.get("unit_id") == candidate.get("unit_id") or (
-            item.get("document") is not None and item.get("document") == candidate.get("document")
-        ):
-            continue
+    return name_bridges(matcher, [candidate], context)[0]
+
+
+_SEP = "\x00"  # joins the context's folded texts: no name contains it, so no match spans two texts
+
+
+def name_bridges(matcher: NameMatcher, candidates: list[dict], context: list[dict]) -> list[tuple[float, dict | None]]:
+    """`name_bridge` for every candidate of one judge call. The context is read once: its
+    passages in the order a bridge is chosen (highest weight first, then context order, as the
+    single-candidate rule's strict `>` keeps the first of equal weights), so a candidate's scan
+    stops at its first match; a name found nowhere in the joined texts (most candidates) is
+    rejected by one substring test."""
+    ranked = []
+    for pos, item in enumerate(context):
         prev = item.get("previous_score")
         weight = 1.0 if prev is None else float(prev)
-        if weight > best:
-            text = matcher.folded(item["text"])
-            # the substring test first: a match needs it, and it is far cheaper than the regex
+        if weight > 0.0:  # a weight of 0 (or NaN) never beats the starting 0
+            ranked.append((-weight, pos, item, matcher.folded(item["text"])))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    joined = _SEP.join(r[3] for r in ranked)
+    out: list[tuple[float, dict | None]] = []
+    for cand in candidates:
+        got = matcher.name_and_pattern(cand["title"])
+        if got is None or (got[0] not in joined and _SEP not in got[0]):
+            out.append((0.0, None))
+            continue
+        name, pattern = got
+        unit, document = cand.get("unit_id"), cand.get("document")
+        found: tuple[float, dict | None] = (0.0, None)
+        for neg, _, item, text in ranked:
+            if item.get("unit_id") == unit or (item.get("document") is not None and item.get("document") == document):
+                continue
             if name in text and pattern.search(text):
-                best, by = weight, item
-    return best, by
+                found = (-neg, item)
+                break
+        out.append(found)
+    return out
 
 
 def context_key(context) -> tuple:
@@ -265,6 +284,9 @@ class SemanticJudge:
         use_model = "model" in self.signals and not (self.cjk == "coverage" and has_cjk(question))
         cov = self._coverage(question, candidates) if "coverage" in self.signals else None
         mod = self._model(question, candidates) if use_model and candidates else None
+        bridges = name_bridges(self.matcher, candidates, context) if "bridge" in self.signals else None
+        if bridges is None:
+            bridges = [(0.0, None)] * len(candidates)
         out = []
         for i, c in enumerate(candidates):
             comp: dict = {}
@@ -276,7 +298,7 @@ class SemanticJudge:
                 comp["coverage"] = round(cov[i], 6)
                 rel_parts.append(cov[i])
             relevance = sum(rel_parts) / len(rel_parts) if rel_parts else 0.0
-            bridge, by = name_bridge(self.matcher, c, context) if "bridge" in self.signals else (0.0, None)
+            bridge, by = bridges[i]
             score = 1.0 - (1.0 - relevance) * (1.0 - self.gamma * bridge)
             score = min(1.0, max(0.0, score))
             if rel_parts:
