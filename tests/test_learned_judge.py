@@ -465,3 +465,24 @@ def test_no_candidates_give_an_empty_matrix(enc):
     ex = FeatureExtractor(enc, NO_MODEL)
     assert ex.matrix("Where was the director of Glass Harbour born?", [], []).shape == (0, len(NO_MODEL))
     assert all(v == [] for v in ex.columns("Who?", [], [])[0].values())
+
+
+@pytest.mark.parametrize("max_postings", [1, 0])  # the in-memory postings and FTS5's own bm25()
+def test_the_bm25_ranking_read_off_all_scores_is_index_search(enc, max_postings):
+    """The feature's BM25 ranking comes from the one all-scores query: for every question's
+    round-0 expression it is `Index.search`'s first BM25_DEPTH, ties and order included."""
+    from workbench.engine import question_expression
+    from workbench.index.store import Index
+    from workbench.judges.features import BM25_DEPTH, bm25_ranking
+    from workbench.params import Params
+
+    index, params = Index(enc.path, max_postings=max_postings), Params()
+    questions = load_questions(ENC / "questions.jsonl")
+    ties = 0
+    for q in questions:
+        _, expression = question_expression(index, q.question, params)
+        scores = index.bm25_all(expression, params.field_weights)
+        want = [u for u, _ in index.search(expression, BM25_DEPTH, params.field_weights)]
+        assert bm25_ranking(scores, BM25_DEPTH) == want
+        ties += len(want) - len({scores[u] for u in want})
+    assert ties > 0  # equal scores were there to order

@@ -72,6 +72,22 @@ BM25_DEPTH = 200
 _FIXED = 2**32  # idf in fixed point for the overlap bridge's exact integer sums
 
 
+def bm25_ranking(scores: dict, depth: int) -> list:
+    """The first `depth` unit ids of {unit id: BM25} in `Index.search`'s order (best first, ties:
+    lower id), from the scores already read: one BM25 query per question instead of two.
+
+    >>> bm25_ranking({7: -2.0, 3: -5.0, 5: -2.0, 9: -1.0}, 3)
+    [3, 5, 7]
+    """
+    import numpy as np
+
+    if not scores:
+        return []
+    ids = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
+    values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
+    return ids[np.lexsort((ids, values))[:depth]].tolist()
+
+
 class FeatureError(ValueError):
     """A feature name this code does not compute."""
 
@@ -143,13 +159,13 @@ class FeatureExtractor:
 
             params = Params()
             _, expression = question_expression(self.index, question, params)
-            rows = self.index.search(expression, BM25_DEPTH, params.field_weights) if expression else []
-            got["bm25_rank"] = {u: i + 1 for i, (u, _) in enumerate(rows)}
-            top = rows[0][1] if rows else 0.0
-            got["bm25_top"] = top
             # every matching unit's score (one query, cached by the index): candidates from
             # expansion rounds are often below the first BM25_DEPTH
-            got["bm25"] = self.index.bm25_all(expression, params.field_weights) if expression else {}
+            scores = self.index.bm25_all(expression, params.field_weights) if expression else {}
+            got["bm25"] = scores
+            ranking = bm25_ranking(scores, BM25_DEPTH)
+            got["bm25_rank"] = {u: i + 1 for i, u in enumerate(ranking)}
+            got["bm25_top"] = scores[ranking[0]] if ranking else 0.0
         self._questions[question] = got
         if len(self._questions) > 64:
             self._questions.popitem(last=False)
