@@ -486,3 +486,21 @@ def test_the_bm25_ranking_read_off_all_scores_is_index_search(enc, max_postings)
         assert bm25_ranking(scores, BM25_DEPTH) == want
         ties += len(want) - len({scores[u] for u in want})
     assert ties > 0  # equal scores were there to order
+
+
+def test_an_explanation_is_the_same_whichever_call_scored_the_candidate(enc):
+    """`explain` right after the scoring call (the engine's order), after other calls, and for
+    candidates never scored (a shared cache answered): the same sentences and numbers."""
+    items = judge_items(enc, sorted(enc.documents)[:30])
+    context = [dict(items[0], previous_score=0.7)]
+    q = "Where was the director of Glass Harbour born?"
+    judge = LearnedJudge(enc)
+    judge.judge(q, items[:20], context)
+    right_after = judge.explain(q, items[:20], context)
+    judge.judge(q, items[20:], context)
+    judge.judge("Who wrote Glass Harbour?", items[:20], [])
+    later = judge.explain(q, items[:20], context)
+    fresh = LearnedJudge(enc).explain(q, items[:20], context)  # nothing scored: scored on asking
+    mixed = judge.explain(q, items[15:25], context)  # rows of two calls
+    assert right_after == later == fresh and mixed == right_after[15:] + judge.explain(q, items[20:25], context)
+    assert [s for s, _ in right_after] != [right_after[0][0]] * 20  # the explanations differ per candidate

@@ -31,6 +31,7 @@ import hashlib
 import json
 import math
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -275,9 +276,11 @@ class LearnedJudge:
         if self.extractor.needs_model:
             config["model"] = self.extractor.model_id()
         self.key = "learned-v1:" + json.dumps(config, sort_keys=True, separators=(",", ":"))
-        self._explained: dict[tuple, tuple] = {}  # candidate -> (its judge call's arrays, its row)
+        # recent judge calls: (question, context key, [(unit id, text)], the call's arrays)
+        self._calls: deque[tuple] = deque(maxlen=256)
         self._intercept = round(model.bias, 6)
         self._lock = threading.Lock()
+        self._templates: dict[tuple, str] = {}
 
     def usage(self) -> dict:
         emb = self.extractor._embedder
@@ -297,49 +300,73 @@ class LearnedJudge:
         model = self.model
         contrib = ((X - model.mean) / model.std) * model.weights  # each feature's share of the logit
         scores = _sigmoid(model.bias + contrib.sum(axis=1)).tolist()
-        ckey = context_key(context)
-        if len(self._explained) > 100_000:
-            self._explained.clear()
         # what `explain` reports is kept as this call's arrays: its sentences and dicts are built when asked
-        call = (X, contrib, named, scores)
-        for i, c in enumerate(candidates):
-            self._explained[(question, ckey, c.get("unit_id"), c["text"])] = (call, i)
+        items = [(c.get("unit_id"), c["text"]) for c in candidates]
+        self._calls.append((question, context_key(context), items, (X, contrib, named, scores)))
         return scores
 
-    def _explanation(self, x: list, part: list, top: list, named, score: float) -> tuple[str, dict]:
-        features = self.model.features
-        parts = ", ".join([f"{features[i]} {part[i]:+.2f}" for i in top])
-        sentence = (
-            f"scored {score:.2f}: named by '{named}'; logit {parts}" if named else f"scored {score:.2f}: logit {parts}"
-        )
-        comp: dict = dict(zip(features, x))
-        comp["contributions"] = dict(zip(features, part))
-        comp["intercept"] = self._intercept
-        if named:
-            comp["named_by"] = named
-        comp["score"] = score
-        return sentence, comp
+    def _template(self, size: int, named: bool) -> str:
+        """The sentence as one %-format (3x cheaper than formatted parts joined), made once per shape."""
+        template = self._templates.get((size, named))
+        if template is None:
+            head = "scored %.2f: named by '%s'; logit " if named else "scored %.2f: logit "
+            template = self._templates[(size, named)] = head + ", ".join(["%s %+.2f"] * size)
+        return template
+
+    def _scored_in(self, question, candidates, context) -> list[tuple]:
+        """[(a judge call's arrays, positions in `candidates`, their rows in that call)]. The engine
+        asks right after scoring, for the same candidates: the last call, compared item by item,
+        answers at once. Otherwise the recent calls with this question and context are searched, and
+        candidates found in none (scored elsewhere: a shared cache) are scored again, to the same numbers."""
+        ckey = context_key(context)
+        items = [(c.get("unit_id"), c["text"]) for c in candidates]
+        if self._calls:
+            q, k, last, call = self._calls[-1]
+            if q == question and k == ckey and last == items:
+                every = list(range(len(items)))
+                return [(call, every, every)]
+        where: dict = {}
+        for q, k, got, call in self._calls:
+            if q == question and k == ckey:
+                where.update((item, (call, i)) for i, item in enumerate(got))
+        found: list = [where.get(item) for item in items]
+        missing = [j for j, f in enumerate(found) if f is None]
+        if missing:
+            self._judge(question, [candidates[j] for j in missing], context)
+            call = self._calls[-1][3]
+            for i, j in enumerate(missing):
+                found[j] = (call, i)
+        groups: dict[int, tuple] = {}
+        for j, (call, i) in enumerate(found):
+            group = groups.setdefault(id(call), (call, [], []))
+            group[1].append(j)
+            group[2].append(i)
+        return list(groups.values())
 
     def explain(self, question, candidates, context) -> list[tuple[str, dict]]:
         """(sentence, components) per candidate: the features, each one's contribution to the
         logit (weight x standardised value) and the intercept."""
-        ckey = context_key(context)
-        keys = [(question, ckey, c.get("unit_id"), c["text"]) for c in candidates]
-        calls: dict[int, tuple] = {}  # the judge calls these candidates were scored in, and their rows
         with self._lock:
-            missing = [c for c, k in zip(candidates, keys) if k not in self._explained]
-            if missing:
-                self._judge(question, missing, context)
-            for j, k in enumerate(keys):
-                call, i = self._explained[k]
-                calls.setdefault(id(call), (call, []))[1].append((j, i))
-        out: list = [None] * len(keys)
-        for (X, contrib, named, scores), pairs in calls.values():
-            rows = [i for _, i in pairs]
+            groups = self._scored_in(question, candidates, context)
+        out: list = [None] * len(candidates)
+        features, intercept = self.model.features, self._intercept
+        for (X, contrib, named, scores), positions, rows in groups:
             xs, parts = np.round(X[rows], 6).tolist(), np.round(contrib[rows], 6).tolist()
             tops = np.argsort(-np.abs(contrib[rows]), axis=1, kind="stable")[:, :3].tolist()
-            for (j, i), x, part, top in zip(pairs, xs, parts, tops):
-                out[j] = self._explanation(x, part, top, named[i], scores[i])
+            plain = self._template(len(tops[0]) if tops else 0, False)
+            for j, i, x, part, top in zip(positions, rows, xs, parts, tops):
+                comp = dict(zip(features, x))
+                comp["contributions"] = dict(zip(features, part))
+                comp["intercept"] = intercept
+                score, by = scores[i], named[i]
+                top_parts = [v for k in top for v in (features[k], part[k])]
+                if by:
+                    comp["named_by"] = by
+                    sentence = self._template(len(top), True) % (score, by, *top_parts)
+                else:
+                    sentence = plain % (score, *top_parts)
+                comp["score"] = score
+                out[j] = (sentence, comp)
         return out
 
 
