@@ -290,3 +290,52 @@ def test_offline_judges_share_one_bounded_cache_of_passage_tokens(tmp_path):
     title, text = FILM_WORLD[0]
     assert passage_tokens(title, text) == frozenset(tokenize(title + "\n" + text))
     assert passage_tokens.cache_info().maxsize == 8192  # bounded (22 MB full of 2Wiki passages)
+
+
+class _CountingExplainer:
+    """The lexical-bridge judge, counting what it is asked to explain; `fail` makes explaining raise."""
+
+    explains = True
+
+    def __init__(self, index, fail=False):
+        self.inner, self.fail, self.explained = make_judge("lexical-bridge", index), fail, 0
+        self.key, self.name = self.inner.key, "counting"
+
+    def judge(self, question, candidates, context):
+        return self.inner.judge(question, candidates, context)
+
+    def explain(self, question, candidates, context):
+        self.explained += len(candidates)
+        if self.fail:
+            raise RuntimeError("no reasons today")
+        return self.inner.explain(question, candidates, context)
+
+
+def test_a_run_not_asked_to_explain_has_the_same_trajectory_and_no_reasons(tmp_path):
+    index = build_index(tmp_path, BRIDGE_WORLD)
+    q = "Where was the director of Glass Harbour born?"
+    asked, quiet = _CountingExplainer(index), _CountingExplainer(index)
+    full, bare = Run(index, q, judge=asked).run(), Run(index, q, judge=quiet, explain=False).run()
+    assert asked.explained > 0 and quiet.explained == 0
+    assert [(r.ranking, r.scores) for r in full.rounds] == [(r.ranking, r.scores) for r in bare.rounds]
+    assert all(not r.explanations for r in bare.rounds) and any(r.explanations for r in full.rounds)
+    failing = _CountingExplainer(index, fail=True)  # a judge that cannot explain stops only runs that ask
+    assert "could not explain" in (Run(index, q, judge=failing).run().rounds[-1].error or "")
+    assert Run(index, q, judge=failing, explain=False).run().documents() == bare.documents()
+
+
+def test_eval_asks_for_reasons_only_when_traces_are_kept_or_written(tmp_path):
+    from workbench.index.units import Question
+    from workbench.runs.evaluation import evaluate
+
+    index = build_index(tmp_path, BRIDGE_WORLD)
+    qs = [Question("q1", "Where was the director of Glass Harbour born?", ("Mara Quell",))]
+    runs = {}
+    for label, options in (("records", {}), ("kept", {"keep_traces": True}), ("files", {"trace_dir": tmp_path / "t"})):
+        judge = _CountingExplainer(index)
+        result = evaluate(index, qs, judge_for=lambda q, j=judge: j, progress=False, **options)
+        runs[label] = (judge.explained, result.records)
+    assert runs["records"][0] == 0 and runs["kept"][0] > 0 and runs["files"][0] > 0
+    assert runs["records"][1] == runs["kept"][1] == runs["files"][1]  # the same records either way
+    written = json.loads(next((tmp_path / "t").iterdir()).read_text())
+    assert any(r.get("explanations") for r in written["rounds"])

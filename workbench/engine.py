@@ -349,7 +349,8 @@ class Run:
     """A SAG2 trajectory for one question that can be stepped, read, rewound and re-run.
 
     `judge=None` is the BM25 baseline (C0 in lexical order, no judge). `pins` maps
-    (round, unit_id) to a score the researcher fixes for that round."""
+    (round, unit_id) to a score the researcher fixes for that round. `explain=False`: a judge
+    that explains itself is not asked why (runs that keep records, not traces)."""
 
     def __init__(
         self,
@@ -361,6 +362,7 @@ class Run:
         pins: dict | None = None,
         memo: JudgmentMemo | None = None,
         rounds=(),
+        explain: bool = True,
     ):
         self.question_id: str | None
         if isinstance(question, Question):
@@ -376,6 +378,8 @@ class Run:
         self.pins = dict(pins or {})
         self.memo = memo or JudgmentMemo()
         self.rounds: list[RoundState] = list(rounds)
+        # explanations never change a score: a run whose trace nobody reads can skip them
+        self.explain = explain
         self._usage_start = judge_usage(judge)
         self._memo_start = (self.memo.hits, self.memo.misses)
 
@@ -431,7 +435,7 @@ class Run:
                 state, pool=pool, context=context, ranking=hist.previous_ranking, stop=STOP_JUDGE_ERROR, error=str(exc)
             )
         explanations = ()
-        if getattr(self.judge, "explains", False):
+        if self.explain and getattr(self.judge, "explains", False):
             try:
                 explanations = explain_round(self.index, self.judge, self.question, pool, context, pins)
             except Exception as exc:
@@ -551,7 +555,16 @@ class Run:
         # the last kept round may carry a stop that the new parameters lift (e.g. larger H)
         if keep and keep[-1].stop == STOP_MAX_ROUNDS and keep[-1].round < new_params.H:
             keep[-1] = replace(keep[-1], stop=None)
-        run = Run(self.index, self._question_obj(), new_params, new_judge, pins=new_pins, memo=self.memo, rounds=keep)
+        run = Run(
+            self.index,
+            self._question_obj(),
+            new_params,
+            new_judge,
+            pins=new_pins,
+            memo=self.memo,
+            rounds=keep,
+            explain=self.explain,
+        )
         if keep and keep[-1].scored and keep[-1].round >= new_params.H:
             run.rounds[-1] = replace(keep[-1], stop=STOP_MAX_ROUNDS)
         return run

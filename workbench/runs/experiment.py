@@ -356,7 +356,16 @@ class Experiment:
         reusing resumed records, computing the rest through `executor` (or a caller's
         `map_outcomes(fn, questions)` for one configuration), saving each record as it comes,
         stopping at a failure or, with keep_going, leaving that question out of every row.
-        Ctrl-C saves what an executor finished out of order, then re-raises."""
+        Ctrl-C saves what an executor finished out of order, then re-raises. Judges are asked
+        to explain only when traces are kept or written (records hold no explanations)."""
+        before = self.context.explain
+        self.context.explain = self.keep_traces or trace_dir is not None
+        try:
+            return self._loop(executor, map_outcomes, trace_dir, on_arrival, send_judgments)
+        finally:
+            self.context.explain = before
+
+    def _loop(self, executor, map_outcomes, trace_dir, on_arrival, send_judgments) -> Tally:
         executor = executor or Sequential()
         done = self.resume.load() if self.resume is not None else {}
         order = run_order(self.configs)

@@ -90,7 +90,9 @@ def truncated_trace(index, trace: Trace, H: int) -> Trace:
 
 def sag2(run, config, question) -> Trace:
     """SAG2 with the configuration's parameters and judge (none for bm25: the baseline)."""
-    return Run(run.index, question, config.params, run.judge(config, question), memo=run.memo).run()
+    return Run(
+        run.index, question, config.params, run.judge(config, question), memo=run.memo, explain=run.explain
+    ).run()
 
 
 def truncated(run, config, question) -> Trace:
@@ -105,7 +107,9 @@ def matched_budget(run, config, question) -> Trace:
     if budget == 0:  # the source judged nothing (no candidates): nothing to match
         trace = Run(run.index, question, config.params.replace(H=0), None, memo=run.memo).run()
     else:
-        trace = Run(run.index, question, config.params.replace(B=budget, H=0), judge, memo=run.memo).run()
+        trace = Run(
+            run.index, question, config.params.replace(B=budget, H=0), judge, memo=run.memo, explain=run.explain
+        ).run()
     return replace(trace, stats={**trace.stats, "budget": budget})
 
 

@@ -145,8 +145,9 @@ class RunContext:
     of rows another reads (`truncated`), the judgment counts of records made or resumed
     (`matched-budget`). `evaluation`: records and failures in the evaluation's shape."""
 
-    def __init__(self, index, configs, judges, memo, *, evaluation: bool = False):
+    def __init__(self, index, configs, judges, memo, *, evaluation: bool = False, explain: bool = True):
         self.index, self.judges, self.memo, self.evaluation = index, judges, memo, evaluation
+        self.explain = explain  # False: traces are not kept, so judges are not asked why (records only)
         self.configs = {c.name: c for c in configs}
         self.needed = {c.source for c in configs if c.policy in READS_SOURCE_TRACE}
         self.traces: dict[str, dict[str, Trace]] = {}  # config name -> {question id: trace}
@@ -235,7 +236,10 @@ class QuestionTask:
         def judges(spec, question):
             return question_judge(spec, question, env.judge, env.index)
 
-        outcomes = self.run(RunContext(env.index, self.configs, judges, memo, evaluation=self.evaluation))
+        context = RunContext(
+            env.index, self.configs, judges, memo, evaluation=self.evaluation, explain=self.keep_traces
+        )
+        outcomes = self.run(context)
         return [_to_send(o, self.keep_traces) for o in outcomes]
 
 

@@ -183,7 +183,8 @@ def collect_examples(
     missing: dict[str, str] = {}
     for n, q in enumerate(questions):
         judge = teacher(q)
-        trace = Run(index, q, params, judge).run()  # the engine validates the teacher's scores
+        # the engine validates the teacher's scores; examples are its pools and scores, not its reasons
+        trace = Run(index, q, params, judge, explain=False).run()
         gold = set(q.gold)
         for r in trace.rounds:
             if not r.scored:
@@ -209,7 +210,7 @@ def on_policy_examples(index, questions, teacher, model: LogisticModel, *, param
     rows = _Rows(extractor.names)
     for q in questions:
         judge = teacher(q)
-        trace = Run(index, q, params, student).run()
+        trace = Run(index, q, params, student, explain=False).run()
         gold = set(q.gold)
         for r in trace.rounds:
             if not r.scored:
@@ -274,7 +275,7 @@ def held_out_metrics(index, questions, judge, params=None) -> dict[str, dict]:
     params = params or Params()
     out = {}
     for q in questions:
-        trace = Run(index, q, params, judge).run()
+        trace = Run(index, q, params, judge, explain=False).run()
         out[q.id] = question_metrics(trace.documents(), q.gold)
     return out
 
