@@ -192,6 +192,7 @@ def section_cost(index, questions, repeats: int) -> None:
     from workbench.engine import Run
     from workbench.judges.embeddings import Embedder
     from workbench.judges.semantic import SemanticJudge
+    from workbench.runs.evaluation import evaluate
 
     qs = questions[:100]
     t0 = time.perf_counter()
@@ -260,9 +261,23 @@ def section_cost(index, questions, repeats: int) -> None:
                     sums[kind, name] += time.perf_counter() - t
         for (kind, name), total in sums.items():
             kinds[kind][name].append(total / len(qs[:20]))
+    evals: dict[str, list[float]] = {"semantic": [], "learned (shipped, 12)": []}
+    for r in range(repeats):  # eval's own path: records only, so no judge is asked why
+        for name in list(evals)[r % 2 :] + list(evals)[: r % 2]:
+            t = time.perf_counter()
+            evaluate(index, qs[:20], "semantic" if name == "semantic" else "learned", progress=False)
+            evals[name].append((time.perf_counter() - t) / 20)
+    s, m = statistics.median(evals["semantic"]), statistics.median(evals["learned (shipped, 12)"])
+    ratios = sorted(a / b - 1 for a, b in zip(evals["learned (shipped, 12)"], evals["semantic"]))
+    print(
+        f"seconds per question, evaluate() on 20 questions (what `sag2wb eval` runs: a fresh judge, embeddings "
+        f"from the disk cache, no explanations asked; median of {repeats} alternating runs): semantic {s:.4f}, "
+        f"learned (shipped) {m:.4f} ({(m / s - 1) * 100:+.1f}%; paired per run: median "
+        f"{statistics.median(ratios) * 100:+.1f}%, {ratios[0] * 100:+.1f}% to {ratios[-1] * 100:+.1f}%)"
+    )
     for label, times in (
-        ("whole question (H=2 run)", whole),
-        ("whole question, no explanations asked (scoring alone)", unexplained),
+        ("whole question (H=2 run), explanations asked (the dashboard's and kept traces' path)", whole),
+        ("whole question, no explanations asked (eval's, experiments' and fit-judge's path)", unexplained),
         ("the same judge calls, scored and explained", replay),
     ):
         print(
