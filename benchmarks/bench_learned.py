@@ -30,7 +30,8 @@ from _common import REPO, need
 
 from workbench.index.corpora import load_questions
 from workbench.index.store import open_or_build
-from workbench.judges.learned import LearnedJudge, save_model
+from workbench.judges.features import FEATURES, FeatureExtractor
+from workbench.judges.learned import LearnedJudge, fit_logistic, save_model
 from workbench.judges.registry import make_judge
 from workbench.params import Params
 from workbench.runs.experiment import Config, Experiment, paired_interval
@@ -145,6 +146,44 @@ def section_loco(corpora: dict) -> None:
             f"{k:14s} {len(qs):4d} {got['bm25']:7.2f} {got['lexical']:8.2f} {got['semantic']:9.2f} "
             f"{learned:8.2f}  {verdict}"
         )
+
+
+def section_select(corpora: dict) -> None:
+    """The recipe's two choices (l2; examples unweighted or every corpus weighing the same) chosen
+    the only way that does not look at the internal docs: leave one passage corpus out, among the
+    passage corpora alone; then that choice, fitted on all three, on the docs (never seen)."""
+    passage = [k for k in corpora if k != "internal_docs"]
+    exs = {k: collect_many([(k, *corpora[k])]) for k in corpora}
+
+    def fit(names, l2, weighting):
+        ex = functools.reduce(lambda a, b: a + b, [exs[o] for o in names])
+        w = None
+        if weighting == "per corpus":
+            tags = np.array([q.split("/")[0] for q in ex.question])
+            w = np.zeros(len(tags))
+            for t in set(tags):
+                w[tags == t] = 1.0 / (tags == t).sum()
+        return fit_logistic(ex.X, ex.y, ex.features, l2=l2, sample_weight=w)
+
+    def r10(k, model):
+        ix, qs = corpora[k]
+        return _mean({q: v["R@10"] for q, v in held_out_metrics(ix, qs, LearnedJudge(ix, model=model)).items()})
+
+    print(
+        "\n## The recipe's choices, selected without the internal docs (oracle teacher, 13 features)\n\n"
+        f"{'l2':>5s} {'weighting':11s} " + " ".join(f"{k:>12s}" for k in passage) + f" {'mean':>6s} {'docs':>6s}"
+    )
+    rows = []
+    for l2 in (0.01, 0.1, 1.0):
+        for weighting in ("unweighted", "per corpus"):
+            inner = [r10(h, fit([o for o in passage if o != h], l2, weighting)) for h in passage]
+            docs = r10("internal_docs", fit(passage, l2, weighting))
+            rows.append((sum(inner) / len(inner), l2, weighting, docs))
+            print(
+                f"{l2:5g} {weighting:11s} " + " ".join(f"{v:12.2f}" for v in inner) + f" {rows[-1][0]:6.2f} {docs:6.2f}"
+            )
+    best = max(rows, key=lambda r: r[0])
+    print(f"chosen by the passage corpora: l2 {best[1]:g}, {best[2]}; on the internal docs R@10 {best[3]:.2f}")
 
 
 def section_distil(corpora: dict, which: str) -> None:
@@ -295,7 +334,74 @@ def section_cost(index, questions, repeats: int) -> None:
             )
 
 
-LEARNED_SECTIONS = ("2wiki", "loco", "distil", "cost")
+# declared before any fit: more of this evidence never lowers a score (the round flags are free)
+MONOTONE_UP = frozenset(FEATURES) - {"round1", "round2"}
+
+
+class _TreesJudge:
+    """A scikit-learn classifier over the same features, as a judge (benchmark only)."""
+
+    explains = False
+
+    def __init__(self, index, clf, names, tag):
+        self.extractor, self.clf = FeatureExtractor(index, names), clf
+        self.key = self.name = f"trees-bench:{tag}"
+
+    def judge(self, question, candidates, context):
+        if not candidates:
+            return []
+        return self.clf.predict_proba(self.extractor.matrix(question, candidates, context))[:, 1].tolist()
+
+
+def section_trees(index, questions) -> None:
+    """Logistic regression against gradient-boosted trees with monotone constraints (the issue's
+    two options), one protocol: oracle examples of 2Wiki dev, 5 folds by question, each model
+    fitted on the training folds' examples and run as the judge on the held-out questions.
+    The trees keep scikit-learn's defaults: nothing is tuned."""
+    try:
+        from sklearn.ensemble import HistGradientBoostingClassifier
+    except ImportError:
+        print(
+            "\n## Logistic regression vs gradient-boosted trees: skipped (needs scikit-learn: pip install '.[trees]')"
+        )
+        return
+    names = tuple(FEATURES)
+    t0 = time.perf_counter()
+    examples = collect_examples(index, questions, teacher_for("oracle", index), names=names)
+    collect_s = time.perf_counter() - t0
+    by_id = {q.id: q for q in questions}
+    got: dict[str, dict[str, float]] = {"logistic": {}, "trees": {}}
+    fit_s = {"logistic": 0.0, "trees": 0.0}
+    run_s = {"logistic": 0.0, "trees": 0.0}
+    for k, fold in enumerate(folds_by_question(examples.questions)):
+        held = set(fold)
+        train = examples.subset([q for q in examples.questions if q not in held])
+        t = time.perf_counter()
+        logistic = LearnedJudge(index, model=fit_examples(train))
+        fit_s["logistic"] += time.perf_counter() - t
+        t = time.perf_counter()
+        clf = HistGradientBoostingClassifier(monotonic_cst=[int(n in MONOTONE_UP) for n in names], random_state=0)
+        clf.fit(train.X, (train.y >= 0.5).astype(int))
+        fit_s["trees"] += time.perf_counter() - t
+        for name, judge in (("logistic", logistic), ("trees", _TreesJudge(index, clf, names, str(k)))):
+            t = time.perf_counter()
+            for qid, m in held_out_metrics(index, [by_id[q] for q in fold], judge).items():
+                got[name][qid] = m["R@10"]
+            run_s[name] += time.perf_counter() - t
+    n = len(got["logistic"])
+    print(
+        f"\n## Logistic regression vs gradient-boosted trees (2Wiki dev, {n} questions, 5 folds by question, "
+        f"{len(examples.y)} oracle examples collected in {collect_s:.1f} s; the same features, {len(names)})\n"
+    )
+    for name in got:
+        print(
+            f"{name:9s} R@10 {_mean(got[name]):6.2f}  fits {fit_s[name]:6.2f} s  held-out runs "
+            f"{run_s[name] / n:.4f} s per question"
+        )
+    print(f"trees - logistic, R@10 per question: {_ci(got['trees'], got['logistic'])}")
+
+
+LEARNED_SECTIONS = ("2wiki", "loco", "select", "distil", "cost", "trees")
 
 
 def learned_sections(data: Path, work: Path, distil: str, repeats: int, sections=LEARNED_SECTIONS) -> None:
@@ -304,7 +410,11 @@ def learned_sections(data: Path, work: Path, distil: str, repeats: int, sections
         section_2wiki(*corpora["2wiki"])
     if "loco" in sections:
         section_loco(corpora)
+    if "select" in sections:
+        section_select(corpora)
     if "distil" in sections:
         section_distil(corpora, distil)
     if "cost" in sections:
         section_cost(*corpora["2wiki"], repeats)
+    if "trees" in sections:
+        section_trees(*corpora["2wiki"])
