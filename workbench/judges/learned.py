@@ -350,22 +350,31 @@ class LearnedJudge:
             groups = self._scored_in(question, candidates, context)
         out: list = [None] * len(candidates)
         features, intercept = self.model.features, self._intercept
+        names = np.array(features, dtype=object)
         for (X, contrib, named, scores), positions, rows in groups:
-            xs, parts = np.round(X[rows], 6).tolist(), np.round(contrib[rows], 6).tolist()
-            tops = np.argsort(-np.abs(contrib[rows]), axis=1, kind="stable")[:, :3].tolist()
-            plain = self._template(len(tops[0]) if tops else 0, False)
-            for j, i, x, part, top in zip(positions, rows, xs, parts, tops):
-                comp = dict(zip(features, x))
-                comp["contributions"] = dict(zip(features, part))
+            part = np.round(contrib[rows], 6)
+            top = np.argsort(-np.abs(contrib[rows]), axis=1, kind="stable")[:, :3]  # unrounded: no new ties
+            # the sentence's columns: each candidate's three largest contributions and their names
+            columns = (
+                [scores[i] for i in rows],
+                *[
+                    c
+                    for k in range(top.shape[1])
+                    for c in (names[top[:, k]], np.take_along_axis(part, top[:, k : k + 1], 1)[:, 0].tolist())
+                ],
+            )
+            plain = self._template(top.shape[1], False)
+            sentences = [plain % t for t in zip(*columns)]
+            xs, parts = np.round(X[rows], 6).tolist(), part.tolist()
+            for r, (j, i, sentence) in enumerate(zip(positions, rows, sentences)):
+                comp = dict(zip(features, xs[r]))
+                comp["contributions"] = dict(zip(features, parts[r]))
                 comp["intercept"] = intercept
-                score, by = scores[i], named[i]
-                top_parts = [v for k in top for v in (features[k], part[k])]
+                by = named[i]
                 if by:
                     comp["named_by"] = by
-                    sentence = self._template(len(top), True) % (score, by, *top_parts)
-                else:
-                    sentence = plain % (score, *top_parts)
-                comp["score"] = score
+                    sentence = self._template(top.shape[1], True) % (scores[i], by, *[c[r] for c in columns[1:]])
+                comp["score"] = scores[i]
                 out[j] = (sentence, comp)
         return out
 
