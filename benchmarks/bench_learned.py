@@ -281,6 +281,7 @@ def section_cost(index, questions, repeats: int) -> None:
 
     kinds = {"whole": whole, "bare": unexplained, "replay": replay}
     order = list(names.items())
+    each: dict[tuple, list[float]] = {}  # (kind, judge, question) -> seconds per repeat
     for r in range(repeats):
         sums = {(kind, name): 0.0 for kind in kinds for name in names}
         for k, q in enumerate(qs[:20]):
@@ -297,7 +298,9 @@ def section_cost(index, questions, repeats: int) -> None:
                             judge.explain(*call)
                     else:
                         Run(index, q, Params(), judge if kind == "whole" else Unexplained(judge)).run()
-                    sums[kind, name] += time.perf_counter() - t
+                    took = time.perf_counter() - t
+                    sums[kind, name] += took
+                    each.setdefault((kind, name, q.id), []).append(took)
         for (kind, name), total in sums.items():
             kinds[kind][name].append(total / len(qs[:20]))
     evals: dict[str, list[float]] = {"semantic": [], "learned (shipped, 12)": []}
@@ -314,10 +317,10 @@ def section_cost(index, questions, repeats: int) -> None:
         f"learned (shipped) {m:.4f} ({(m / s - 1) * 100:+.1f}%; paired per run: median "
         f"{statistics.median(ratios) * 100:+.1f}%, {ratios[0] * 100:+.1f}% to {ratios[-1] * 100:+.1f}%)"
     )
-    for label, times in (
-        ("whole question (H=2 run), explanations asked (the dashboard's and kept traces' path)", whole),
-        ("whole question, no explanations asked (eval's, experiments' and fit-judge's path)", unexplained),
-        ("the same judge calls, scored and explained", replay),
+    for label, kind, times in (
+        ("whole question (H=2 run), explanations asked (the dashboard's and kept traces' path)", "whole", whole),
+        ("whole question, no explanations asked (eval's, experiments' and fit-judge's path)", "bare", unexplained),
+        ("the same judge calls, scored and explained", "replay", replay),
     ):
         print(
             f"seconds per question, {label} (mean over 20 questions, each question run by every judge in "
@@ -328,9 +331,15 @@ def section_cost(index, questions, repeats: int) -> None:
         for name in list(names)[1:]:
             m = statistics.median(times[name])
             ratios = sorted(a / b - 1 for a, b in zip(times[name], times["semantic"]))
+            # robust to a slow repeat: each question's median over the repeats, then the mean over questions
+            med = {
+                j: statistics.mean(statistics.median(each[kind, j, q.id]) for q in qs[:20]) for j in (name, "semantic")
+            }
             print(
                 f"  {name} {m:.4f} ({(m / s - 1) * 100:+.1f}%; paired per run: median "
-                f"{statistics.median(ratios) * 100:+.1f}%, {ratios[0] * 100:+.1f}% to {ratios[-1] * 100:+.1f}%)"
+                f"{statistics.median(ratios) * 100:+.1f}%, {ratios[0] * 100:+.1f}% to {ratios[-1] * 100:+.1f}%; "
+                f"per-question medians: {med[name]:.4f} vs {med['semantic']:.4f}, "
+                f"{(med[name] / med['semantic'] - 1) * 100:+.1f}%)"
             )
 
 
