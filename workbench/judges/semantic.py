@@ -284,9 +284,8 @@ class SemanticJudge:
         use_model = "model" in self.signals and not (self.cjk == "coverage" and has_cjk(question))
         cov = self._coverage(question, candidates) if "coverage" in self.signals else None
         mod = self._model(question, candidates) if use_model and candidates else None
-        bridges = name_bridges(self.matcher, candidates, context) if "bridge" in self.signals else None
-        if bridges is None:
-            bridges = [(0.0, None)] * len(candidates)
+        no_bridge: list[tuple[float, dict | None]] = [(0.0, None)] * len(candidates)
+        bridges = name_bridges(self.matcher, candidates, context) if "bridge" in self.signals else no_bridge
         out = []
         for i, c in enumerate(candidates):
             comp: dict = {}
