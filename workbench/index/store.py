@@ -298,7 +298,7 @@ class Index:
         scored = self._bm25_rows(expression, weights)
         if scored is not None:
             rows, scores = scored
-            order = np.lexsort((rows, scores))[: max(limit, 0)]
+            order = bm25_order(rows, scores, limit)
             return list(zip(rows[order].tolist(), scores[order].tolist()))
         w1, w2, w3 = weights
         return self._fts(
@@ -527,6 +527,12 @@ class Index:
         index = cls(path)
         index.skipped = skipped_files(folder) if folder is not None else []
         return index
+
+
+def bm25_order(rows: np.ndarray, scores: np.ndarray, limit: int) -> np.ndarray:
+    """Positions of the first `limit` rows in `Index.search`'s order: best BM25 first (lower is
+    better, as FTS5 gives it), ties by lower unit id."""
+    return np.lexsort((rows, scores))[: max(limit, 0)]
 
 
 def corpus_fingerprint(units) -> str:

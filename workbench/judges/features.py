@@ -46,6 +46,7 @@ import math
 from collections import OrderedDict
 
 from workbench import text as textlib
+from workbench.index.store import bm25_order
 from workbench.judges.lexical import passage_tokens
 from workbench.judges.semantic import NameMatcher, name_bridges
 
@@ -73,8 +74,8 @@ _FIXED = 2**32  # idf in fixed point for the overlap bridge's exact integer sums
 
 
 def bm25_ranking(scores: dict, depth: int) -> list:
-    """The first `depth` unit ids of {unit id: BM25} in `Index.search`'s order (best first, ties:
-    lower id), from the scores already read: one BM25 query per question instead of two.
+    """The first `depth` unit ids of {unit id: BM25} in `Index.search`'s order (`bm25_order`), from
+    the scores already read: one BM25 query per question instead of two.
 
     >>> bm25_ranking({7: -2.0, 3: -5.0, 5: -2.0, 9: -1.0}, 3)
     [3, 5, 7]
@@ -85,7 +86,7 @@ def bm25_ranking(scores: dict, depth: int) -> list:
         return []
     ids = np.fromiter(scores.keys(), dtype=np.int64, count=len(scores))
     values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))
-    return ids[np.lexsort((ids, values))[:depth]].tolist()
+    return ids[bm25_order(ids, values, depth)].tolist()
 
 
 class FeatureError(ValueError):
