@@ -281,6 +281,7 @@ class LearnedJudge:
         self._intercept = round(model.bias, 6)
         self._lock = threading.Lock()
         self._templates: dict[tuple, str] = {}
+        self._feature_names = np.array(model.features, dtype=object)  # indexed by each row's top contributions
 
     def usage(self) -> dict:
         emb = self.extractor._embedder
@@ -349,19 +350,15 @@ class LearnedJudge:
         with self._lock:
             groups = self._scored_in(question, candidates, context)
         out: list = [None] * len(candidates)
-        features, intercept = self.model.features, self._intercept
-        names = np.array(features, dtype=object)
+        features, intercept, names = self.model.features, self._intercept, self._feature_names
         for (X, contrib, named, scores), positions, rows in groups:
             part = np.round(contrib[rows], 6)
             top = np.argsort(-np.abs(contrib[rows]), axis=1, kind="stable")[:, :3]  # unrounded: no new ties
+            labels, values = names[top], np.take_along_axis(part, top, axis=1)
             # the sentence's columns: each candidate's three largest contributions and their names
             columns = (
                 [scores[i] for i in rows],
-                *[
-                    c
-                    for k in range(top.shape[1])
-                    for c in (names[top[:, k]], np.take_along_axis(part, top[:, k : k + 1], 1)[:, 0].tolist())
-                ],
+                *[c for k in range(top.shape[1]) for c in (labels[:, k], values[:, k].tolist())],
             )
             plain = self._template(top.shape[1], False)
             sentences = [plain % t for t in zip(*columns)]
