@@ -269,12 +269,6 @@ def section_cost(index, questions, repeats: int) -> None:
     replay: dict[str, list[float]] = {name: [] for name in names}
     unexplained: dict[str, list[float]] = {name: [] for name in names}
 
-    class Unexplained:  # the same judge with no explanations asked: what scoring alone costs in a run
-        explains = False
-
-        def __init__(self, judge):
-            self.judge, self.key, self.name = judge.judge, judge.key, judge.name
-
     def forget():  # what a learned judge keeps per question must not outlive the run
         for judge in learners:
             judge.extractor.forget_questions()
@@ -297,7 +291,7 @@ def section_cost(index, questions, repeats: int) -> None:
                             judge.judge(*call)
                             judge.explain(*call)
                     else:
-                        Run(index, q, Params(), judge if kind == "whole" else Unexplained(judge)).run()
+                        Run(index, q, Params(), judge, explain=kind == "whole").run()  # bare: scoring alone
                     took = time.perf_counter() - t
                     sums[kind, name] += took
                     each.setdefault((kind, name, q.id), []).append(took)
