@@ -66,6 +66,18 @@ def test_a_failing_judge_stops_with_exit_1_and_no_figures(world, mode, message):
     assert "1 finished record(s) kept" in proc.stderr
 
 
+def test_a_run_whose_first_question_fails_names_no_resume_file(world):
+    """Nothing finished, nothing kept: the message must not point at a resume file that was never written."""
+    out = world["root"] / "out.json"
+    write_questions(world["q"], [q for q in QUESTIONS if q["_id"] == "q2"])  # the failing question alone
+    set_mode(world, "raise")
+    proc = _eval(world, out)
+    assert proc.returncode == 1 and "question 'q2' failed at round 0" in proc.stderr
+    assert not (world["root"] / "out.json.partial.jsonl").exists()
+    assert "no question had finished, so nothing was kept" in proc.stderr
+    assert "finished record(s) kept" not in proc.stderr
+
+
 def test_resume_after_the_judge_is_fixed_equals_a_clean_run(world):
     out, clean = world["root"] / "out.json", world["root"] / "clean.json"
     set_mode(world, "raise")

@@ -298,12 +298,17 @@ def fmt(v) -> str:
     return "–" if v is None else f"{v:.2f}"
 
 
+def kept_records(resume: Path) -> str:
+    """What a stopped run leaves to resume from, said truly: no resume file is named when none was written."""
+    kept = len(load_resume(resume))
+    return f"{kept} finished record(s) kept in {resume}" if kept else "no question had finished, so nothing was kept"
+
+
 def failed(args, exc: QuestionFailed, resume: Path) -> int:
     """Exit 1 at the first failed question: say which, where, why, and what is kept."""
-    kept = len(load_resume(resume))
     print(f"sag2wb {args.command}: error: {exc}", file=sys.stderr)
     print(
-        f"sag2wb {args.command}: no results written; {kept} finished record(s) kept in {resume}: fix the cause "
+        f"sag2wb {args.command}: no results written; {kept_records(resume)}: fix the cause "
         f"and rerun the same command to resume (or pass --keep-going to skip failing questions)",
         file=sys.stderr,
     )
@@ -311,10 +316,8 @@ def failed(args, exc: QuestionFailed, resume: Path) -> int:
 
 
 def interrupted(args, resume: Path) -> int:
-    kept = len(load_resume(resume))
     print(
-        f"sag2wb {args.command}: interrupted; {kept} finished record(s) kept in {resume}: "
-        f"rerun the same command to resume",
+        f"sag2wb {args.command}: interrupted; {kept_records(resume)}: rerun the same command to resume",
         file=sys.stderr,
     )
     return safeio.EXIT_INTERRUPTED
