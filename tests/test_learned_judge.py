@@ -503,4 +503,6 @@ def test_an_explanation_is_the_same_whichever_call_scored_the_candidate(enc):
     fresh = LearnedJudge(enc).explain(q, items[:20], context)  # nothing scored: scored on asking
     mixed = judge.explain(q, items[15:25], context)  # rows of two calls
     assert right_after == later == fresh and mixed == right_after[15:] + judge.explain(q, items[20:25], context)
+    # every row of one call, in another order: its rows are read in that order, not the call's
+    assert judge.explain(q, items[:20][::-1], context) == right_after[::-1]
     assert [s for s, _ in right_after] != [right_after[0][0]] * 20  # the explanations differ per candidate
