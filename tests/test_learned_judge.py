@@ -253,6 +253,19 @@ def test_a_judge_served_as_jev_is_distilled_from_its_cache(enc, study, tmp_path,
     assert data["train_agreement_spearman"] > 0.5 and data["cv"]["folds"] == 2
 
 
+def test_the_same_fit_twice_is_the_same_file(enc, tmp_path, capsys):
+    """Nothing that varies between runs (timings) is in the file: refitting the same inputs gives the
+    same bytes, so the same sha256, cache keys and trace names."""
+    six = tmp_path / "six.jsonl"
+    six.write_text("".join((ENC / "questions.jsonl").read_text().splitlines(True)[:6]))
+    outs = [tmp_path / "a.json", tmp_path / "b.json"]
+    for out in outs:
+        args = ["fit-judge", "--db", str(enc.path), "--questions", str(six), "--out", str(out), "--folds", "2"]
+        assert main(args + ["--features", "coverage,bridge,title_in_question", "--quiet"]) == 0, capsys.readouterr()
+    assert " s\n" in capsys.readouterr().out  # the time is still said
+    assert outs[0].read_bytes() == outs[1].read_bytes() and "seconds" not in json.loads(outs[0].read_text())
+
+
 def test_fit_judge_never_overwrites_a_file_that_is_not_a_model(enc, tmp_path, capsys):
     out = tmp_path / "notes.json"
     out.write_text('{"mine": true}')

@@ -144,6 +144,9 @@ def cmd_fit_judge(args) -> int:
         "questions_sha256": safeio.file_sha256(args.questions),
         "params": params.to_dict() if hasattr(params, "to_dict") else str(params),
     }
+    # how long it took is said, not stored: the same fit on the same inputs is the same file (and sha256,
+    # and so the same cache keys and trace names)
+    seconds = info.pop("seconds")
     model.info = info
     text = model_json(model)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -159,7 +162,7 @@ def cmd_fit_judge(args) -> int:
     print(
         f"learned:{out}: {info['examples']} examples from {info['questions']} questions ({info['targets']}); "
         f"cross-validated R@5 {_fmt(cv['R@5'])}  R@10 {_fmt(cv['R@10'])}  AE@10 {_fmt(cv['AE@10'])} over "
-        f"{cv['folds']} folds; sha256 {sha[:12]}; {info['seconds']['total']:.1f} s"
+        f"{cv['folds']} folds; sha256 {sha[:12]}; {seconds['total']:.1f} s"
     )
     return safeio.EXIT_OK
 
