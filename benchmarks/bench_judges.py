@@ -221,8 +221,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--learned-sections",
-        default="2wiki,loco,select,distil,cost,trees",
-        help="with --only learned: which of its sections (comma-separated: 2wiki, loco, select, distil, cost, trees)",
+        default="2wiki,loco,select,variants,distil,cost,trees",
+        help="with --only learned: which of its sections (comma-separated: 2wiki, loco, select, variants, distil, "
+        "cost, trees)",
     )
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-ablation", action="store_true")

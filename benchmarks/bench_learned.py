@@ -8,6 +8,9 @@
    fitted on the training folds only), side by side, with paired intervals against `semantic`.
 2. Leave one corpus out: fitted on the other corpora (oracle teacher), tested on each of 2Wiki
    dev, the HotpotQA sample, the encyclopedia and the internal docs, beside BM25 and `lexical`.
+   `select` picks the recipe's l2 and weighting by leaving one passage corpus out; `variants`
+   runs the same leave-one-out with context weights relative to the context's best score (the
+   default) and with the previous score itself, plus one DAgger round.
 3. Distillation: the semantic judge served as if it were JEV (`JudgeServer`, the JEV client and
    its cache), a student fitted on that cache (`teacher_for("cache:DIR")`): R@10 of each and
    the rank correlation of the student's held-out scores with the teacher's.
@@ -43,6 +46,7 @@ from workbench.runs.training import (
     fit_judge,
     folds_by_question,
     held_out_metrics,
+    on_policy_examples,
     spearman,
     teacher_for,
 )
@@ -163,7 +167,7 @@ def section_select(corpora: dict) -> None:
             w = np.zeros(len(tags))
             for t in set(tags):
                 w[tags == t] = 1.0 / (tags == t).sum()
-        return fit_logistic(ex.X, ex.y, ex.features, l2=l2, sample_weight=w)
+        return fit_logistic(ex.X, ex.y, ex.features, l2=l2, sample_weight=w, context_weights=ex.context_weights)
 
     def r10(k, model):
         ix, qs = corpora[k]
@@ -346,8 +350,8 @@ class _TreesJudge:
 
     explains = False
 
-    def __init__(self, index, clf, names, tag):
-        self.extractor, self.clf = FeatureExtractor(index, names), clf
+    def __init__(self, index, clf, names, tag, context_weights):
+        self.extractor, self.clf = FeatureExtractor(index, names, context_weights=context_weights), clf
         self.key = self.name = f"trees-bench:{tag}"
 
     def judge(self, question, candidates, context):
@@ -386,7 +390,10 @@ def section_trees(index, questions) -> None:
         clf = HistGradientBoostingClassifier(monotonic_cst=[int(n in MONOTONE_UP) for n in names], random_state=0)
         clf.fit(train.X, (train.y >= 0.5).astype(int))
         fit_s["trees"] += time.perf_counter() - t
-        for name, judge in (("logistic", logistic), ("trees", _TreesJudge(index, clf, names, str(k)))):
+        for name, judge in (
+            ("logistic", logistic),
+            ("trees", _TreesJudge(index, clf, names, str(k), examples.context_weights)),
+        ):
             t = time.perf_counter()
             for qid, m in held_out_metrics(index, [by_id[q] for q in fold], judge).items():
                 got[name][qid] = m["R@10"]
@@ -404,7 +411,54 @@ def section_trees(index, questions) -> None:
     print(f"trees - logistic, R@10 per question: {_ci(got['trees'], got['logistic'])}")
 
 
-LEARNED_SECTIONS = ("2wiki", "loco", "select", "distil", "cost", "trees")
+def section_variants(corpora: dict) -> None:
+    """Leave one corpus out for the changes aimed at carrying over to a corpus not fitted on:
+    context weights relative to the context's best score (the default since they were measured
+    here) against the previous score itself, and one round of the model's own trajectories
+    labelled by the oracle (DAgger, `on_policy_examples`) on the latter."""
+    from dataclasses import replace
+
+    from workbench.judges.embeddings import Embedder
+
+    emb = Embedder()
+    tagged = {k: [replace(q, id=f"{k}/{q.id}") for q in qs] for k, (ix, qs) in corpora.items()}
+    by = {
+        w: {k: collect_many([(k, *corpora[k])], embedder=emb, context_weights=w) for k in corpora}
+        for w in ("previous", "relative")
+    }
+
+    def r10(k, model):  # the judge computes its rows with the model's own context weights
+        ix, qs = corpora[k]
+        return _mean(
+            {q: v["R@10"] for q, v in held_out_metrics(ix, qs, LearnedJudge(ix, model=model, embedder=emb)).items()}
+        )
+
+    def fit_without(k, w, extra=()):
+        return fit_examples(functools.reduce(lambda a, b: a + b, [by[w][o] for o in corpora if o != k] + list(extra)))
+
+    print(
+        "\n## Leave one corpus out: context weights, and one DAgger round (oracle teacher, 13 features, l2 0.1)\n\n"
+        f"{'corpus':14s} {'bm25':>7s} {'lexical':>8s} {'previous':>9s} {'+DAgger':>8s} {'relative':>9s}"
+    )
+    for k, (ix, qs) in corpora.items():
+        plain = fit_without(k, "previous")
+        extra = [
+            on_policy_examples(corpora[o][0], tagged[o], teacher_for("oracle", corpora[o][0]), plain)
+            for o in corpora
+            if o != k
+        ]
+        fixed = {
+            j: _mean({q: v["R@10"] for q, v in held_out_metrics(ix, qs, make_judge(j, ix)).items()})
+            for j in ("bm25", "lexical")
+        }
+        print(
+            f"{k:14s} {fixed['bm25']:7.2f} {fixed['lexical']:8.2f} {r10(k, plain):9.2f} "
+            f"{r10(k, fit_without(k, 'previous', extra)):8.2f} {r10(k, fit_without(k, 'relative')):9.2f}",
+            flush=True,
+        )
+
+
+LEARNED_SECTIONS = ("2wiki", "loco", "select", "variants", "distil", "cost", "trees")
 
 
 def learned_sections(data: Path, work: Path, distil: str, repeats: int, sections=LEARNED_SECTIONS) -> None:
@@ -415,6 +469,8 @@ def learned_sections(data: Path, work: Path, distil: str, repeats: int, sections
         section_loco(corpora)
     if "select" in sections:
         section_select(corpora)
+    if "variants" in sections:
+        section_variants(corpora)
     if "distil" in sections:
         section_distil(corpora, distil)
     if "cost" in sections:

@@ -16,7 +16,7 @@ from workbench.cli.main import main
 from workbench.engine import Run, judge_items
 from workbench.index.corpora import load_questions
 from workbench.index.store import open_or_build
-from workbench.judges.features import FEATURES, FeatureExtractor
+from workbench.judges.features import FEATURES, FeatureError, FeatureExtractor
 from workbench.judges.learned import (
     LearnedJudge,
     LearnedModelError,
@@ -28,6 +28,7 @@ from workbench.judges.learned import (
 from workbench.runs.training import (
     MIN_EXAMPLES,
     collect_examples,
+    fit_examples,
     fit_judge,
     folds_by_question,
     spearman,
@@ -147,6 +148,57 @@ def test_features_are_what_the_judge_call_shows(enc):
     assert r2[0]["bridge"] == 0.9 and r2[0]["_named_by"] == "Glass Harbour"
     assert r2[0]["bridge_coverage"] == pytest.approx(r0[0]["coverage"])  # the film passage's own coverage
     assert r0[0]["bm25_rank"] > 0 and 0 < r0[0]["bm25"] <= 1
+
+
+def test_relative_context_weights_by_hand(enc):
+    """The film's passage (previous score 0.04) names the director; another context passage has
+    the context's best score, 0.08. Relative weights: the bridge is 0.04 / 0.08 = 0.5 instead of
+    0.04, and the overlap bridge is scaled by the same 1 / 0.08; nothing else changes."""
+    ids = {t: i for i, t in enc.documents.items()}
+    film, director, other = judge_items(enc, [ids["Glass Harbour"], ids["Élodie Marchetti"], ids["Brindmoor"]])
+    q = "Where was the director of Glass Harbour born?"
+    context = [dict(film, previous_score=0.04), dict(other, previous_score=0.08)]
+    plain = FeatureExtractor(enc, NO_MODEL).rows(q, [director], context)[0]
+    rel = FeatureExtractor(enc, NO_MODEL, context_weights="relative").rows(q, [director], context)[0]
+    assert plain["bridge"] == 0.04 and rel["bridge"] == 0.5 and rel["_named_by"] == "Glass Harbour"
+    assert plain["overlap_bridge"] > 0 and rel["overlap_bridge"] == pytest.approx(plain["overlap_bridge"] / 0.08)
+    assert rel["coverage_x_bridge"] == pytest.approx(rel["coverage"] * 0.5)
+    same = ("coverage", "bridge_coverage", "title_in_question", "title_overlap", "bm25", "bm25_rank", "round2")
+    assert {k: rel[k] for k in same} == {k: plain[k] for k in same}
+    # before the final round every weight is 1 either way; a context scored all 0 bridges nothing
+    assert FeatureExtractor(enc, NO_MODEL, context_weights="relative").rows(q, [director], [film])[0]["bridge"] == 1.0
+    zero = [dict(film, previous_score=0.0)]
+    assert FeatureExtractor(enc, NO_MODEL, context_weights="relative").rows(q, [director], zero)[0]["bridge"] == 0.0
+    with pytest.raises(FeatureError, match="context weights 'max'"):
+        FeatureExtractor(enc, NO_MODEL, context_weights="max")
+
+
+def test_a_model_keeps_the_context_weights_it_was_fitted_with(enc, tmp_path):
+    """The weights are the model file's (and so its sha256's): the judge computes its rows as the
+    examples were computed. A file without the field (fitted before it existed) is "previous" and
+    keeps its bytes; an unknown value is a named error; examples of two weightings do not mix."""
+    from workbench.judges.learned import save_model
+
+    qs = load_questions(ENC / "questions.jsonl")[:6]
+    names = ("coverage", "bridge", "title_in_question")
+    got = {}
+    for w in ("previous", "relative"):
+        ex = collect_examples(enc, qs, teacher_for("oracle", enc), names=names, context_weights=w)
+        model = fit_examples(ex)
+        path = tmp_path / f"{w}.json"
+        save_model(model, path)
+        got[w] = (ex, json.loads(path.read_text()), LearnedJudge(enc, path))
+    assert "context_weights" not in got["previous"][1]["model"]
+    assert got["relative"][1]["model"]["context_weights"] == "relative"
+    assert [j.extractor.context_weights for _, _, j in got.values()] == ["previous", "relative"]
+    assert got["previous"][2].sha256 != got["relative"][2].sha256
+    with pytest.raises(ValueError, match="cannot be fitted together"):
+        got["previous"][0] + got["relative"][0]
+    bad = _rewrite(
+        tmp_path / "relative.json", tmp_path / "bad.json", lambda d: d["model"].update(context_weights="max"), True
+    )
+    with pytest.raises(LearnedModelError, match="context_weights 'max'"):
+        LearnedJudge(enc, bad)
 
 
 # ---- the CLI and the file -----------------------------------------------------------------------

@@ -16,10 +16,18 @@ from workbench import safeio
 from workbench.cli.common import number, path_option
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
-from workbench.judges.features import FEATURES, MODEL_FEATURES, FeatureError, check_names
+from workbench.judges.features import CONTEXT_WEIGHTS, FEATURES, MODEL_FEATURES, FeatureError, check_names
 from workbench.judges.learned import DEFAULT_L2, SCHEMA, model_json
 from workbench.params import Params
-from workbench.runs.training import DEFAULT_FOLDS, MIN_EXAMPLES, MIN_QUESTIONS, TrainingError, fit_judge, teacher_for
+from workbench.runs.training import (
+    DEFAULT_CONTEXT_WEIGHTS,
+    DEFAULT_FOLDS,
+    MIN_EXAMPLES,
+    MIN_QUESTIONS,
+    TrainingError,
+    fit_judge,
+    teacher_for,
+)
 
 
 def add_parser(sub) -> None:
@@ -51,6 +59,13 @@ def add_parser(sub) -> None:
         help=f"comma-separated subset of: {', '.join(FEATURES)} (default all; --no-model drops the model's)",
     )
     p.add_argument("--no-model", action="store_true", help="no embedding-model features (no model is loaded)")
+    p.add_argument(
+        "--context-weights",
+        choices=CONTEXT_WEIGHTS,
+        default=DEFAULT_CONTEXT_WEIGHTS,
+        help="how the bridge features weigh a context passage: its previous score over the context's best "
+        f"(relative) or the previous score itself (previous, the first fits' rule); default {DEFAULT_CONTEXT_WEIGHTS}",
+    )
     p.add_argument(
         "--on-policy", action="store_true", help="add the model's own trajectories, labelled by the teacher (DAgger)"
     )
@@ -136,6 +151,7 @@ def cmd_fit_judge(args) -> int:
         params=params,
         teacher_name=args.teacher,
         report=fold_line,
+        context_weights=args.context_weights,
     )
     info["fitted_on"] = {
         "db": str(args.db),

@@ -26,6 +26,14 @@ Features (`FEATURES`, version `FEATURES_VERSION`; docs/judges.md, "The learned j
 - **cosine_x_bridge**, **coverage_x_bridge**: products, so that the bridge can weigh
   differently for relevant and irrelevant passages (the semantic judge's noisy-or does this).
 
+**Context weights** (`context_weights`, stored in the model file): the bridges' weight of a
+context passage is its previous score (`"previous"`, version 1's rule and the semantic judge's),
+or that score over the best previous score in the context (`"relative"`, `relative_context`):
+the bridges then do not depend on how confident the judge that scored the context was. A
+model fitted on the oracle's 0/1 scores meets its own, much lower, scores when it drives, and on
+a corpus it was not fitted on they are lower still; relative weights keep the scale it was
+fitted on. Before the final round every weight is 1 either way.
+
 What a judge is not given cannot be a feature: the candidate's retrieval rank in its round
 and the kind of term that brought it in (name, title phrase, ...) are the engine's, not the
 judge's, and a judge served over HTTP never sees them.
@@ -89,6 +97,30 @@ def bm25_ranking(scores: dict, depth: int) -> list:
     return ids[bm25_order(ids, values, depth)].tolist()
 
 
+CONTEXT_WEIGHTS = ("previous", "relative")
+
+
+def relative_context(context: list[dict]) -> list[dict]:
+    """The context with each previous score divided by the context's best (0 when the best is 0);
+    passages without a previous score (before the final round) are left as they are.
+
+    >>> [c.get("previous_score") for c in relative_context(
+    ...     [{"previous_score": 0.04}, {"previous_score": 0.01}, {"previous_score": 0.0}])]
+    [1.0, 0.25, 0.0]
+    >>> relative_context([{"unit_id": 1}])   # round 1: no previous scores, every weight is 1
+    [{'unit_id': 1}]
+    """
+    best = max((c["previous_score"] for c in context if c.get("previous_score") is not None), default=None)
+    if best is None or best == 1.0:
+        return context
+    return [
+        c
+        if c.get("previous_score") is None
+        else {**c, "previous_score": c["previous_score"] / best if best > 0 else 0.0}
+        for c in context
+    ]
+
+
 class FeatureError(ValueError):
     """A feature name this code does not compute."""
 
@@ -108,9 +140,14 @@ class FeatureExtractor:
     """Rows of features (`rows`, dicts) or a matrix (`matrix`, numpy) for one judge call.
     `embedder`: an Embedder, made on first use when a model feature is asked for."""
 
-    def __init__(self, index, names=tuple(FEATURES), *, embedder=None, cache_dir=None) -> None:
+    def __init__(
+        self, index, names=tuple(FEATURES), *, embedder=None, cache_dir=None, context_weights: str = "previous"
+    ) -> None:
+        if context_weights not in CONTEXT_WEIGHTS:
+            raise FeatureError(f"context weights {context_weights!r}: choose from {', '.join(CONTEXT_WEIGHTS)}")
         self.index = index
         self.names = check_names(names)
+        self.context_weights = context_weights
         self.cache_dir = cache_dir
         self._embedder = embedder
         self.matcher = NameMatcher()
@@ -232,6 +269,8 @@ class FeatureExtractor:
         cols: dict[str, list[float]] = {}
         round1 = float(bool(context) and all(c.get("previous_score") is None for c in context))
         round2 = float(any(c.get("previous_score") is not None for c in context))
+        if self.context_weights == "relative":
+            context = relative_context(context)
         if "round1" in names:
             cols["round1"] = [round1] * n
         if "round2" in names:

@@ -9,8 +9,9 @@ cross-entropy against targets in [0, 1] (soft targets: a teacher's probabilities
 whatever the order of the examples' features, and fits 30,000 examples in well under a second.
 
 The model file (`save_model` / `load_model`) is JSON: its schema name and version, the
-features' version and names, the standardisation, weights and intercept, what it was fitted
-on and its cross-validation, and `sha256` (of the canonical JSON of everything else). A file
+features' version and names, the standardisation, weights and intercept, the context weights
+(`model.context_weights`, when not "previous"), what it was fitted on and its cross-validation,
+and `sha256` (of the canonical JSON of everything else). A file
 that is missing, not JSON, of another schema or version, fitted on other features, or whose
 content no longer matches its sha256 is a `LearnedModelError` (exit 2). The sha256 is in the
 judge's cache key and its name (the trace's judge).
@@ -38,7 +39,14 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.judges.features import FEATURES, FEATURES_VERSION, FeatureError, FeatureExtractor, check_names
+from workbench.judges.features import (
+    CONTEXT_WEIGHTS,
+    FEATURES,
+    FEATURES_VERSION,
+    FeatureError,
+    FeatureExtractor,
+    check_names,
+)
 from workbench.judges.semantic import context_key
 from workbench.judgment import JudgeError
 from workbench.safeio import InputError
@@ -65,6 +73,7 @@ class LogisticModel:
     bias: float
     l2: float = DEFAULT_L2
     info: dict = field(default_factory=dict)
+    context_weights: str = "previous"  # how the bridges weigh context passages (features.CONTEXT_WEIGHTS)
 
     def logits(self, X) -> np.ndarray:
         Z = (np.asarray(X, dtype=np.float64) - self.mean) / self.std
@@ -96,6 +105,9 @@ class LogisticModel:
                 "std": [float(v) for v in self.std],
                 "weights": [float(v) for v in self.weights],
                 "bias": float(self.bias),
+                # written only when not version 1's rule: a file fitted before the choice existed
+                # keeps its bytes and sha256
+                **({} if self.context_weights == "previous" else {"context_weights": self.context_weights}),
             },
             **{k: v for k, v in self.info.items() if k not in ("schema", "version", "features", "model", "sha256")},
         }
@@ -105,7 +117,16 @@ def _sigmoid(z):
     return 1.0 / (1.0 + np.exp(-np.clip(z, -40, 40)))
 
 
-def fit_logistic(X, y, features, *, l2: float = DEFAULT_L2, sample_weight=None, iterations: int = 50) -> LogisticModel:
+def fit_logistic(
+    X,
+    y,
+    features,
+    *,
+    l2: float = DEFAULT_L2,
+    sample_weight=None,
+    iterations: int = 50,
+    context_weights: str = "previous",
+) -> LogisticModel:
     """L2-regularised logistic regression by Newton's method on standardised features;
     `y` in [0, 1] (hard labels or a teacher's probabilities)."""
     X = np.asarray(X, dtype=np.float64)
@@ -150,7 +171,10 @@ def fit_logistic(X, y, features, *, l2: float = DEFAULT_L2, sample_weight=None, 
         beta, previous, current = trial, current, new
         if float(np.max(np.abs(t * step))) < 1e-9 or previous - current < 1e-13:
             break
-    return LogisticModel(tuple(features), mean, std, beta[1:].copy(), float(beta[0]), float(l2))
+    # context_weights: what the rows were computed with, so that the judge computes its rows the same way
+    return LogisticModel(
+        tuple(features), mean, std, beta[1:].copy(), float(beta[0]), float(l2), context_weights=context_weights
+    )
 
 
 # ---- the file ------------------------------------------------------------------------------
@@ -223,7 +247,11 @@ def load_model(path) -> tuple[LogisticModel, str]:
         mean, std, weights = (np.asarray(m[key], dtype=np.float64) for key in ("mean", "std", "weights"))
         if m.get("kind") != "logistic-l2" or any(a.shape != (k,) for a in (mean, std, weights)) or not np.all(std > 0):
             raise ValueError("model arrays do not match the features")
-        model = LogisticModel(names, mean, std, weights, float(m["bias"]), float(m.get("l2", DEFAULT_L2)), info=data)
+        weighting = m.get("context_weights", "previous")
+        if weighting not in CONTEXT_WEIGHTS:
+            raise ValueError(f"context_weights {weighting!r} is none of {', '.join(CONTEXT_WEIGHTS)}")
+        l2 = float(m.get("l2", DEFAULT_L2))
+        model = LogisticModel(names, mean, std, weights, float(m["bias"]), l2, info=data, context_weights=weighting)
     except FeatureError as exc:
         raise LearnedModelError(f"{where}: fitted on other features ({exc})") from None
     except (KeyError, TypeError, ValueError) as exc:
@@ -271,7 +299,9 @@ class LearnedJudge:
         assert sha256 is not None
         self.model, self.sha256, self.path = model, sha256, path
         self.index = index
-        self.extractor = FeatureExtractor(index, model.features, embedder=embedder, cache_dir=cache_dir)
+        self.extractor = FeatureExtractor(
+            index, model.features, embedder=embedder, cache_dir=cache_dir, context_weights=model.context_weights
+        )
         self.name = name or f"{label} (sha256 {sha256[:12]})"
         config: dict[str, str | None] = {"sha256": sha256}
         if self.extractor.needs_model:
