@@ -34,7 +34,7 @@ from _common import REPO, need
 from workbench.index.corpora import load_questions
 from workbench.index.store import open_or_build
 from workbench.judges.features import FEATURES, FeatureExtractor
-from workbench.judges.learned import LearnedJudge, fit_logistic, save_model
+from workbench.judges.learned import DEFAULT_L2, LearnedJudge, fit_logistic, save_model
 from workbench.judges.registry import make_judge
 from workbench.params import Params
 from workbench.runs.experiment import Config, Experiment, paired_interval
@@ -437,7 +437,8 @@ def section_variants(corpora: dict) -> None:
         return fit_examples(functools.reduce(lambda a, b: a + b, [by[w][o] for o in corpora if o != k] + list(extra)))
 
     print(
-        "\n## Leave one corpus out: context weights, and one DAgger round (oracle teacher, 13 features, l2 0.1)\n\n"
+        "\n## Leave one corpus out: context weights, and one DAgger round "
+        f"(oracle teacher, 13 features, l2 {DEFAULT_L2:g})\n\n"
         f"{'corpus':14s} {'bm25':>7s} {'lexical':>8s} {'previous':>9s} {'+DAgger':>8s} {'relative':>9s}"
     )
     for k, (ix, qs) in corpora.items():

@@ -53,7 +53,10 @@ from workbench.safeio import InputError
 
 SCHEMA = "sag2wb-learned-judge"
 SCHEMA_VERSION = 1
-DEFAULT_L2 = 0.1
+# chosen by `bench_judges.py --only learned --learned-sections select`: leave one passage corpus out
+# among 2Wiki, HotpotQA and the encyclopedia (never the internal docs); with relative context
+# weights it picks 1 (mean R@10 90.44, against 90.33 for 0.1: within noise, but the rule's choice)
+DEFAULT_L2 = 1.0
 DEFAULT_MODEL = "default_learned_judge.json"  # package data beside this module
 
 

@@ -457,7 +457,7 @@ def _sum(parts: list[Examples]) -> Examples:
 def fit_default(
     work, *, two_wiki=None, l2: float = DEFAULT_L2, names=SHIPPED_FEATURES, embedder=None, report=None
 ) -> LogisticModel:
-    """The shipped default: fitted (oracle teacher, `SHIPPED_FEATURES`, l2 0.1, examples unweighted,
+    """The shipped default: fitted (oracle teacher, `SHIPPED_FEATURES`, l2 `DEFAULT_L2`, examples unweighted,
     relative context weights)
     on the bundled encyclopedia and, given `two_wiki` = (corpus path, questions path), the
     2WikiMultiHopQA dev questions. The bundled internal docs are kept out of the fit, so that
