@@ -84,6 +84,11 @@ def _mean(d) -> float:
     return sum(d.values()) / len(d)
 
 
+def _r10(index, questions, judge) -> float:
+    """Mean R@10 of the policy driven by `judge` on `questions`."""
+    return _mean({q: v["R@10"] for q, v in held_out_metrics(index, questions, judge).items()})
+
+
 def section_2wiki(index, questions) -> None:
     t0 = time.perf_counter()
     results = Experiment(index, questions, [Config(j, Params(), j) for j in FIXED], progress=False).run()
@@ -139,11 +144,8 @@ def section_loco(corpora: dict) -> None:
     for k, (ix, qs) in corpora.items():
         train = functools.reduce(lambda a, b: a + b, [exs[o] for o in exs if o != k])
         model = fit_examples(train)
-        got = {
-            j: _mean({q: v["R@10"] for q, v in held_out_metrics(ix, qs, make_judge(j, ix)).items()})
-            for j in ("bm25", "lexical", "semantic")
-        }
-        learned = _mean({q: v["R@10"] for q, v in held_out_metrics(ix, qs, LearnedJudge(ix, model=model)).items()})
+        got = {j: _r10(ix, qs, make_judge(j, ix)) for j in ("bm25", "lexical", "semantic")}
+        learned = _r10(ix, qs, LearnedJudge(ix, model=model))
         best = max(got["bm25"], got["lexical"])
         verdict = "met" if learned >= best - 1e-9 else f"not met ({learned - best:+.2f})"
         print(
@@ -171,7 +173,7 @@ def section_select(corpora: dict) -> None:
 
     def r10(k, model):
         ix, qs = corpora[k]
-        return _mean({q: v["R@10"] for q, v in held_out_metrics(ix, qs, LearnedJudge(ix, model=model)).items()})
+        return _r10(ix, qs, LearnedJudge(ix, model=model))
 
     print(
         "\n## The recipe's choices, selected without the internal docs (oracle teacher, 13 features)\n\n"
@@ -429,9 +431,7 @@ def section_variants(corpora: dict) -> None:
 
     def r10(k, model):  # the judge computes its rows with the model's own context weights
         ix, qs = corpora[k]
-        return _mean(
-            {q: v["R@10"] for q, v in held_out_metrics(ix, qs, LearnedJudge(ix, model=model, embedder=emb)).items()}
-        )
+        return _r10(ix, qs, LearnedJudge(ix, model=model, embedder=emb))
 
     def fit_without(k, w, extra=()):
         return fit_examples(functools.reduce(lambda a, b: a + b, [by[w][o] for o in corpora if o != k] + list(extra)))
@@ -448,10 +448,7 @@ def section_variants(corpora: dict) -> None:
             for o in corpora
             if o != k
         ]
-        fixed = {
-            j: _mean({q: v["R@10"] for q, v in held_out_metrics(ix, qs, make_judge(j, ix)).items()})
-            for j in ("bm25", "lexical")
-        }
+        fixed = {j: _r10(ix, qs, make_judge(j, ix)) for j in ("bm25", "lexical")}
         print(
             f"{k:14s} {fixed['bm25']:7.2f} {fixed['lexical']:8.2f} {r10(k, plain):9.2f} "
             f"{r10(k, fit_without(k, 'previous', extra)):8.2f} {r10(k, fit_without(k, 'relative')):9.2f}",
