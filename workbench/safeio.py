@@ -167,6 +167,42 @@ def clean_stale_temps(directory, name: str | None = None) -> list[Path]:
     return removed
 
 
+def read_json(path, what: str | None = None):
+    """A JSON file's value, or an `InputError` naming the file and what is wrong: unreadable,
+    not UTF-8, not JSON (with line and column), nested too deeply for Python's parser, or a
+    number too long to read (Python's int-digit limit). `what` names the file's role in
+    the message (e.g. "--judge learned:J.json").
+
+    >>> atomic_write_text("deep.json", "[" * 100000 + "]" * 100000)
+    >>> read_json("deep.json", "model file")
+    Traceback (most recent call last):
+    ...
+    workbench.safeio.InputError: model file deep.json: JSON nested too deeply to read; ...
+    """
+    name = f"{what} {path}" if what else str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{name}: not UTF-8 text; give a JSON file") from None
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+    return parse_json(text, name)
+
+
+def parse_json(text: str, name: str):
+    """`json.loads(text)`, with every failure an `InputError` that starts with `name`."""
+    import json
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{name}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{name}: JSON nested too deeply to read; give a file as sag2wb writes it") from None
+    except ValueError as exc:  # e.g. an integer past Python's digit limit
+        raise InputError(f"{name}: a value cannot be read ({exc}); give a file as sag2wb writes it") from None
+
+
 def file_sha256(path) -> str:
     """Hex sha256 of a file's bytes, read in 1 MiB blocks (model checks, update manifests)."""
     import hashlib
