@@ -1,6 +1,8 @@
 """The package's shape, for the closing notes of structural changes: modules and lines per
 package, import circles (function-local imports included), function-local imports, the
-longest functions and modules over 600 lines.
+longest functions and modules over 600 lines, functions with more than 6 parameters, `noqa` and
+`type: ignore` comments, and docstring coverage of public names (a public module's functions,
+classes and methods whose names do not start with `_`).
 
     python benchmarks/package_shape.py [ROOT]      # ROOT: a checkout (default: this one)
 """
@@ -51,6 +53,9 @@ def main(root: Path) -> None:
     functions = []
     per_package: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     big = []
+    many_params: list[tuple[int, str]] = []
+    suppressions = {"noqa": 0, "type: ignore": 0}
+    public, documented = 0, 0
     for f in files:
         name = module_name(root, f)
         text = f.read_text(encoding="utf-8")
@@ -61,6 +66,12 @@ def main(root: Path) -> None:
         if lines > 600:
             big.append((lines, name))
         tree = ast.parse(text)
+        for line in text.splitlines():
+            comment = line.partition("#")[2]
+            suppressions["noqa"] += "noqa" in comment
+            suppressions["type: ignore"] += "type: ignore" in comment
+        p, d = docstring_counts(tree)
+        public, documented = public + p, documented + d
         for target, local in imports_of(tree, name, f.name == "__init__.py", known):
             while target not in known and "." in target:
                 target = target.rsplit(".", 1)[0]
@@ -70,6 +81,11 @@ def main(root: Path) -> None:
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.append((node.end_lineno - node.lineno + 1, f"{name}.{node.name}"))
+                a = node.args
+                n_params = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+                n_params -= bool(a.args) and a.args[0].arg in ("self", "cls")
+                if n_params > 6:
+                    many_params.append((n_params, f"{name}.{node.name}"))
     # strongly connected components (Tarjan): each with more than one module is an import circle
     index, low, stack, on, sccs, counter = {}, {}, [], set(), [], [0]
 
@@ -112,6 +128,32 @@ def main(root: Path) -> None:
         "modules over 600 lines: " + (", ".join(f"{n} ({lines})" for lines, n in sorted(big, reverse=True)) or "none")
     )
     print("longest functions: " + ", ".join(f"{n} ({lines})" for lines, n in sorted(functions, reverse=True)[:8]))
+    print(
+        f"functions with more than 6 parameters (*args and **kwargs count one each; self/cls not): {len(many_params)}: "
+        + ", ".join(f"{n} ({k})" for k, n in sorted(many_params, reverse=True))
+    )
+    print(f"noqa comments: {suppressions['noqa']}; type: ignore comments: {suppressions['type: ignore']}")
+    print(f"docstring coverage of public names: {documented} of {public} ({100 * documented / max(public, 1):.0f}%)")
+
+
+def docstring_counts(tree: ast.Module) -> tuple[int, int]:
+    """(public names, documented ones): the module's top-level functions and classes and their
+    methods, none whose name starts with `_` (dunder methods are not counted either)."""
+    public = documented = 0
+
+    def visit(body):
+        nonlocal public, documented
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith(
+                "_"
+            ):
+                public += 1
+                documented += ast.get_docstring(node) is not None
+                if isinstance(node, ast.ClassDef):
+                    visit(node.body)
+
+    visit(tree.body)
+    return public, documented
 
 
 if __name__ == "__main__":
