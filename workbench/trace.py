@@ -109,6 +109,47 @@ class RoundState:
     def score_of(self) -> dict[int, float]:
         return {e.unit_id: s for e, s in zip(self.pool, self.scores)}
 
+    def _repr_html_(self) -> str:
+        """One row of what matters in the round (a bare `state` at the end of a notebook cell).
+
+        >>> import re
+        >>> from workbench.engine import Run
+        >>> from workbench.judges import LexicalJudge
+        >>> run = Run(enc_index, "Where was the director of Glass Harbour born?", judge=LexicalJudge(enc_index))
+        >>> _ = run.step()
+        >>> page = run.step()._repr_html_()  # round 1
+        >>> for name, cell in zip(re.findall("<th>(.*?)</th>", page), re.findall("<td>(.*?)</td>", page)):
+        ...     print(f"{name}: {cell}".strip())
+        round: 1
+        candidates: 16
+        pool: 26
+        context: 20
+        seeds: 10
+        selected terms: 1996, footbridge, glass harbour affair, glass harbour bridge, glass harbour lig…
+        judgments: 26
+        stop:
+        """
+        selected = ", ".join(t.term for t in sorted((t for t in self.terms if t.selected), key=lambda t: t.order))
+        if len(selected) > 80:
+            selected = selected[:79] + "…"
+        pinned = f" ({len(self.pinned)} pinned)" if self.pinned else ""
+        cells = (
+            self.round,
+            len(self.candidates),
+            len(self.pool),
+            len(self.context),
+            len(self.seeds),
+            selected,
+            f"{self.judgments}{pinned}",
+            self.stop or self.error or "",
+        )
+        head = "".join(
+            f"<th>{h}</th>"
+            for h in ("round", "candidates", "pool", "context", "seeds", "selected terms", "judgments", "stop")
+        )
+        row = "".join(f"<td>{html.escape(str(c))}</td>" for c in cells)
+        return f"<table><thead><tr>{head}</tr></thead><tbody><tr>{row}</tr></tbody></table>"
+
 
 @dataclass(frozen=True)
 class UnitInfo:

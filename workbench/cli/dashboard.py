@@ -65,7 +65,7 @@ def add_parser(sub) -> None:
 def dashboard_notebook() -> Path:
     spec = importlib.util.find_spec("widgets")  # found, not imported: the CLI sits below widgets
     if spec is None or not spec.origin:
-        raise CLIError("the widgets package is not installed (pip install -e '.[widgets]' from the checkout)")
+        raise CLIError("the widgets package is not installed (pip install -e . from the checkout)")
     notebook = Path(spec.origin).resolve().parents[1] / "notebooks" / "dashboard.ipynb"
     if not notebook.is_file():
         raise CLIError(f"{notebook}: the dashboard notebook is missing (it ships with the checkout)")
