@@ -14,7 +14,6 @@ corpus and judge (DATA is ../shared/data).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -50,7 +49,9 @@ def judge_for(name: str, index, question):
     return JudgeSpec.parse(name).build(index, question.gold)
 
 
-def dump(corpus, questions_path, judges, out_dir: Path | None = None, out: Path | None = None, db=None, max_postings=None):
+def dump(
+    corpus, questions_path, judges, out_dir: Path | None = None, out: Path | None = None, db=None, max_postings=None
+):
     questions = load_questions(questions_path)
     db = Path(db) if db else Path(tempfile.mkdtemp()) / "index.sqlite"
     if not db.exists():
