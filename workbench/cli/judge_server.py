@@ -39,7 +39,8 @@ def add_parser(sub) -> None:
         "--read-timeout",
         type=number(float, above=0, maximum=86400),
         default=30.0,
-        help="seconds a client may take to send a request (default 30)",
+        help="seconds a client may take to send a whole request, headers and body, however slowly it "
+        "trickles (408 after); also how long a keep-alive connection may idle (default 30)",
     )
     p.add_argument(
         "--judge-timeout",

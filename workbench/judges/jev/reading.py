@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -104,6 +105,90 @@ class JevRequest:
     state: Any
     questions: dict
     sag: SagRequest | None = None
+
+
+# ---- JSON as a client sends it: every failure a RequestError naming where ----------------------
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # the only way a lone surrogate gets into parsed text
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_DIGITS_SAID = re.compile(r"value has ([0-9]+) digits")
+
+
+class _NotJSON(ValueError):
+    pass
+
+
+class _TwiceNamed(dict):
+    """An object that named a key twice (kept so the walk can say where)."""
+
+    duplicate: str
+
+
+def _refuse_constant(name: str):
+    raise _NotJSON(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: json reads it as inf, which no judge or answer can use
+        raise _NotJSON(f"the number {text[:40]} is out of a float's range")
+    return value
+
+
+def parse_json(text: str, loc: tuple = ()):
+    """JSON text (the body, or the state string at `loc`), refused with a RequestError at `loc` when
+    it is not JSON, nests too deeply, holds NaN/Infinity, a number out of range, an integer past
+    Python's digit limit, a lone UTF-16 surrogate (not text), or an object that names a key twice
+    (json would keep the last silently: one question id twice got one answer)."""
+    what = "the body " if not loc else ""  # at `loc`, the message is prefixed with the field's name
+    twice: list[_TwiceNamed] = []
+
+    def pairs(items: list) -> dict:
+        obj = dict(items)
+        if len(obj) != len(items):
+            seen: set = set()
+            obj = _TwiceNamed(obj)
+            obj.duplicate = next(k for k, _ in items if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+            twice.append(obj)
+        return obj
+
+    try:
+        value = json.loads(text, object_pairs_hook=pairs, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except _NotJSON as exc:
+        _fail(loc, f"{what}is not JSON: {exc}", "json_invalid")
+    except json.JSONDecodeError as exc:
+        _fail(loc, f"{what}is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", "json_invalid")
+    except RecursionError:
+        _fail(loc, f"{what}is JSON nested too deeply", "json_invalid")
+    except ValueError as exc:  # an integer past Python's int-digit limit (4300 by default)
+        said = _DIGITS_SAID.search(str(exc))
+        size = f"an integer of {said.group(1)} digits" if said else "an integer too long"
+        _fail(loc, f"{what}holds {size}; integers of up to 4300 digits are read", "json_invalid")
+    if twice or _SURROGATE_ESCAPE.search(text):
+        problem = _first_problem(value)
+        if problem is not None:
+            _fail((*loc, *problem[0]), problem[1], "json_invalid")
+    return value
+
+
+def _first_problem(value) -> tuple[tuple, str] | None:
+    """The first (in document order) key named twice or string with a lone surrogate, and where."""
+    lone = "holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its pair), which is not text"
+    stack: list[tuple[tuple, Any]] = [((), value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE.search(v):
+                return path, lone if path else f"the body {lone}"
+        elif isinstance(v, dict):
+            if isinstance(v, _TwiceNamed):
+                return (*path, v.duplicate), "is named twice in one object (JSON keys must be unique)"
+            for k in v:
+                if _SURROGATE.search(k):
+                    return path, f"a key {lone}"
+            stack.extend(((*path, k), x) for k, x in reversed(v.items()))
+        elif isinstance(v, list):
+            stack.extend(((*path, i), x) for i, x in reversed(list(enumerate(v))))
+    return None
 
 
 # ---- the generic Jev request --------------------------------------------------------------------
@@ -196,10 +281,11 @@ def read_sag(state, questions: dict) -> SagRequest | None:
     """The (question, candidates, context) of a request in a SAG2 layout; None for any other state."""
     obj = state
     if isinstance(state, str):
-        try:
-            obj = json.loads(state)
-        except (json.JSONDecodeError, RecursionError):
+        if not state.lstrip().startswith("{"):
             return None  # a plain-text state: a generic Jev request
+        # a state that opens an object is JSON (how every client encodes one); malformed, it would
+        # be judged as plain text, with the SAG2 data it meant to carry guessed at: refused instead
+        obj = parse_json(state, ("state",))
     if not isinstance(obj, dict):
         return None
     if "original_question" in obj:
@@ -217,7 +303,7 @@ def _names_a_candidate(q: dict) -> bool:
         return False
     try:
         ref = json.loads(ins.rsplit("\n", 1)[-1])
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # not JSON, or an integer past the digit limit
         return False
     return isinstance(ref, dict) and ("candidate" in ref or "title" in ref)
 
@@ -252,9 +338,15 @@ class _Units:
 
 
 def _score(value, loc: tuple) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail(loc, f"must be a finite number, not {_kind(value)}", "float_type")
+    try:
+        score = float(value)
+    except OverflowError:  # a 400-digit integer: no float holds it
+        _fail(loc, f"must be a finite number, not an integer of {len(str(abs(value)))} digits", "float_type")
+    if not math.isfinite(score):
         _fail(loc, f"must be a finite number, not {json.dumps(value)}", "float_type")
-    return float(value)
+    return score
 
 
 EVIDENCE_ITEM = 'an evidence item is {"title", "passage", "previous_jev_score"?}'
@@ -288,7 +380,7 @@ def _read_reference(state: dict, questions: dict) -> SagRequest:
         if not isinstance(passages, dict):
             _fail(ploc, f'must be an object {{"1": {{title, passage}}, ...}}, not {_kind(passages)}', "dict_type")
         for number, p in passages.items():
-            if not (number.isascii() and number.isdigit()) or number != str(int(number)):
+            if not (number.isascii() and number.isdigit()) or len(number) > 18 or number != str(int(number)):
                 _fail((*ploc, number), "a candidate's key must be its number (1, 2, ...)", "int_parsing")
             if not isinstance(p, dict):
                 _fail((*ploc, number), f"must be an object, not {_kind(p)} ({PASSAGE_ITEM})", "dict_type")
@@ -379,10 +471,12 @@ def _read_workbench(state: dict, questions: dict) -> SagRequest:
         if q["type"] != "noul" or not isinstance(ins, str):
             _fail(iloc, "the workbench layout asks noul questions with string instructions")
         try:
-            ref = json.loads(ins.rsplit("\n", 1)[-1])
-        except (json.JSONDecodeError, RecursionError):
-            _fail(iloc, "its last line is not the candidate's JSON")
+            ref = parse_json(ins.rsplit("\n", 1)[-1], iloc)
+        except RequestError as exc:
+            _fail(iloc, f"its last line is not the candidate's JSON ({exc.problems[0][1]})", "json_invalid")
         if isinstance(ref, dict) and "candidate" in ref:
+            if isinstance(ref["candidate"], bool) or not isinstance(ref["candidate"], int):
+                _fail(iloc, f'its last line names "candidate" {_kind(ref["candidate"])}, not a number', "int_type")
             if ref["candidate"] not in numbered:
                 _fail(iloc, f"candidate {ref['candidate']!r} is not in state.candidates")
             title, text = numbered[ref["candidate"]]

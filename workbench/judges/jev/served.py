@@ -70,10 +70,23 @@ class DataHashJudge:
         return [data_hash(question, context, (c["title"], c["text"]), None, None) for c in candidates]
 
     def judge_sag(self, sag: SagRequest) -> list[float]:
-        return [
-            data_hash(sag.question, sag.context, (c["title"], c["text"]), sag.batch if n is not None else None, n)
-            for c, n in zip(sag.candidates, sag.positions)
-        ]
+        # Stateful candidates share the batch: its canonical text is hashed once and each candidate
+        # adds its position (the same bytes as data_hash's; hashing the batch per candidate made
+        # 10,000 candidates take 105 s).
+        shared = None
+        out = []
+        for c, n in zip(sag.candidates, sag.positions):
+            if n is None:
+                out.append(data_hash(sag.question, sag.context, (c["title"], c["text"]), None, None))
+                continue
+            if shared is None:
+                evidence = [[e["title"], e["text"], e.get("previous_score")] for e in sag.context]
+                batch = _canonical([list(p) for p in sag.batch])
+                shared = hashlib.sha256(f'{{"batch":{batch},"evidence":{_canonical(evidence)},"position":'.encode())
+            h = shared.copy()
+            h.update(f'{n},"question":{_canonical(sag.question)},"style":"stateful"}}'.encode())
+            out.append((int.from_bytes(h.digest()[:8], "big") >> 11) / float(1 << 53))
+        return out
 
 
 def data_hash(question: str, context: list[dict], candidate, batch, position) -> float:

@@ -26,14 +26,18 @@ never logs or stores it.
 
 Under abuse (docs/reliability-judges.md): a listen backlog of 1024 (many new connections at
 once wait instead of failing), a maximum body (413), a Content-Length that is missing (411),
-not a number (400) or over the maximum (413, the body is never read), a read timeout for
-half-sent requests (408, then the connection is closed), and no request body kept after its
-answer. A port in use or out of range is a JudgeServerError (one line, exit 2).
+not a number (400) or over the maximum (413, the body is never read), a whole-request read
+deadline (headers and body within --read-timeout, however slowly they trickle: 408, then the
+connection is closed), a bound on one generic request's judging (413, `server_limits`), every
+HTTP-level error (a bad request line, too many headers, another method) in the error shape, and
+no request body kept after its answer. A port in use or out of range is a JudgeServerError (one
+line, exit 2).
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import json
 import re
 import socket
@@ -48,8 +52,9 @@ from typing import cast
 from workbench.index import Index
 from workbench.judges.base import FunctionJudge
 from workbench.judges.jev.payload import estimate_tokens
-from workbench.judges.jev.reading import RequestError, read_request
+from workbench.judges.jev.reading import RequestError, parse_json, read_request
 from workbench.judges.jev.served import DataHashJudge, answer_generic, judge_sag, unit_float
+from workbench.judges.jev.server_limits import DeadlineReader, RequestDeadline, TooMuchWork, generic_work_problem
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError
 from workbench.safeio import InputError
@@ -236,12 +241,16 @@ class JudgeServer:
         self.stop()
 
     def answer(self, body: dict) -> dict:
-        """Judge a parsed request body; a RequestError (a ValueError) names what is wrong with it."""
+        """Judge a parsed request body; a RequestError (a ValueError) names what is wrong with it, a
+        TooMuchWork says which limit a generic request is over."""
         request = read_request(body)
         sag = request.sag
         if sag is not None:
             answers = {k: {"type": "noul", "noul": s} for k, s in zip(sag.keys, judge_sag(self.judge, sag))}
         else:
+            problem = generic_work_problem(request.state, request.questions)
+            if problem is not None:
+                raise TooMuchWork(problem)
             answers = answer_generic(self.judge, request.state, request.questions)
         usage = {
             "input_tokens": estimate_tokens(
@@ -262,12 +271,13 @@ class JudgeServer:
         return {"models": [{"name": n, "description": about, "release_date": self.started} for n in names]}
 
 
-class _NotJSONConstant(ValueError):
-    pass
-
-
-def _not_json(name: str):
-    raise _NotJSONConstant(f"the body is not JSON: {name} is not a JSON value")
+# HTTP-level errors (http.server's send_error: a bad request line, too many headers, ...) in the Jev shape
+_HTTP_ERROR_TYPES = {
+    408: "request_timeout",
+    413: "request_too_large",
+    414: "request_too_large",
+    431: "request_too_large",
+}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -278,12 +288,52 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # quiet: tests and benchmarks read the counters instead
         pass
 
+    def setup(self):
+        """The connection's reads go through a DeadlineReader: a whole request (request line, headers,
+        body) must arrive within the read timeout, however slowly it trickles in."""
+        super().setup()
+        self.rfile.close()  # the plain reader http.server made (the socket stays open)
+        self.reader = DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self.reader)
+
+    def handle_one_request(self):
+        self.reader.start(self.timeout)  # idle time before a keep-alive request counts too
+        before = self.reader.received
+        self.requestline, self.request_version, self.command = "", "HTTP/1.1", ""  # until parse_request
+        try:
+            super().handle_one_request()
+        except RequestDeadline:  # the request line or headers did not arrive in time
+            self.close_connection = True
+            if self.reader.received > before:  # part of a request came: say why it is not answered
+                self._error(
+                    408,
+                    "request_timeout",
+                    f"the request's headers did not arrive within {self.timeout:g} s (--read-timeout)",
+                    close=True,
+                )
+        except OSError:  # the client reset the connection mid-request: nobody to answer
+            self.close_connection = True
+
+    def send_error(self, code, message=None, explain=None):
+        """http.server's own errors (400 bad request line, 414, 431, 501 another method) in the Jev
+        error shape instead of its HTML page; a method other than GET and POST is a 405."""
+        code = int(code)
+        if self.request_version == "HTTP/0.9":  # not a request line at all: answer with a status line anyway
+            self.request_version = "HTTP/1.1"
+        if code == 501:
+            code, message = 405, f"method {self.command} is not served: POST a request (GET /v1/models)"
+            return self._error(code, "invalid_request_error", message, {"Allow": "GET, POST"}, close=True)
+        short = self.responses.get(code, ("error",))[0]
+        text = message if message and message != short else f"{short} ({code})"
+        self._error(code, _HTTP_ERROR_TYPES.get(code, "invalid_request_error"), text, close=True)
+
     def _send(self, status: int, payload, headers: dict | None = None, *, close: bool = False) -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode("utf-8")
         if close:  # the request's body was not (fully) read: the connection cannot carry another request
             self.close_connection = True
             headers = {**(headers or {}), "Connection": "close"}
         try:
+            self.connection.settimeout(self.timeout)  # the read deadline may have left it near 0
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -333,7 +383,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         try:
             raw = self.rfile.read(length)
-        except TimeoutError:
+        except (RequestDeadline, TimeoutError):
             self._error(
                 408,
                 "request_timeout",
@@ -383,24 +433,21 @@ class _Handler(BaseHTTPRequestHandler):
         if server.delay:
             time.sleep(server.delay)
         try:
-            # UTF-8 only (json.loads would guess UTF-16 or UTF-32 from bytes); NaN and Infinity are not JSON
-            body = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
-        except RecursionError:
-            return self._invalid(
-                [{"loc": ["body"], "msg": "the body is JSON nested too deeply", "type": "json_invalid"}]
-            )
-        except _NotJSONConstant as exc:
-            return self._invalid([{"loc": ["body"], "msg": str(exc), "type": "json_invalid"}])
+            # UTF-8 only (json.loads would guess UTF-16 or UTF-32 from bytes); reading.parse_json
+            # refuses what json.loads would read wrongly or fail on (NaN, 5000-digit integers, keys
+            # named twice, lone surrogates)
+            body = parse_json(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             return self._invalid([{"loc": ["body"], "msg": f"the body is not UTF-8: {exc}", "type": "json_invalid"}])
-        except json.JSONDecodeError as exc:
-            msg = f"the body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-            return self._invalid([{"loc": ["body", exc.pos], "msg": msg, "type": "json_invalid"}])
+        except RequestError as exc:
+            return self._invalid(exc.detail())
         del raw  # the parsed body is all we need from here on
         try:
             out = server.answer(body)
         except RequestError as exc:
             return self._invalid(exc.detail())
+        except TooMuchWork as exc:
+            return self._error(413, "request_too_large", str(exc))
         except RecursionError:
             return self._invalid(
                 [{"loc": ["body"], "msg": "the body is JSON nested too deeply", "type": "json_invalid"}]
