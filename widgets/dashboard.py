@@ -12,21 +12,25 @@
 from __future__ import annotations
 
 import html
+import os
+import sqlite3
 from pathlib import Path
 
 import ipywidgets as w
 
 from workbench.index.corpora import Question, check_gold, find_questions, load_corpus, load_questions
 from workbench.index.store import open_or_build
+from workbench.judgment import describe_value
 from workbench.params import Params
 from workbench.runs.examples import bundled_paths, default_example, examine
+from workbench.safeio import InputError
 
 from . import chart_views, views
 from .chart import loader
 from .controls import JudgeControls, ParamsControls, PinControls
 from .export import ExportControls
 from .feedback_view import FeedbackView, MethodControls
-from .model import DashboardModel, UnknownQuestion
+from .model import DashboardModel, UnknownQuestion, question_list
 
 HEADING = (
     "<div class='sag2wb-heading' style='line-height:1.4'><div style='font-size:16px;font-weight:600'>"
@@ -189,15 +193,19 @@ def dashboard_for(
     *,
     question: str | None = None,
     db=None,
-    params: Params | None = None,
+    params: Params | dict | None = None,
     **kwargs,
 ) -> Dashboard:
     """Index a folder of .md/.txt documents (or a corpus.json, or a folder holding one) and
-    open the dashboard on `question` (an id; default the first). `questions`: a .jsonl path,
-    Question objects or plain strings; by default the `<folder>.questions.jsonl` next to the
-    folder or a `questions.jsonl` inside. With no corpus: the bundled teaching example
+    open the dashboard on `question` (an id; default the first). `questions`: a questions file
+    or BEIR folder (a `Path`, or a string naming one: `"q.jsonl"`), Question objects, question
+    texts, or ids of the corpus's own questions (`["docs-03", "docs-05"]`), alone or in a list;
+    by default the `<folder>.questions.jsonl` next to the folder or a `questions.jsonl` inside.
+    `judge`: a name (`"lexical"`), a JudgeSpec, a judge object or a function; `params`: a Params
+    or a dict of overrides (`{"L": 10}`). With no corpus: the bundled teaching example
     (`workbench.runs.examples.default_example()`, the encyclopedia's enc-33, semantic judge).
-    Gold naming no document of the index, or an unknown question id, is refused by name.
+    A missing questions file, gold naming no document of the index, an unknown question id, a
+    `db` that cannot be written or a value of another type is refused by name (an InputError).
     The index goes to `.sag2wb/<name>.sqlite` (git-ignored) unless `db` says otherwise.
 
     >>> dashboard_for("sample_corpora/internal_docs").trace.question_id
@@ -212,6 +220,9 @@ def dashboard_for(
     Traceback (most recent call last):
     widgets.model.UnknownQuestion: unknown question 'docs-99'; the questions are docs-01, docs-02, ...
     """
+    unknown = sorted(set(kwargs) - DASHBOARD_OPTIONS)
+    if unknown:
+        raise InputError(f"dashboard_for: unknown argument(s) {', '.join(unknown)}; known: {', '.join(KNOWN)}")
     if corpus is None:
         example = default_example()
         corpus, default_questions = bundled_paths(example.corpus)
@@ -220,23 +231,92 @@ def dashboard_for(
             question = question or example.question_id
         judge = judge or example.judge
     judge = judge or "auto"
-    path = Path(corpus)
+    path = _path("corpus", corpus, "a folder of .md/.txt files or a corpus.json")
+    question = _question_id(question)
     source = path / "corpus.json" if path.is_dir() and (path / "corpus.json").is_file() else path
     units = load_corpus(source)
-    db = Path(db) if db else Path(".sag2wb") / f"{path.name or 'corpus'}.sqlite"
-    questions_path = questions if isinstance(questions, (str, Path)) and str(questions).endswith(".jsonl") else None
-    if questions is None:
-        questions_path = find_questions(path)
-        if questions_path is None:
-            raise ValueError(f"{path}: no questions file found next to it; pass questions=[...]")
-    if questions_path is not None:
-        questions = load_questions(questions_path)
-    elif isinstance(questions, str):
-        questions = [questions]
-    questions = [q if isinstance(q, Question) else Question(f"q{i + 1}", str(q)) for i, q in enumerate(questions)]
+    db = _path("db", db, "a file path for the index") if db not in (None, "") else None
+    db = db or Path(".sag2wb") / f"{path.name or 'corpus'}.sqlite"
+    if db.is_dir():
+        raise InputError(f"db={db}: is a folder; give a file path for the index (e.g. {db / 'index.sqlite'})")
+    questions, questions_path = resolve_questions(questions, path)
     if question is not None and question not in {q.id for q in questions}:
         raise UnknownQuestion(question, [q.id for q in questions])  # before the index is built
-    index, _ = open_or_build(units, db, source=str(source))
+    try:
+        index, _ = open_or_build(units, db, source=str(source))
+    except (OSError, sqlite3.Error) as exc:  # a read-only or full folder: named, not our temporary file
+        why = getattr(exc, "strerror", None) or exc
+        raise InputError(
+            f"db={db}: cannot write the index there ({why}); pass db= a path in a writable folder"
+        ) from None
     # the CLI's check (eval, ablate): gold that names nothing here would score 0 silently
     check_gold(questions, set(index.documents.values()), questions_path or "questions")
     return Dashboard(index, questions, judge=judge, params=params, question=question, **kwargs)
+
+
+DASHBOARD_OPTIONS = {"jev_options", "judges", "background"}
+KNOWN = ["corpus", "questions", "judge", "question", "db", "params", *sorted(DASHBOARD_OPTIONS)]
+# a string with one of these endings (and no spaces) names a questions file, never a question
+QUESTION_FILE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".txt", ".tsv", ".csv")
+
+
+def _path(name: str, value, what: str) -> Path:
+    if isinstance(value, (str, os.PathLike)) and "\0" not in str(value) and str(value):
+        return Path(value)
+    raise InputError(f"{name}={describe_value(value)}: give {what} (a path)")
+
+
+def _question_id(value) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # ids are strings once read ("_id": 5 is "5")
+    raise InputError(f"question={describe_value(value)}: give a question id, e.g. 'docs-01'")
+
+
+def _source(value) -> Path | str | None:
+    """The questions file or folder `value` names (or `irds:NAME`); None: it names none."""
+    if isinstance(value, os.PathLike):
+        return Path(value)
+    if not isinstance(value, str) or "\0" in value or any(c.isspace() for c in value) or not value:
+        return None
+    if value.startswith("irds:"):
+        return value
+    p = Path(value)
+    return p if p.exists() or p.suffix.lower() in QUESTION_FILE_SUFFIXES or os.sep in value else None
+
+
+def resolve_questions(value, corpus: Path) -> tuple[list[Question], Path | str | None]:
+    """(the questions, the file they came from) for dashboard_for's `questions` (see there)."""
+    source = find_questions(corpus) if value is None else _source(value)
+    if value is None and source is None:
+        raise InputError(f"{corpus}: no questions file found next to it; pass questions=[...] or a questions file")
+    if source is not None:
+        if isinstance(source, Path) and not source.exists():
+            raise InputError(f"questions={str(source)!r}: no such file or folder; give a questions .jsonl")
+        try:
+            loaded = load_questions(source)
+        except OSError as exc:
+            raise InputError(f"questions={source}: cannot read it ({exc.strerror or exc})") from None
+        if not loaded:
+            raise InputError(f"questions={source}: no questions in it")
+        return loaded, source
+    items = question_list(value)  # a Question or text alone, or a list of them; anything else refused
+    texts = [(i, q.question) for i, q in enumerate(items) if not q.id]
+    own = _own_questions(corpus) if texts else {}
+    ids = [(i, t) for i, t in texts if t in own]
+    if ids:  # ids of the corpus's own questions: every string must be one
+        for i, t in texts:
+            if t not in own:
+                raise UnknownQuestion(t, list(own)) from None
+        return [own[q.question] if not q.id else q for q in items], find_questions(corpus)
+    return [q if q.id else Question(f"q{i + 1}", q.question) for i, q in enumerate(items)], None
+
+
+def _own_questions(corpus: Path) -> dict[str, Question]:
+    """The corpus's own questions by id (its default questions file), {} when it has none."""
+    found = find_questions(corpus)
+    try:
+        return {q.id: q for q in load_questions(found)} if found is not None else {}
+    except (ValueError, OSError):  # unreadable: the strings are question texts, as without a file
+        return {}

@@ -20,7 +20,10 @@ from workbench.engine import Run
 from workbench.feedback import FeedbackRun
 from workbench.index.corpora import Question
 from workbench.judges import FunctionJudge, JudgeError, JudgeSpec, JudgmentMemo
+from workbench.judgment import describe_value
 from workbench.params import Params, ParamsError, earliest_affected_round
+from workbench.run_arguments import params_from, pins_from
+from workbench.safeio import InputError
 from workbench.terms import TERM_WEIGHTINGS, TermWeightingError
 
 JEV_KEY_VARIABLES = ("JEV_API_KEY", "OPENROUTER_API_KEY", "TYPESAFE_API_KEY")
@@ -32,12 +35,37 @@ def jev_configured(jev_options: dict | None = None) -> bool:
     return any(os.environ.get(v) for v in JEV_KEY_VARIABLES) or bool((jev_options or {}).get("cache_dir"))
 
 
-class UnknownQuestion(ValueError):
+class UnknownQuestion(InputError):
     """A question id the questions do not have; the message lists a few that exist."""
 
     def __init__(self, question_id: str, ids: list[str]):
         shown = ", ".join(ids[:8]) + (f" … ({len(ids)} in all)" if len(ids) > 8 else "")
         super().__init__(f"unknown question {question_id!r}; the questions are {shown}")
+
+
+def question_list(questions) -> list[Question]:
+    """Questions as the dashboard holds them: a Question or a question text alone, or a list of
+    them (texts get no id here: the model numbers them q1, q2, ...); anything else is refused.
+
+    >>> [q.question for q in question_list("How are refunds approved?")]
+    ['How are refunds approved?']
+    >>> question_list([5])
+    Traceback (most recent call last):
+    ...
+    workbench.safeio.InputError: questions[0]=5: give a Question or a question text (a string)
+    """
+    if isinstance(questions, (str, Question)):
+        questions = [questions]
+    if questions is None or isinstance(questions, (bytes, dict)) or not hasattr(questions, "__iter__"):
+        raise InputError(f"questions={describe_value(questions)}: give a list of Question objects or question texts")
+    out = []
+    for i, q in enumerate(questions):
+        if not isinstance(q, (str, Question)):
+            raise InputError(f"questions[{i}]={describe_value(q)}: give a Question or a question text (a string)")
+        out.append(q if isinstance(q, Question) else Question("", q))
+    if not out:
+        raise InputError("questions: none given; give at least one Question or question text")
+    return out
 
 
 class Interrupted(Exception):
@@ -70,9 +98,7 @@ class DashboardModel:
         question: str | None = None,
     ):
         self.index = index
-        self.questions = [q if isinstance(q, Question) else Question("", str(q)) for q in (questions or [])]
-        if not self.questions:
-            raise ValueError("DashboardModel needs at least one question")
+        self.questions = question_list(questions)
         for i, q in enumerate(self.questions):
             if not q.id:
                 self.questions[i] = Question(f"q{i + 1}", q.question, q.gold, q.type, q.hops, q.answer)
@@ -91,7 +117,7 @@ class DashboardModel:
         self._emit_lock = threading.RLock()
         self.status = Status()
         self.question = self.questions[0] if question is None else self._question(question)
-        self.params = params or Params()
+        self.params = params_from(params, Params())
         self.judge_spec = self._check_judge_spec(judge)
         self.pins: dict = {}
         self.round = 0
@@ -155,12 +181,20 @@ class DashboardModel:
 
     # ---- judges ----------------------------------------------------------------------------
     def _check_judge_spec(self, spec) -> str:
+        if callable(getattr(spec, "judge", None)) and isinstance(getattr(spec, "name", None), str):
+            self.extra_judges[spec.name] = spec  # a judge object: offered under its own name
+            return spec.name
         if callable(spec) and not isinstance(spec, str):
             name = getattr(spec, "__name__", "function")
             self.extra_judges[name] = spec
             return name
-        if spec in self.extra_judges:
+        if isinstance(spec, str) and spec in self.extra_judges:
             return spec
+        if spec is not None and not isinstance(spec, (str, JudgeSpec)):
+            raise JudgeError(
+                f"judge={describe_value(spec)}: give a judge name ('lexical', 'semantic:gamma=0.5', ...), a JudgeSpec, "
+                "a judge object or a function"
+            )
         return str(JudgeSpec.parse(spec).resolve(self.index))  # "auto": the corpus's default judge
 
     def judge_for(self, spec: str, question: Question):
@@ -212,7 +246,7 @@ class DashboardModel:
 
     def validate_params(self, **changes) -> Params:
         """The params with these changes, or ParamsError / TermWeightingError with the message."""
-        params = self.params.replace(**changes)
+        params = params_from(changes, self.params, "set_params")  # an unknown name: ParamsError, not TypeError
         if params.term_weighting not in TERM_WEIGHTINGS and ":" not in params.term_weighting:
             raise ParamsError(
                 f"unknown term weighting {params.term_weighting!r}; registered: {', '.join(sorted(TERM_WEIGHTINGS))}"
@@ -236,9 +270,7 @@ class DashboardModel:
         self.recompute_later()
 
     def pin(self, round_no: int, unit_id: int, score: float):
-        if not 0.0 <= float(score) <= 1.0:
-            raise ValueError(f"a pinned score must be in [0, 1], got {score!r}")
-        self.pins = {**self.pins, (int(round_no), int(unit_id)): float(score)}
+        self.pins = {**self.pins, **pins_from({(round_no, unit_id): score})}  # refused by name: a score outside [0, 1]
         self.recompute_later()
 
     def clear_pins(self):

@@ -7,7 +7,6 @@ previous round or run (plotly's FigureWidget patched traces in place and lost up
 
 from __future__ import annotations
 
-import functools
 import html
 import json
 
@@ -279,7 +278,6 @@ def run_label(m) -> str:
     return f"judge {m.trace.judge} · L={p.L} · H={p.H} · {len(m.trace.rounds) - 1} expansion round(s) run"
 
 
-@functools.cache
 class RankingView(TableView):
     events = (TRACE,)
     title = "Final top 10: after diversity, with the rank before it"

@@ -28,6 +28,7 @@ from workbench.index.corpora import Question
 from workbench.index.store import UNIT_CACHE_LIMIT, Index, normalize_title, query_expression, quote
 from workbench.judgment import JudgeError, JudgmentMemo, judge_usage
 from workbench.params import Params, earliest_affected_round
+from workbench.run_arguments import judge_from, params_from, pin_change_rounds, pins_from, round_from
 from workbench.terms import SeedView, TermWeightingError, analyze_body, choose_terms, get_term_weighting
 from workbench.trace import (
     NEAR_MISSES,
@@ -369,13 +370,15 @@ class Run:
             self.question, self.question_id, self.gold = question.question, question.id, question.gold
         else:
             self.question, self.question_id, self.gold = str(question), None, ()
-        # the judge sees the question as written, less surrounding whitespace
+        # the judge sees the question as written, less surrounding whitespace, as the reference's:
+        # its search request strips the query before BM25 and its JEV state see it (found as a
+        # black box, tests/test_jev_question_exact.py); the JEV judge then sends it as given
         self.question = self.question.strip()
         self.index = index
-        self.params = params or Params()
+        self.params = params_from(params, Params())
         get_term_weighting(self.params.term_weighting)  # unknown variant: fail now, listing the known ones
-        self.judge = judge
-        self.pins = dict(pins or {})
+        self.judge = judge_from(judge, index=index, gold=self.gold)
+        self.pins = pins_from(pins)
         self.memo = memo or JudgmentMemo()
         self.rounds: list[RoundState] = list(rounds)
         # explanations never change a score: a run whose trace nobody reads can skip them
@@ -533,24 +536,25 @@ class Run:
         self,
         from_round: int | None = None,
         *,
-        params: Params | None = None,
+        params: Params | dict | None = None,
         judge="unchanged",
         pins: dict | None = None,
     ) -> "Run":
         """A new Run that keeps rounds before `from_round` (default: the first round the
-        change can affect) and steps again from there, reusing this run's judgments."""
-        new_params = params or self.params
-        new_judge = self.judge if judge == "unchanged" else judge
-        new_pins = self.pins if pins is None else pins
+        change can affect) and steps again from there, reusing this run's judgments.
+        `params`: a Params or a dict of overrides (`{"L": 10}`); `judge`: a judge object, a
+        JudgeSpec (built for this index), or None for BM25; `pins`: {(round, unit_id): score}.
+        Anything else is refused by name (workbench/run_arguments.py)."""
+        from_round = round_from(from_round)
+        new_params = params_from(params, self.params)
+        unchanged = isinstance(judge, str) and judge == "unchanged"
+        new_judge = self.judge if unchanged else judge_from(judge, index=self.index, gold=self.gold)
+        new_pins = pins_from(pins, self.pins)
         if from_round is None:
             from_round = earliest_affected_round(self.params, new_params)
             if new_judge is not self.judge:
                 from_round = 0
-            changed = {k for k in set(self.pins) ^ set(new_pins)} | {
-                k for k in set(self.pins) & set(new_pins) if self.pins[k] != new_pins[k]
-            }
-            if changed:
-                from_round = min(from_round, min(r for r, _ in changed))
+            from_round = min([from_round, *pin_change_rounds(self.pins, new_pins)])
         keep = [r for r in self.rounds[:from_round]]
         # the last kept round may carry a stop that the new parameters lift (e.g. larger H)
         if keep and keep[-1].stop == STOP_MAX_ROUNDS and keep[-1].round < new_params.H:

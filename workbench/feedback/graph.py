@@ -30,10 +30,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import sys
 import threading
 import time
 import weakref
+import zipfile
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -50,6 +53,11 @@ GRAPH_FORMAT = "sag2wb-corpus-graph-1"
 
 class GraphProblem(safeio.InputError):
     """A stored graph that cannot be read or written, with the reason."""
+
+
+class GraphDamaged(GraphProblem):
+    """A stored graph of this workbench's format whose arrays cannot be read or do not fit
+    together (a bad CRC, a cut member, lists naming units it does not have): built again."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +117,9 @@ class CorpusGraph:
         """The first `k` (default: all stored) neighbours of a unit, best first."""
         row = self._row.get(int(unit_id))
         if row is None:
-            raise KeyError(f"unit {unit_id} is not in the corpus graph (built for another index?)")
+            raise GraphProblem(
+                f"unit {unit_id} is not in the corpus graph (built for another index?); use corpus_graph(index)"
+            )
         out = self.neighbours[row][: self.k if k is None else k]
         return [int(u) for u in out if u >= 0]
 
@@ -130,15 +140,66 @@ class CorpusGraph:
 
     @classmethod
     def from_file(cls, path: Path) -> "CorpusGraph":
+        """The graph stored at `path`. A file that is no graph of this format (not a zip: empty,
+        cut short or something else; no readable meta; another format, e.g. a newer sag2wb's) is
+        a GraphProblem and stays as it is; a graph of this format whose arrays are damaged or
+        inconsistent is a GraphDamaged (`corpus_graph` builds it again)."""
+        path = Path(path)
+        unreadable = f"{path}: not a readable corpus graph"
+        if not path.is_file() or not zipfile.is_zipfile(path):
+            what = "a folder" if path.is_dir() else "not a zip file (empty, cut short or another kind of file)"
+            raise GraphProblem(f"{unreadable} ({what}); delete it to build it again")
         try:
             with np.load(path, allow_pickle=False) as z:
-                meta = json.loads(bytes(z["meta"]).decode())
-                graph = cls(z["ids"], z["neighbours"], z["scores"], meta)
-        except (OSError, ValueError, KeyError) as exc:
-            raise GraphProblem(f"{path}: not a readable corpus graph ({exc}); delete it to build it again") from None
-        if meta.get("format") != GRAPH_FORMAT:
-            raise GraphProblem(f"{path}: not a corpus graph of this workbench (format {meta.get('format')!r})")
-        return graph
+                meta = safeio.parse_json(bytes(z["meta"]).decode("utf-8"), f"{path} (its meta)")
+                if not isinstance(meta, dict) or meta.get("format") != GRAPH_FORMAT:
+                    found = meta.get("format") if isinstance(meta, dict) else None
+                    newer = isinstance(found, str) and found.startswith(GRAPH_FORMAT[:-1])
+                    kind = (
+                        "a corpus graph of another sag2wb version" if newer else "not a corpus graph of this workbench"
+                    )
+                    raise GraphProblem(
+                        f"{path}: {kind} (format {found!r}, this one reads {GRAPH_FORMAT!r}); delete it to rebuild"
+                    )
+                try:
+                    arrays = z["ids"], z["neighbours"], z["scores"]
+                except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+                    raise GraphDamaged(f"{path}: damaged ({type(exc).__name__}: {exc})") from None
+        except GraphProblem:
+            raise
+        except (OSError, ValueError, KeyError, EOFError, UnicodeDecodeError, zipfile.BadZipFile, zlib.error) as exc:
+            if _members(path) == MEMBERS:  # ours (the zip's directory says so), its meta damaged
+                raise GraphDamaged(f"{path}: damaged ({type(exc).__name__}: {exc})") from None
+            raise GraphProblem(f"{unreadable} ({type(exc).__name__}: {exc}); delete it to build it again") from None
+        problem = inconsistency(*arrays, meta)
+        if problem:
+            raise GraphDamaged(f"{path}: damaged ({problem})")
+        return cls(*arrays, meta)
+
+
+MEMBERS = {"ids.npy", "neighbours.npy", "scores.npy", "meta.npy"}
+
+
+def _members(path: Path) -> set[str]:
+    try:
+        with zipfile.ZipFile(path) as z:
+            return set(z.namelist())
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return set()
+
+
+def inconsistency(ids: np.ndarray, nb: np.ndarray, sc: np.ndarray, meta: dict) -> str | None:
+    """What does not fit together in a stored graph's arrays and meta (None: nothing)."""
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or nb.ndim != 2 or nb.dtype.kind not in "iu":
+        return "ids or neighbours are not integer arrays of one and two dimensions"
+    if nb.shape[0] != len(ids) or sc.shape != nb.shape or sc.dtype.kind != "f" or not np.all(np.isfinite(sc)):
+        return f"arrays of shapes {ids.shape}, {nb.shape}, {sc.shape} do not match"
+    if len(np.unique(ids)) != len(ids) or not np.all(np.isin(nb[nb != -1], ids)):
+        return "neighbour lists name units the graph does not have"
+    k = meta["params"].get("neighbours") if isinstance(meta.get("params"), dict) else None
+    if not isinstance(k, int) or isinstance(k, bool) or k != nb.shape[1]:
+        return f"its meta records {k!r} neighbours per passage, its lists hold {nb.shape[1]}"
+    return None
 
 
 def id_map_digest(index: Index) -> str:
@@ -200,17 +261,29 @@ def graph_path(index: Index, params: GraphParams | None = None) -> Path:
 
 def graph_status(index: Index, params: GraphParams | None = None) -> str:
     """'missing', 'stale' (built for another state of the index, e.g. before an update),
-    'too few neighbours' (stored k below the one asked for), or 'current'."""
-    params = params or GraphParams()
+    'damaged' (arrays unreadable or naming units the index does not have), 'too few
+    neighbours' (stored k below the one asked for), or 'current'. A file that is no graph of
+    this version is a GraphProblem."""
+    return _stored(index, params or GraphParams())[0]
+
+
+def _stored(index: Index, params: GraphParams) -> tuple[str, str, CorpusGraph | None]:
+    """(status, why, the graph when current) of the stored graph (see graph_status)."""
     path = graph_path(index, params)
-    if not path.exists():
-        return "missing"
-    meta = CorpusGraph.from_file(path).meta
+    if not os.path.lexists(path):
+        return "missing", "", None
+    try:
+        graph = CorpusGraph.from_file(path)
+    except GraphDamaged as exc:
+        return "damaged", str(exc), None
+    meta = graph.meta
     if meta.get("index_fingerprint") != index.meta.get("fingerprint") or meta.get("id_map") != id_map_digest(index):
-        return "stale"
-    if meta.get("params", {}).get("neighbours", 0) < params.neighbours:
-        return "too few neighbours"
-    return "current"
+        return "stale", " (built for another state of the index: an update or a rebuild since)", None
+    if meta.get("partial") or graph.ids.tolist() != sorted(index.documents):
+        return "damaged", f"{path}: damaged (its passages are not the index's)", None
+    if meta["params"]["neighbours"] < params.neighbours:
+        return "too few neighbours", "", None
+    return "current", "", graph
 
 
 _GRAPHS: "weakref.WeakKeyDictionary[Index, dict]" = weakref.WeakKeyDictionary()
@@ -222,8 +295,11 @@ def corpus_graph(
 ) -> CorpusGraph:
     """The graph of `index`: held in memory per index, else read from beside the index,
     else built (with a progress bar) and stored there. A stored graph of an earlier state
-    of the index (an incremental update since) is stale: said on stderr, built again and
-    replaced. An index folder that cannot be written keeps the graph in memory (said too)."""
+    of the index (an incremental update since) is stale, and one whose arrays are damaged
+    (a bad CRC, lists naming units it lacks) is damaged: said on stderr, built again and
+    replaced (with any temporary file a killed writer left). A file there that is no graph of
+    this version is a GraphProblem and kept. An index folder that cannot be written keeps the
+    graph in memory (said too)."""
     params = params or GraphParams()
     key = (params.key(), index.meta.get("fingerprint"))
     with _LOCK:  # one build per index, whatever the number of question threads
@@ -232,16 +308,14 @@ def corpus_graph(
         if graph is not None and graph.k >= params.neighbours and not rebuild:
             return graph
         path = graph_path(index, params)
-        status = "missing" if rebuild else graph_status(index, params)
-        if status == "current":
-            graph = CorpusGraph.from_file(path)
-        else:
-            if status in ("stale", "too few neighbours"):
-                why = (
-                    " (built for another state of the index: an update or a rebuild since)" if status == "stale" else ""
-                )
+        status, why, graph = ("missing", "", None) if rebuild else _stored(index, params)
+        if graph is None:
+            if status == "damaged":
+                print(f"GAR corpus graph {why}; building it again", file=sys.stderr)
+            elif status != "missing":
                 print(f"GAR corpus graph {path.name}: {status}{why}; building it again", file=sys.stderr)
             graph = build_graph(index, params, progress=progress)
+            safeio.clean_stale_temps(path.parent, path.name)  # left by a writer killed mid-write
             try:
                 safeio.atomic_write_bytes(path, graph.to_bytes())
             except OSError as exc:

@@ -49,7 +49,7 @@ from workbench.judges.features import (
 )
 from workbench.judges.semantic import context_key
 from workbench.judgment import JudgeError
-from workbench.safeio import InputError
+from workbench.safeio import InputError, parse_json
 
 SCHEMA = "sag2wb-learned-judge"
 SCHEMA_VERSION = 1
@@ -194,10 +194,13 @@ def model_json(model: LogisticModel) -> str:
 
 
 def save_model(model: LogisticModel, path) -> str:
-    """Write atomically; returns the sha256."""
-    from workbench.safeio import atomic_write_text
+    """Write atomically (first removing the temporary files a writer killed mid-write left
+    for this path); returns the sha256."""
+    from workbench.safeio import atomic_write_text, clean_stale_temps
 
     text = model_json(model)
+    path = Path(path)
+    clean_stale_temps(path.parent if str(path.parent) else ".", path.name)
     atomic_write_text(path, text)
     return json.loads(text)["sha256"]
 
@@ -212,6 +215,8 @@ def load_model(path) -> tuple[LogisticModel, str]:
     """(the model, its sha256) from a model file, checked (LearnedModelError otherwise)."""
     path = Path(path)
     where = f"learned judge model {path}"
+    if path.is_dir():
+        raise LearnedModelError(f"{where}: is a folder; give the model file (from `sag2wb fit-judge --out J.json`)")
     try:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -219,47 +224,80 @@ def load_model(path) -> tuple[LogisticModel, str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise LearnedModelError(f"{where}: cannot read it ({exc})") from None
     try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise LearnedModelError(f"{where}: not JSON ({exc})") from None
+        data = parse_json(raw, where)  # too deep, a huge integer: named too
+    except InputError as exc:
+        raise LearnedModelError(str(exc)) from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise LearnedModelError(f"{where}: not a learned judge model (schema {SCHEMA!r} expected)")
-    if data.get("version") != SCHEMA_VERSION:
+    if not _is_int(data.get("version")) or data.get("version") != SCHEMA_VERSION:
         raise LearnedModelError(
             f"{where}: schema version {data.get('version')!r}, this workbench reads version {SCHEMA_VERSION}; refit it"
         )
     stored = data.get("sha256")
     try:
         actual = hashlib.sha256(_canonical(data)).hexdigest()
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise LearnedModelError(f"{where}: not canonical JSON ({exc})") from None
     if stored != actual:
         raise LearnedModelError(
             f"{where}: altered since it was fitted (sha256 {str(stored)[:12]}... recorded, {actual[:12]}... now); "
             f"refit it with `sag2wb fit-judge`"
         )
-    if data.get("features_version") != FEATURES_VERSION:
+    if not _is_int(data.get("features_version")) or data.get("features_version") != FEATURES_VERSION:
         raise LearnedModelError(
             f"{where}: fitted on features version {data.get('features_version')!r}; this workbench computes "
             f"version {FEATURES_VERSION}: refit it"
         )
     try:
-        names = check_names(data.get("features") or ())
-        m = data["model"]
-        k = len(names)
-        mean, std, weights = (np.asarray(m[key], dtype=np.float64) for key in ("mean", "std", "weights"))
-        if m.get("kind") != "logistic-l2" or any(a.shape != (k,) for a in (mean, std, weights)) or not np.all(std > 0):
-            raise ValueError("model arrays do not match the features")
+        features = data.get("features")
+        if not isinstance(features, list) or not all(isinstance(n, str) for n in features):
+            raise ValueError(f'"features" must be a list of feature names, not {_json_kind(features)}')
+        names = check_names(features)
+        m = data.get("model")
+        if not isinstance(m, dict):
+            raise ValueError(f'"model" must be an object, not {_json_kind(m)}')
+        if m.get("kind") != "logistic-l2":
+            raise ValueError(f'"model.kind" must be "logistic-l2", not {m.get("kind")!r}')
+        mean, std, weights = (_numbers(m.get(key), f"model.{key}", len(names)) for key in ("mean", "std", "weights"))
+        if not np.all(std > 0):
+            raise ValueError('"model.std" must be positive')
         weighting = m.get("context_weights", "previous")
-        if weighting not in CONTEXT_WEIGHTS:
+        if not isinstance(weighting, str) or weighting not in CONTEXT_WEIGHTS:
             raise ValueError(f"context_weights {weighting!r} is none of {', '.join(CONTEXT_WEIGHTS)}")
-        l2 = float(m.get("l2", DEFAULT_L2))
-        model = LogisticModel(names, mean, std, weights, float(m["bias"]), l2, info=data, context_weights=weighting)
+        l2 = _number(m.get("l2", DEFAULT_L2), "model.l2")
+        bias = _number(m.get("bias"), "model.bias")
+        if l2 < 0:
+            raise ValueError('"model.l2" must be >= 0')
+        model = LogisticModel(names, mean, std, weights, bias, l2, info=data, context_weights=weighting)
     except FeatureError as exc:
         raise LearnedModelError(f"{where}: fitted on other features ({exc})") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise LearnedModelError(f"{where}: malformed model ({exc})") from None
     return model, actual
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _json_kind(v) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(v), "a number"
+    )
+
+
+def _number(v, name: str) -> float:
+    """A finite JSON number (never a string, true/false or null)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f'"{name}" must be a finite number, not {_json_kind(v)}: {str(v)[:40]}')
+    return float(v)
+
+
+def _numbers(v, name: str, k: int) -> np.ndarray:
+    """A list of k finite numbers, one per feature."""
+    if not isinstance(v, list) or len(v) != k:
+        raise ValueError(f'"{name}" must be a list of {k} numbers (one per feature), not {_json_kind(v)}')
+    return np.array([_number(x, f"{name}[{i}]") for i, x in enumerate(v)], dtype=np.float64)
 
 
 # ---- the judge -----------------------------------------------------------------------------
