@@ -234,7 +234,7 @@ def test_bad_inputs_are_named(tmp_path, hand_made):
     a, b, ta, tb = hand_made
     bad = tmp_path / "bad.json"
     bad.write_text('{"questions": [1,]}', encoding="utf-8")
-    with pytest.raises(ChangesError, match=r"bad.json: not JSON \(line 1, column 18"):
+    with pytest.raises(ChangesError, match=r"bad.json: not valid JSON \(line 1, column 18"):
         compare(bad, b)
     ablate = tmp_path / "ablate.json"
     ablate.write_text(json.dumps({"sag2wb": {"kind": "ablate"}, "rows": {}}), encoding="utf-8")
@@ -265,7 +265,7 @@ def test_cli_compare_exit_codes(hand_made, tmp_path, capsys):
     bad.write_text("not json", encoding="utf-8")
     assert main(["compare", str(bad), str(b)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("sag2wb compare: error:") and "bad.json: not JSON" in err
+    assert err.startswith("sag2wb compare: error:") and "bad.json: not valid JSON" in err
     assert main(["compare", str(a), str(tmp_path / "missing.json")]) == 2
     assert "missing.json: no such file" in capsys.readouterr().err
 

@@ -376,8 +376,8 @@ def test_the_learned_judge_through_eval(fitted, enc, tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["metrics"]["questions"] == 40 and f"learned:{model}" in printed
     sha = json.loads(model.read_text())["sha256"]
-    trace = json.loads(next(trace_dir.iterdir()).read_text())
-    assert sha[:12] in trace["judge"]
+    trace = json.loads(next(trace_dir.glob("*.json")).read_text())  # a trace (the folder holds other files too)
+    assert sha[:12] in trace["judge"] and data["config"]["judge_sha256"] == sha  # which model answered
     # the same rankings as the judge run in this process
     judge = LearnedJudge(enc, model)
     for q, record in list(zip(load_questions(ENC / "questions.jsonl"), data["questions"]))[:3]:

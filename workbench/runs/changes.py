@@ -11,11 +11,13 @@ passage in, and the terms as the seed text writes them, are only in the traces (
 "win" always means the variant (B) scored higher than the base (A) on the metric.
 
 >>> a = {"sag2wb": {"kind": "eval"}, "questions": [
-...     {"_id": "q1", "R@10": 50.0, "judgments": 9, "gold": ["X", "Y"], "ranking": ["X", "Z", "Y"],
+...     {"_id": "q1", "R@5": 50.0, "R@10": 50.0, "AE@10": 0.0, "judgments": 9, "gold": ["X", "Y"],
+...      "ranking": ["X", "Z", "Y"],
 ...      "rounds": [{"round": 0, "terms": [], "seeds": [], "candidates": ["X", "Z"]},
 ...                 {"round": 1, "terms": ["zed"], "seeds": ["X"], "candidates": ["Y"]}]}]}
 >>> b = {"sag2wb": {"kind": "eval"}, "questions": [
-...     {"_id": "q1", "R@10": 100.0, "judgments": 9, "gold": ["X", "Y"], "ranking": ["Y", "X"],
+...     {"_id": "q1", "R@5": 100.0, "R@10": 100.0, "AE@10": 100.0, "judgments": 9, "gold": ["X", "Y"],
+...      "ranking": ["Y", "X"],
 ...      "rounds": [{"round": 0, "terms": [], "seeds": [], "candidates": ["X", "Z"]},
 ...                 {"round": 1, "terms": ["why"], "seeds": ["X"], "candidates": ["Y"]}]}]}
 >>> changes = compare(a, b)
@@ -28,15 +30,15 @@ passage in, and the terms as the seed text writes them, are only in the traces (
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench import text as textlib
 from workbench.metrics import METRICS, is_missing
-from workbench.runs.records import ExperimentError
-from workbench.runs.resume import RESULT_MARKER, trace_file_name
+from workbench.runs import eval_records
+from workbench.runs.eval_records import ChangesError  # noqa: F401  (public here)
+from workbench.runs.resume import trace_file_name
 from workbench.trace import Trace
 
 COUNTED = ("terms_gained", "terms_lost", "gold_gained", "gold_lost")  # frame(): their lengths
@@ -48,11 +50,6 @@ NEEDS_TRACES_SURFACE = (
 )
 NEEDS_TRACES_ROUNDS = "first differing round, seeds and terms gained and lost"
 NEEDS_TRACES_GOLD = "gold passages gained and lost (the records hold no gold)"
-
-
-class ChangesError(ExperimentError):
-    """Two runs that cannot be compared (a file that is not an eval result, traces that do
-    not belong to it, no question in common), with the reason named."""
 
 
 @dataclass
@@ -138,48 +135,28 @@ def _list(items, n: int = 8) -> str:
 
 
 # ---- reading the two sides -----------------------------------------------------------------
-def _load_json(path) -> dict:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ChangesError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ChangesError(f"{path}: is a folder, not an eval result file") from None
-    except UnicodeDecodeError:
-        raise ChangesError(f"{path}: not UTF-8 text, so not an eval result file") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ChangesError(
-            f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            "expected the --out file of `sag2wb eval`"
-        ) from None
-
-
-def _records(data, label: str) -> tuple[list, list]:
-    if not isinstance(data, dict):
-        raise ChangesError(f"{label}: not an eval result (a JSON object with a 'questions' list is expected)")
-    marker = data.get(RESULT_MARKER)
-    kind = marker.get("kind") if isinstance(marker, dict) else None
-    if kind is not None and kind != "eval":
-        raise ChangesError(
-            f"{label}: a sag2wb {kind!r} result, which holds no per-question records; compare two `sag2wb eval` files"
-        )
-    recs = data.get("questions")
-    if not isinstance(recs, list) or any(not isinstance(r, dict) or "_id" not in r for r in recs):
-        raise ChangesError(f"{label}: not an eval result: no 'questions' list of records with an '_id'")
-    return recs, list(data.get("failures") or [])
+def _check_trace_text(trace: Trace) -> None:
+    """TypeError unless the texts compare reads of a trace (documents, titles, terms) are strings."""
+    texts = [t for u in trace.units.values() for t in (u.document, u.title)]
+    texts += [t.term for r in trace.rounds for t in r.terms]
+    optional = [t.surface for r in trace.rounds for t in r.terms] + [
+        c.via_term for r in trace.rounds for c in r.candidates
+    ]
+    if not all(isinstance(t, str) for t in texts) or not all(t is None or isinstance(t, str) for t in optional):
+        raise TypeError("a document, title or term that is not a string")
 
 
 def _trace_for(trace_dir: Path, qid: str) -> Trace | None:
     path = trace_dir / trace_file_name(qid)
     if not path.exists():
         return None
+    data = eval_records.load(path)  # bad JSON, not UTF-8, nested too deep: named, not raised
     try:
-        trace = Trace.from_json(path.read_text(encoding="utf-8"))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ChangesError(f"{path}: not a trace file ({type(exc).__name__}: {exc})") from None
+        trace = Trace.from_dict(data)
+        trace.summary()  # every round's passages by title: a damaged trace fails here, named
+        _check_trace_text(trace)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+        raise ChangesError(f"{path}: not a trace file ({type(exc).__name__}: {str(exc)[:200]})") from None
     if trace.question_id not in (None, qid):
         raise ChangesError(f"{path}: the trace of question {trace.question_id!r}, not {qid!r}")
     return trace
@@ -190,10 +167,10 @@ def side_from_file(path_or_data, traces=None, name: str | None = None) -> Side:
     (`eval --trace-dir`). A trace whose ranking is not the record's is refused: it belongs to
     another run."""
     label = name or (str(path_or_data) if isinstance(path_or_data, (str, Path)) else "result")
-    data = _load_json(path_or_data) if isinstance(path_or_data, (str, Path)) else path_or_data
-    recs, failures = _records(data, label)
+    data = eval_records.load(path_or_data) if isinstance(path_or_data, (str, Path)) else path_or_data
+    recs, fails = eval_records.records(data, label)  # every field read below is checked there
     tdir = None
-    recorded = (data.get("config") or {}).get("trace_dir") if isinstance(data.get("config"), dict) else None
+    recorded = (data.get("config") or {}).get("trace_dir")
     if traces is None and recorded and isinstance(path_or_data, (str, Path)):
         traces = Path(path_or_data).parent / recorded  # a trace folder the eval recorded (relative to its file)
     if traces is not None:
@@ -202,9 +179,9 @@ def side_from_file(path_or_data, traces=None, name: str | None = None) -> Side:
             raise ChangesError(f"{traces}: no such trace folder (the --trace-dir of the eval that wrote {label})")
     runs, missing = {}, []
     for r in recs:
-        qid = str(r["_id"])
+        qid = r["_id"]
         trace = _trace_for(tdir, qid) if tdir is not None else None
-        ranking = list(r.get("ranking") or [])
+        ranking = list(r["ranking"])
         if tdir is not None and trace is not None and trace.documents()[: len(ranking)] != ranking:
             raise ChangesError(
                 f"{tdir / trace_file_name(qid)}: its final ranking differs from {label}'s record of {qid!r}: "
@@ -215,14 +192,13 @@ def side_from_file(path_or_data, traces=None, name: str | None = None) -> Side:
         gold = r.get("gold")
         runs[qid] = QuestionRun(
             qid,
-            {m: r.get(m) for m in METRICS},
-            int(r.get("judgments") or 0),
+            {m: r[m] for m in METRICS},
+            r["judgments"],
             ranking,
             tuple(gold) if gold is not None else None,
             r.get("rounds"),
             trace,
         )
-    fails = {str(f.get("question")): f.get("error", "failed") for f in failures if isinstance(f, dict)}
     return Side(label, runs, fails, missing)
 
 
@@ -426,6 +402,14 @@ class Changes:
                 if not (q in a and q in b):
                     self.failed.setdefault(q, f"failed in {side.name}: {error}")
         shared = [q for q in a if q in b]
+        other = [q for q in shared if None not in (a[q].gold, b[q].gold) and set(a[q].gold) != set(b[q].gold)]
+        if other:  # one id, two questions: a comparison of them would be of nothing
+            q = other[0]
+            raise ChangesError(
+                f"question {q!r} has gold {list(a[q].gold)} in {base.name!r} but {list(b[q].gold)} in "
+                f"{variant.name!r} ({len(other)} such question(s)): the runs are of different question files; "
+                "compare runs of the same questions"
+            )
         if not shared:
             raise ChangesError(
                 f"nothing to compare: {base.name!r} ({len(a)} questions) and {variant.name!r} ({len(b)} questions) "

@@ -41,7 +41,7 @@ from workbench.metrics import (  # noqa: F401
     recall_at,
 )
 from workbench.params import Params
-from workbench.runs.experiment import Experiment
+from workbench.runs.experiment import Experiment, judge_sha256
 from workbench.runs.policies import Config
 from workbench.runs.progress import progress_bar  # noqa: F401
 from workbench.runs.records import (  # noqa: F401
@@ -202,7 +202,7 @@ def evaluate(
         keep_traces=keep_traces,
         keep_going=keep_going,
     )
-    experiment.judges.prepare([spec])  # built now: one judge (one JEV client) for every question
+    built = experiment.judges.prepare([spec])  # built now: one judge (one JEV client) for every question
     # workers send their judgments back only when the caller will read the memo afterwards
     tally = experiment.loop(
         executor, map_outcomes=map_outcomes, trace_dir=trace_dir, on_arrival=on_arrival, send_judgments=memo is not None
@@ -210,6 +210,9 @@ def evaluate(
     records = [rec for _, rec in tally.rows["eval"]]
     memo = experiment.memo
     config = {"judge": label, "params": params.to_dict(), "index": index.meta.get("fingerprint")}
+    sha256 = judge_sha256(built.get(spec))
+    if sha256:  # which model answered (learned:J.json is refitted in place): as in the trace and cache keys
+        config["judge_sha256"] = sha256
     stats = {
         "judgments": sum(r["judgments"] for r in records),
         "memo_hits": memo.hits,

@@ -59,6 +59,19 @@ from workbench.terms import variant_fingerprint
 from workbench.trace import Trace
 
 
+def judge_sha256(judge) -> str | None:
+    """The sha256 of the model a judge reads (the learned judge's, as its trace name and cache key
+    carry it), or None for a judge without a model file.
+
+    >>> class Learned:  # workbench.judges.learned.LearnedJudge keeps its model's sha256 so
+    ...     sha256 = "cd68c0e05dcb" + "0" * 52
+    >>> judge_sha256(Learned())[:12], judge_sha256(None)
+    ('cd68c0e05dcb', None)
+    """
+    sha256 = getattr(judge, "sha256", None)
+    return sha256 if isinstance(sha256, str) else None
+
+
 def paper_ablation(
     params: Params | None = None, judge: str | JudgeSpec = "lexical", feedback: bool = False
 ) -> list[Config]:
@@ -307,6 +320,16 @@ class Experiment:
             extra=None if self.evaluation else self.config_key(config),
         )
 
+    def judge_sha256(self) -> dict[str, str]:
+        """{configuration name: the sha256 of the model its judge read} for the judges built so far
+        that read a model file (the learned judge; its trace name and cache key carry the same)."""
+        out = {}
+        for c in self.configs:
+            sha256 = judge_sha256(self.judges.built.get(c.judge))
+            if sha256:
+                out[c.name] = sha256
+        return out
+
     def trace(self, config: Config, question: Question) -> Trace:
         """The trace of one configuration on one question (computing a source if needed)."""
         return self.context.trace(config, question)
@@ -345,6 +368,9 @@ class Experiment:
         }
         if tally.rebuilt:
             stats["traces_rebuilt"] = tally.rebuilt
+        models = self.judge_sha256()
+        if models:  # which model each learned row read (a model file refitted in place changes it)
+            stats["judge_sha256"] = models
         return Results(
             ordered, completed, self.configs, stats, failures=list(tally.failed.values()), total=len(self.questions)
         )
@@ -506,7 +532,7 @@ class Experiment:
             self.traces.setdefault(config.name, {})[q.id] = trace
         if trace_dir is not None and trace is not None:
             with naming_path(trace_dir):
-                safeio.atomic_write_text(Path(trace_dir) / trace_file_name(q.id), trace.to_json())
+                safeio.atomic_write_text(Path(trace_dir) / trace_file_name(q.id), trace.to_json(), record="trace")
 
 
 def run_experiment(index, questions, configs, **options) -> Results:

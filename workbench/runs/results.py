@@ -392,6 +392,9 @@ def ablation_report(results: Results, judge) -> dict:
         "definitions": {k: v for k, v in ROW_DEFINITIONS.items() if k in rows},
         "significance": {k: v for k, v in sig.items() if k != "rows"},
     }
+    models = set((results.stats.get("judge_sha256") or {}).values())
+    if len(models) == 1:  # the judged rows' one model (learned): which model answered
+        report["judge_sha256"] = models.pop()
     if results.failures:
         report["scope"] = results.scope
         report["failures"] = results.failures

@@ -37,6 +37,7 @@ from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError, validate_scores
 from workbench.metrics import question_metrics
 from workbench.params import Params
+from workbench.runs.tasks import require_gold, require_unique_ids
 from workbench.safeio import InputError
 from workbench.trace import STOP_JUDGE_ERROR
 
@@ -124,9 +125,15 @@ def teacher_for(text: str, index, **jev_options):
         cache_dir = text[len("cache:") :]
         if not cache_dir:
             raise TrainingError("--teacher cache:DIR needs the cache folder")
-        jev = make_jev_judge(cache_dir=cache_dir, cache_only=True, **{k: v for k, v in jev_options.items() if v})
+        try:
+            jev = make_jev_judge(cache_dir=cache_dir, cache_only=True, **{k: v for k, v in jev_options.items() if v})
+        except InputError as exc:  # missing, not a cache, damaged: named as the option the user gave
+            raise TrainingError(f"--teacher {text}: {str(exc).replace('--cache-dir', '--teacher cache:DIR')}") from None
         return lambda q: jev
-    spec = JudgeSpec.parse(text).resolve(index)
+    try:
+        spec = JudgeSpec.parse(text).resolve(index)
+    except JudgeError as exc:
+        raise TrainingError(f"--teacher {text!r}: {exc}") from None
     if spec.kind.needs_gold:
         return lambda q: spec.build(index, gold=q.gold)
     judge = spec.build(index)
@@ -270,7 +277,9 @@ def collect_many(
 
 
 def check_enough(examples: Examples, asked: int, teacher: str) -> None:
-    """Refuse to fit on too little: say how many examples and questions were found."""
+    """Refuse to fit on too little: say how many examples and questions were found; and on
+    targets that are all the same (a teacher that scores every candidate alike teaches nothing,
+    and its fit has no finite optimum without a penalty)."""
     found, nq = len(examples.y), len(examples.questions)
     if found < MIN_EXAMPLES or nq < MIN_QUESTIONS:
         why = ""
@@ -280,6 +289,11 @@ def check_enough(examples: Examples, asked: int, teacher: str) -> None:
         raise TrainingError(
             f"teacher {teacher}: {found} example(s) from {nq} of {asked} question(s); a fit needs at least "
             f"{MIN_EXAMPLES} examples from {MIN_QUESTIONS} questions{why}"
+        )
+    if float(examples.y.min()) == float(examples.y.max()):
+        raise TrainingError(
+            f"teacher {teacher}: scored all {found} candidates {float(examples.y[0]):g}, so there is nothing to "
+            f"learn; use a teacher that tells relevant candidates from the rest (oracle, with gold labels)"
         )
 
 
@@ -329,6 +343,9 @@ def fit_judge(
     `on_policy`: add one round of the model's own trajectories labelled by the teacher
     (within each training fold only). `report(line)` is told each fold as it ends."""
     params = params or Params()
+    require_unique_ids(questions)  # examples, folds and the per-question report are keyed by id
+    # a teacher from gold labels (oracle) would label a question without them all-irrelevant
+    require_gold(questions, teacher_name)
     t0 = time.perf_counter()
     extractor = FeatureExtractor(index, names, embedder=embedder, context_weights=context_weights)
     examples = collect_examples(index, questions, teacher, params=params, extractor=extractor)
@@ -385,12 +402,17 @@ def fit_judge(
         "questions_asked": len(questions),
         "teacher_stopped": len(examples.missing),
         "positive_rate": round(float(examples.y.mean()), 6),
-        "train_agreement_spearman": round(spearman(scores, examples.y), 6),
+        "train_agreement_spearman": _finite(spearman(scores, examples.y)),
         "on_policy": on_policy,
         "seconds": {"collect": round(collect_s, 2), "total": round(time.perf_counter() - t0, 2)},
         "cv": cv,
     }
     return final, info
+
+
+def _finite(v: float, digits: int = 6) -> float | None:
+    """`v` rounded, or None for nan (a constant side has no rank correlation): the model file is strict JSON."""
+    return round(v, digits) if math.isfinite(v) else None
 
 
 def spearman(a, b) -> float:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.judges.jev.errors import JEVInputError
+from workbench.safeio import InputError, parse_json
 
 
 @dataclass(frozen=True)
@@ -100,17 +101,24 @@ def load_template(path: str | Path) -> Template:
         raw = path.read_bytes()
     except OSError as exc:
         raise JEVInputError(f"--jev-instructions {path}: cannot read it ({exc.strerror or exc})") from None
+    kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
     try:
-        if path.suffix.lower() == ".toml":
+        text = raw.decode("utf-8-sig")  # a byte-order mark, as some editors write, is no error
+    except UnicodeDecodeError:
+        raise JEVInputError(f"--jev-instructions {path}: not UTF-8 text; give a {kind} template file") from None
+    try:
+        if kind == "TOML":
             import tomllib
 
-            data = tomllib.loads(raw.decode("utf-8"))
+            data = tomllib.loads(text)
         else:
-            data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise JEVInputError(
-            f"--jev-instructions {path}: not valid {path.suffix.lstrip('.') or 'JSON'} ({exc})"
-        ) from None
+            data = parse_json(text, f"--jev-instructions {path}")  # bad, too deep, a huge number: named
+    except InputError as exc:
+        raise JEVInputError(str(exc).replace("give a file as sag2wb writes it", "check the template file")) from None
+    except RecursionError:
+        raise JEVInputError(f"--jev-instructions {path}: {kind} nested too deeply to read") from None
+    except ValueError as exc:
+        raise JEVInputError(f"--jev-instructions {path}: not valid {kind} ({exc})") from None
     if not isinstance(data, dict):
         raise JEVInputError(f"--jev-instructions {path}: expected an object with fields {', '.join(FIELDS)}")
     criteria = data.get("criteria")
@@ -120,12 +128,18 @@ def load_template(path: str | Path) -> Template:
         "criteria.false": criteria.get("false") if isinstance(criteria, dict) else None,
         "evidence_score_note": data.get("evidence_score_note"),
     }
+    texts["name"] = data.get("name", path.stem)
     for field, value in texts.items():
         if not isinstance(value, str) or not value.strip():
             raise JEVInputError(f"--jev-instructions {path}: field {field!r} must be a non-empty string")
-    name = data.get("name", path.stem)
-    if not isinstance(name, str) or not name.strip():
-        raise JEVInputError(f"--jev-instructions {path}: field 'name' must be a non-empty string")
+        try:  # the texts are sent as UTF-8 and hashed into cache keys; a lone surrogate cannot be encoded
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise JEVInputError(
+                f"--jev-instructions {path}: field {field!r} holds a lone surrogate (an escape such as \\ud800), "
+                "which is no text; write the character itself"
+            ) from None
+    name = str(texts["name"])
     q, t, f, note = (str(texts[k]) for k in ("question", "criteria.true", "criteria.false", "evidence_score_note"))
     return Template(name, q, t, f, note)
 
