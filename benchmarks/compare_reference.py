@@ -63,8 +63,13 @@ def first_difference(a: list, b: list):
     return None
 
 
-def compare(trace, ref_q: dict) -> list[dict]:
+def compare(trace, ref_q: dict, question: str | None = None) -> list[dict]:
+    """Every difference of our trace from the other side's record of the same question.
+    `question`: the question as our side read it, which must be the other side's byte for byte
+    (surrounding whitespace included): neither harness trims it, each engine does what it does."""
     diffs = []
+    if question is not None and "question" in ref_q and ref_q["question"] != question:
+        diffs.append({"field": "question as given", "ours": question, "theirs": ref_q["question"]})
     ours = our_rounds(trace)
     theirs = ref_q.get("rounds", [])
     if len(ours) != len(theirs):
@@ -152,7 +157,7 @@ def main(argv=None) -> int:
                 ]
                 counts[(None, "judge error")] += 1
                 continue
-        diffs = compare(trace, ref_by_id[q.id])
+        diffs = compare(trace, ref_by_id[q.id], q.question)
         if diffs:
             all_diffs[q.id] = diffs
             for d in diffs:

@@ -26,6 +26,7 @@ import threading
 import time
 from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -480,6 +481,34 @@ def test_internal_docs_sample_reference_and_our_jev_clients_agree(tmp_path, data
     corpus = _internal_docs_corpus(tmp_path)
     questions = REPO / "sample_corpora" / "internal_docs.questions.jsonl"
     check_identical(*run_both(tmp_path, data_hash_server, corpus, questions, style))
+
+
+# leading and trailing spaces, tabs, a final newline, a mix: the question as a data set may write it
+PADDINGS = [("", " "), ("  ", ""), ("\t", "\t"), ("", "\n"), (" \t ", " \n")]
+
+
+def padded_questions(tmp_path, source, n=10) -> Path:
+    """The first `n` questions of `source` with surrounding whitespace (the paddings in turn),
+    written to a new questions file; both sides read it as it is (neither harness trims)."""
+    items = [json.loads(line) for line in Path(source).read_text(encoding="utf-8").splitlines() if line.strip()][:n]
+    path = tmp_path / "padded-questions.jsonl"
+    with open(path, "w", encoding="utf-8") as fh:
+        for i, item in enumerate(items):
+            head, tail = PADDINGS[i % len(PADDINGS)]
+            fh.write(json.dumps({**item, "question": head + item["question"] + tail}, ensure_ascii=False) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_padded_questions_reference_and_our_jev_clients_agree(tmp_path, data_hash_server, style):
+    """Issue 34: the question's surrounding whitespace, as the reference's client sends it (its
+    search request strips it; so does our Run): every request's original_question compared exactly."""
+    root = REPO / "sample_corpora" / "encyclopedia"
+    questions = padded_questions(tmp_path, root / "questions.jsonl")
+    theirs, ours, cmp = run_both(tmp_path, data_hash_server, root / "corpus.json", questions, style)
+    check_identical(theirs, ours, cmp)
+    sent = {request_view(r)["state.original_question"] for r in theirs}
+    assert sent and all(q == q.strip() for q in sent), sorted(sent)[:3]
 
 
 @pytest.mark.parametrize("style", STYLES)

@@ -84,6 +84,17 @@ def test_2wiki_dev_context_dependent_judge_trajectories_identical(tmp_path):
     assert "0 with differences" in out
 
 
+def test_padded_questions_hash_judge_trajectories_identical(tmp_path):
+    """Issue 34: questions with surrounding whitespace; the hash judge hashes the question, so a
+    side whose judge saw the question otherwise than the other's would differ in every score."""
+    from .test_jev_path import padded_questions
+
+    root = REPO / "sample_corpora" / "encyclopedia"
+    questions = padded_questions(tmp_path, root / "questions.jsonl")
+    out = _compare(tmp_path, root / "corpus.json", questions, "hash")
+    assert "10 identical trajectories" in out
+
+
 def test_encyclopedia_sample_oracle_trajectories_identical(tmp_path):
     out = _compare(
         tmp_path,

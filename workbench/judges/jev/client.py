@@ -31,6 +31,9 @@ log = logging.getLogger("workbench.jev")
 KEY_VARIABLES = ("JEV_API_KEY", "OPENROUTER_API_KEY", "TYPESAFE_API_KEY")
 CONCURRENCY = 20  # requests in flight per client (the paper's cap)
 ATTEMPTS = 4
+# After a request found the service unreachable (no attempt connected), the client fails every
+# request at once for this long: a run pays the retries once, not once per question (issue 34)
+UNREACHABLE_HOLD = 300.0
 RETRY_STATUSES = frozenset({408, 429, 499}) | frozenset(range(500, 600))
 AUTH_STATUSES = frozenset({401, 403})
 
@@ -53,6 +56,11 @@ PRESETS = {
     ),
 }
 DEFAULT_ENDPOINT = "openrouter"  # the paper's route (§4: JEV through OpenRouter's Noul interface)
+
+
+class JEVUnreachable(JEVError):
+    """No attempt of a request could connect to the JEV service (refused, no route, DNS); for
+    `unreachable_hold` seconds afterwards the client fails every request at once with this."""
 
 
 # ---- endpoint, key -------------------------------------------------------------------------
@@ -308,12 +316,16 @@ class JEVClient:
         backoff_max: float = 20.0,
         retry_after_max: float = 60.0,
         require_key: bool = True,
+        unreachable_hold: float = UNREACHABLE_HOLD,
     ):
         self.url, self.model, self.family, self.key_variables = resolve_endpoint(endpoint, model)
         if attempts < 1 or concurrency < 1 or timeout <= 0:
             raise JEVError("JEV client: attempts and concurrency must be >= 1 and timeout > 0")
         self.timeout, self.attempts, self.concurrency = float(timeout), int(attempts), int(concurrency)
         self.backoff_base, self.backoff_max, self.retry_after_max = backoff_base, backoff_max, retry_after_max
+        self.unreachable_hold = float(unreachable_hold)
+        # (what failed, when: time.monotonic()) after a request that never connected; cleared by any answer
+        self._unreachable: tuple[str, float] | None = None
         self._key = read_key(self.key_variables, self.url) if require_key else None
         self._http: _HTTPThreads | None = None
         self._semaphore: asyncio.Semaphore | None = None
@@ -356,20 +368,44 @@ class JEVClient:
             self._semaphore = asyncio.Semaphore(self.concurrency)
         return self._http
 
+    def unreachable(self) -> str | None:
+        """While the service is held unreachable (`unreachable_hold` seconds after a request that
+        never connected): the message every request fails with at once; else None."""
+        if self._unreachable is None:
+            return None
+        failure, since = self._unreachable
+        age = time.monotonic() - since
+        if age >= self.unreachable_hold:
+            return None
+        return (
+            f"JEV {self.url}: not tried: the service could not be reached {age:.0f} s ago ({failure}); "
+            f"this client tries it again {self.unreachable_hold:.0f} s after that"
+        )
+
     async def post(
         self, body: dict, keys: list[str], content: bytes | None = None
     ) -> tuple[list[float], dict, str | None]:
         """Send one request, retrying transient failures; returns the validated answer.
-        `content`: the body already encoded (`encode_request`)."""
+        `content`: the body already encoded (`encode_request`).
+
+        When no attempt could connect, the request fails with JEVUnreachable, and so does every
+        request for `unreachable_hold` seconds after it, at once and without an HTTP attempt."""
         import httpx
 
+        held = self.unreachable()
+        if held is not None:
+            raise JEVUnreachable(held)
         http = await self._client()
         assert self._semaphore is not None  # _client sets it with the first client; nothing unsets it
         if content is None:
             content = _dumps(body).encode("utf-8")
         where = f"JEV {self.url}"
         last = "no attempt"
+        connected = False  # whether any attempt reached the service (an answer, or a failure after connecting)
         for attempt in range(1, self.attempts + 1):
+            held = self.unreachable() if attempt > 1 and not connected else None
+            if held is not None:  # another request found the service unreachable meanwhile
+                raise JEVUnreachable(held)
             wait_hint = None
             async with self._semaphore:
                 self.counters["http_requests"] += 1
@@ -385,13 +421,16 @@ class JEVClient:
                     )
                     resp = await http.post(self.url, content=content, headers=self._headers(), timeout=self.timeout)
                     raw = self.scrub_bytes(resp.content)  # a server may echo the key: gone before any parsing
-                except httpx.TimeoutException:
+                except httpx.TimeoutException as exc:
                     resp, last = None, f"no answer within {self.timeout:g} s"
+                    connected = connected or not isinstance(exc, httpx.ConnectTimeout)
                 except httpx.TransportError as exc:
                     resp, last = None, f"connection error ({type(exc).__name__})"
+                    connected = connected or not isinstance(exc, httpx.ConnectError)
                 finally:
                     self.in_flight -= 1
             if resp is not None:
+                connected, self._unreachable = True, None
                 status = resp.status_code
                 if 200 <= status < 300:
                     ctype = resp.headers.get("Content-Type", "")
@@ -425,7 +464,11 @@ class JEVClient:
                 reason,
             )
             await asyncio.sleep(delay)
-        raise JEVError(f"{where}: failed after {self.attempts} attempts; last error: {last}")
+        failure = f"failed after {self.attempts} attempts; last error: {last}"
+        if not connected:
+            self._unreachable = (failure, time.monotonic())
+            raise JEVUnreachable(f"{where}: {failure}; no attempt connected: the service cannot be reached")
+        raise JEVError(f"{where}: {failure}")
 
     async def aclose(self):
         if self._http is not None:

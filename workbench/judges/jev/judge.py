@@ -22,9 +22,9 @@ import threading
 import weakref
 from pathlib import Path
 
-from workbench.judges.cached import CachedJudge
+from workbench.judges.cached import CachedJudge, valid_entry
 from workbench.judges.jev.cache import DEFAULT_CACHE_DIR, open_store, request_keys
-from workbench.judges.jev.client import JEVClient, _LoopThread, resolve_endpoint
+from workbench.judges.jev.client import JEVClient, JEVUnreachable, _LoopThread, resolve_endpoint
 from workbench.judges.jev.errors import JEVAuthError, JEVCacheMiss, JEVError
 from workbench.judges.jev.instructions import Template, get_instructions
 from workbench.judges.jev.payload import (
@@ -263,6 +263,9 @@ class JEVJudge:
 
     async def _one_request(self, indices: list[int], body: dict, on_answered) -> dict[int, float]:
         assert self.client is not None  # only _judge makes requests, after checking the client
+        held = self.client.unreachable()
+        if held is not None:  # fails at once, no request made (the retries were paid once, issue 34)
+            raise JEVUnreachable(held)
         content, estimate = encode_request(body)
         qkeys = list(body["questions"])
         self._add(requests=1, estimated_input_tokens=estimate)
@@ -302,6 +305,43 @@ def _shutdown(runner: _LoopThread, client: JEVClient | None):
         except Exception:  # the loop is going away anyway
             pass
     runner.stop()
+
+
+class JEVCachedJudge(CachedJudge):
+    """The JEV judge behind its judgment cache (a CachedJudge). When the service cannot be
+    reached, the error says how many of the round's judgments the cache holds and that
+    `--cache-only` replays them without the service (issue 34)."""
+
+    def judge(self, question: str, candidates: list[dict], context: list[dict]) -> list[float]:
+        try:
+            return super().judge(question, candidates, context)
+        except JEVUnreachable as exc:
+            raise self._replay_hint(exc, question, candidates, context) from None
+
+    async def ajudge(self, question: str, candidates: list[dict], context: list[dict]) -> list[float]:
+        try:
+            return await super().ajudge(question, candidates, context)
+        except JEVUnreachable as exc:
+            raise self._replay_hint(exc, question, candidates, context) from None
+
+    def with_store(self, store) -> "JEVCachedJudge":
+        return JEVCachedJudge(self.inner, store, cache_dir=self.cache_dir, cache_only=self.cache_only)
+
+    def _replay_hint(self, exc: JEVUnreachable, question, candidates, context) -> JEVUnreachable:
+        """`exc` plus what the cache holds of this call's judgments, and the flag that replays them."""
+        keys = list(dict.fromkeys(self.inner.cache_keys(question, candidates, context)))
+        cached = sum(1 for k in keys if valid_entry(self.store.get(k)))
+        where = self.cache_dir if self.cache_dir is not None else "the judgment store"
+        count = getattr(self.store, "count", None)
+        held = f"the cache {where}" + (f" (it holds {count()} judgments)" if callable(count) else "")
+        replay = "--cache-only replays cached judgments without the service"
+        if cached == len(keys):
+            hint = f"All {len(keys)} judgments of this round are in {held}: {replay}"
+        elif cached:
+            hint = f"{cached} of this round's {len(keys)} judgments are in {held}: {replay}, failing on the first other"
+        else:
+            hint = f"None of this round's {len(keys)} judgments is in {held}"
+        return JEVUnreachable(f"{exc}. {hint}")
 
 
 def make_jev_judge(
@@ -352,4 +392,5 @@ def make_jev_judge(
         max_questions=max_questions,
         instructions=instructions,
     )
-    return CachedJudge(inner, open_store(cache_dir, cache_only=cache_only), cache_dir=cache_dir, cache_only=cache_only)
+    store = open_store(cache_dir, cache_only=cache_only)
+    return JEVCachedJudge(inner, store, cache_dir=cache_dir, cache_only=cache_only)
