@@ -210,7 +210,7 @@ def case_trace_names(w: World) -> str:
     traces = w.root / "traces"
     p = w.eval(w.root / "tr.json", "--trace-dir", traces, judge="lexical")
     w.write_questions(QUESTIONS)
-    n = len(list(traces.iterdir())) if traces.exists() else 0
+    n = len(list(traces.glob("*.json"))) if traces.exists() else 0
     return f"{seen(p)}; {n} trace files for 4 questions"
 
 

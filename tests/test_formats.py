@@ -44,7 +44,9 @@ def test_corpus_json_to_beir_and_back_is_exact(tmp_path):
     )
     beir = tmp_path / "beir"
     assert sorted(p.relative_to(beir).as_posix() for p in beir.rglob("*") if p.is_file()) == [
+        ".sag2wb-outputs.jsonl",  # the record of what convert wrote (workbench/safeio.py)
         "corpus.jsonl",
+        "qrels/.sag2wb-outputs.jsonl",
         "qrels/test.tsv",
         "queries.jsonl",
     ]

@@ -145,7 +145,7 @@ def test_concurrency_1_and_16_give_the_same_trajectories(index, leaky, tmp_path)
             "L=4",
         ]
         assert cli_main(args) == 0
-        out[n] = {p.name: json.loads(p.read_text())["rounds"] for p in sorted((tmp_path / f"t{n}").iterdir())}
+        out[n] = {p.name: json.loads(p.read_text())["rounds"] for p in sorted((tmp_path / f"t{n}").glob("*.json"))}
     assert out[1] == out[16] and len(out[1]) == len(QUESTIONS)
 
 

@@ -337,5 +337,5 @@ def test_eval_asks_for_reasons_only_when_traces_are_kept_or_written(tmp_path):
         runs[label] = (judge.explained, result.records)
     assert runs["records"][0] == 0 and runs["kept"][0] > 0 and runs["files"][0] > 0
     assert runs["records"][1] == runs["kept"][1] == runs["files"][1]  # the same records either way
-    written = json.loads(next((tmp_path / "t").iterdir()).read_text())
+    written = json.loads(next((tmp_path / "t").glob("*.json")).read_text())
     assert any(r.get("explanations") for r in written["rounds"])

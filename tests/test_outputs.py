@@ -390,8 +390,9 @@ def test_index_db_that_is_not_an_index_needs_force(tmp_path):
     assert notes.read_text() == "my notes\n"
     assert run("index", ENCYCLOPEDIA / "corpus.json", "--db", notes, "--force").returncode == 0
     assert notes.read_bytes().startswith(b"SQLite format 3")
-    assert run("index", ENCYCLOPEDIA / "corpus.json", "--db", notes).returncode == 0  # now an index: replaced
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # no temporary build left
+    assert run("index", ENCYCLOPEDIA / "corpus.json", "--db", notes).returncode == 0  # now recorded as ours: replaced
+    # no temporary build left; the record of what sag2wb wrote here
+    assert sorted(p.name for p in tmp_path.iterdir()) == [safeio.OUTPUTS_RECORD, "notes.txt"]
     r = run("index", ENCYCLOPEDIA / "corpus.json", "--db", ENCYCLOPEDIA / "corpus.json", "--force")
     one_line_error(r, "is an input of this command (corpus")
 

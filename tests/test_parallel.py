@@ -115,7 +115,7 @@ def run_eval(tmp: Path, name: str, index, questions, judge="lexical", **kw):
     """evaluate() with a resume file and trace files; returns what must be identical."""
     resume, traces = tmp / f"{name}.partial.jsonl", tmp / f"{name}-traces"
     result = evaluate(index, questions, judge, progress=False, resume_path=resume, trace_dir=traces, **kw)
-    files = {p.name: _no_stats(p.read_text(encoding="utf-8")) for p in sorted(traces.iterdir())}
+    files = {p.name: _no_stats(p.read_text(encoding="utf-8")) for p in sorted(traces.glob("*.json"))}
     return _no_stats(json.dumps(result.to_dict())), resume.read_bytes(), files
 
 
@@ -431,7 +431,7 @@ def test_dask_worker_killed_mid_run_loses_nothing(tmp_path, index, questions, se
         **opts,
     )
     assert killed, "no worker was busy when the first result arrived"
-    files = {p.name: _no_stats(p.read_text(encoding="utf-8")) for p in sorted(traces.iterdir())}
+    files = {p.name: _no_stats(p.read_text(encoding="utf-8")) for p in sorted(traces.glob("*.json"))}
     assert (_no_stats(json.dumps(result.to_dict())), resume.read_bytes(), files) == seq
 
 

@@ -165,7 +165,7 @@ def test_a_full_disk_during_index_is_named_and_the_old_index_is_intact(tmp_path)
     new = tmp_path / "new.db"
     full = sag2wb("index", ENCYCLOPEDIA / "corpus.json", "--db", new, python_prelude=FSIZE.format(64 * 1024))
     one_line_error(full, str(new), "disk full", "no index was written")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.db"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".sag2wb-outputs.jsonl", "x.db"]  # x.db's record
 
 
 def test_a_full_disk_during_a_folder_update_rolls_back(tmp_path):

@@ -24,7 +24,7 @@ from workbench.index.store import Index
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError, JudgmentMemo, validate_scores
 from workbench.runs.evaluation import evaluate
-from workbench.safeio import InputError
+from workbench.safeio import InputError, atomic_write_text
 
 from .conftest import REPO
 from .reliability_world import env, sag2wb, write_questions
@@ -293,7 +293,7 @@ def test_a_resumed_eval_writes_every_trace_file_into_a_new_trace_dir(world):
     _unflag(world, "stop_after")
     assert _eval(world, out, "--trace-dir", world["root"] / "t2").returncode == 0
     assert _eval(world, clean, "--trace-dir", world["root"] / "t3").returncode == 0
-    t2, t3 = sorted((world["root"] / "t2").iterdir()), sorted((world["root"] / "t3").iterdir())
+    t2, t3 = sorted((world["root"] / "t2").glob("*.json")), sorted((world["root"] / "t3").glob("*.json"))
     assert [p.name for p in t2] == [p.name for p in t3] and len(t2) == 6
     strip = [json.loads(p.read_text()) for p in t2], [json.loads(p.read_text()) for p in t3]
     for a, b in zip(*strip):
@@ -310,7 +310,7 @@ def old_out(world) -> tuple[Path, bytes]:
     assert _eval(world, out).returncode == 0
     data = json.loads(out.read_text())
     data["metrics"]["R@10"] = 12.34
-    out.write_text(json.dumps(data))
+    atomic_write_text(out, json.dumps(data), record="eval --out")  # as an older run wrote it (recorded)
     return out, out.read_bytes()
 
 

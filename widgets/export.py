@@ -2,7 +2,8 @@
 pyarrow is installed), and charts as PNG/SVG.
 
 Files go to a folder the researcher names (default `exports/`), with names that say what
-they hold and never replace an existing file (a numbered suffix instead). Charts are
+they hold and never replace an existing file (a numbered suffix instead); each is recorded
+as written by sag2wb in the folder's `.sag2wb-outputs.jsonl` (workbench/safeio.py). Charts are
 exported by the browser itself (plotly.js `downloadImage`, offline): the camera button in a
 chart's toolbar saves PNG, the one beside it SVG, or the buttons here for all four charts.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import html
 import importlib.util
+import os
 import re
 from pathlib import Path
 
@@ -40,7 +42,7 @@ def _stem(model) -> str:
 def _fresh(path: Path) -> Path:
     """`path`, or `path` with -2, -3, ... when it exists: an export never replaces a file."""
     candidate, n = path, 1
-    while candidate.exists():
+    while os.path.lexists(candidate):  # a dangling symlink is someone's too
         n += 1
         candidate = path.with_name(f"{path.name.split('.')[0]}-{n}{''.join(path.suffixes)}")
     return check_output(candidate, what="export")
@@ -59,7 +61,7 @@ def export_trace(model, folder) -> list[Path]:
     folder = _folder(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = _fresh(folder / f"{_stem(model)}.trace.json")
-    atomic_write_text(path, model.trace.to_json() + "\n")
+    atomic_write_text(path, model.trace.to_json() + "\n", record="dashboard export")
     return [path]
 
 
@@ -73,13 +75,13 @@ def export_frames(model, folder, fmt: str = "csv") -> list[Path]:
     for name, frame in model.frames.items():
         path = _fresh(folder / f"{_stem(model)}.{name}.{fmt}")
         if fmt == "csv":
-            atomic_write_text(path, frame.to_csv(index=False))
+            atomic_write_text(path, frame.to_csv(index=False), record="dashboard export")
         else:
             frame = frame.copy()
             for col in frame.columns:  # dict/list cells (judge components) as JSON text
                 if frame[col].map(lambda v: isinstance(v, (dict, list))).any():
                     frame[col] = frame[col].map(lambda v: None if v is None else __import__("json").dumps(v))
-            atomic_write_bytes(path, frame.to_parquet(index=False))
+            atomic_write_bytes(path, frame.to_parquet(index=False), record="dashboard export")
         out.append(path)
     return out
 

@@ -85,9 +85,14 @@ def _metadata(q: Question) -> dict:
 
 
 def write_beir(
-    folder: str | Path, units: list[Unit] | None = None, questions: list[Question] | None = None, split: str = "test"
+    folder: str | Path,
+    units: list[Unit] | None = None,
+    questions: list[Question] | None = None,
+    split: str = "test",
+    record: str = "write_beir",
 ) -> list[Path]:
     """A BEIR folder: corpus.jsonl (`_id` = document, encoded), queries.jsonl, qrels/SPLIT.tsv.
+    Every file written is recorded as ours (workbench/safeio.py: `record`), as in every writer here.
 
     >>> write_beir("enc-beir", load_corpus("sample_corpora/encyclopedia/corpus.json"),
     ...            load_questions("sample_corpora/encyclopedia/questions.jsonl"))
@@ -97,13 +102,13 @@ def write_beir(
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     if units is not None:
-        with atomic_writer(folder / BEIR_CORPUS) as f:
+        with atomic_writer(folder / BEIR_CORPUS, record=record) as f:
             _jsonl(
                 f, ({"_id": encode_id(d["_id"]), "title": d["title"], "text": d["text"]} for d in documents_of(units))
             )
         written.append(folder / BEIR_CORPUS)
     if questions is not None:
-        with atomic_writer(folder / BEIR_QUERIES) as f:
+        with atomic_writer(folder / BEIR_QUERIES, record=record) as f:
             _jsonl(
                 f,
                 (
@@ -113,7 +118,7 @@ def write_beir(
             )
         (folder / BEIR_QRELS_DIR).mkdir(exist_ok=True)
         qrels = folder / BEIR_QRELS_DIR / f"{split}.tsv"
-        with atomic_writer(qrels) as f:
+        with atomic_writer(qrels, record=record) as f:
             f.write("query-id\tcorpus-id\tscore\n")
             for q in questions:
                 for g in q.gold:
@@ -123,7 +128,10 @@ def write_beir(
 
 
 def write_workbench(
-    folder: str | Path, units: list[Unit] | None = None, questions: list[Question] | None = None
+    folder: str | Path,
+    units: list[Unit] | None = None,
+    questions: list[Question] | None = None,
+    record: str = "write_workbench",
 ) -> list[Path]:
     """The workbench's own files: corpus.json when every document is one passage named by
     its title (else corpus.jsonl with `_id`, which keeps the names), questions.jsonl.
@@ -138,19 +146,19 @@ def write_workbench(
         docs = documents_of(units)
         if all(d["_id"] == d["title"] for d in docs):
             path = folder / "corpus.json"
-            with atomic_writer(path) as f:
+            with atomic_writer(path, record=record) as f:
                 f.write(
                     json.dumps([{"title": d["title"], "text": d["text"]} for d in docs], ensure_ascii=False, indent=1)
                     + "\n"
                 )
         else:
             path = folder / "corpus.jsonl"
-            with atomic_writer(path) as f:
+            with atomic_writer(path, record=record) as f:
                 _jsonl(f, ({"_id": d["_id"], "title": d["title"], "text": d["text"]} for d in docs))
         written.append(path)
     if questions is not None:
         path = folder / "questions.jsonl"
-        with atomic_writer(path) as f:
+        with atomic_writer(path, record=record) as f:
             _jsonl(
                 f,
                 (
@@ -169,7 +177,7 @@ def write_workbench(
     return written
 
 
-def write_trec_qrels(path: str | Path, questions: list[Question]) -> Path:
+def write_trec_qrels(path: str | Path, questions: list[Question], record: str = "write_trec_qrels") -> Path:
     """The gold as TREC qrels: `qid 0 docno 1` per gold document (questions without gold omitted).
 
     >>> write_trec_qrels("gold.qrels", load_questions("sample_corpora/encyclopedia/questions.jsonl"))
@@ -178,16 +186,16 @@ def write_trec_qrels(path: str | Path, questions: list[Question]) -> Path:
     ['enc-01 0 Glass%20Harbour 1', 'enc-01 0 Élodie%20Marchetti 1']
     """
     path = Path(path)
-    with atomic_writer(path) as f:
+    with atomic_writer(path, record=record) as f:
         for q in questions:
             for g in q.gold:
                 f.write(f"{encode_id(q.id)} 0 {encode_id(g)} 1\n")
     return path
 
 
-def write_topics_tsv(path: str | Path, questions: list[Question]) -> Path:
+def write_topics_tsv(path: str | Path, questions: list[Question], record: str = "write_topics_tsv") -> Path:
     path = Path(path)
-    with atomic_writer(path) as f:
+    with atomic_writer(path, record=record) as f:
         for q in questions:
             if "\t" in q.id or "\n" in q.question or "\t" in q.question:
                 raise FormatError(
@@ -219,112 +227,14 @@ def run_rows(records: list[dict], depth: int = RUN_DEPTH):
             yield rec["_id"], doc, i, rank_score(i, len(docs))
 
 
-def write_trec_run(path: str | Path, rows, tag: str = "sag2wb") -> Path:
+def write_trec_run(path: str | Path, rows, tag: str = "sag2wb", record: str = "write_trec_run") -> Path:
     """`qid Q0 docno rank score tag` lines (names percent-encoded; see the module docstring)."""
     path = Path(path)
     tag = encode_id(tag) or "sag2wb"
-    with atomic_writer(path) as f:
+    with atomic_writer(path, record=record) as f:
         for qid, docno, rank, score in rows:
             f.write(f"{encode_id(qid)} Q0 {encode_id(docno)} {rank} {score:.6f} {tag}\n")
     return path
-
-
-# ---- recognising our own files (safe to replace; anything else is the user's) -----------------
-_SNIFF_LINES = 200  # enough lines to tell a file's shape without reading a large one whole
-
-
-def _lines_are(path, ok) -> bool:
-    """True when `path` is empty or each of its first lines (blank ones skipped) passes `ok`."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f):
-                if n >= _SNIFF_LINES:
-                    break
-                if line.strip() and not ok(line.rstrip("\n")):
-                    return False
-    except (OSError, UnicodeDecodeError):
-        return False
-    return True
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def is_trec_run_file(path) -> bool:
-    """A TREC run as `write_trec_run` writes it (`qid Q0 docno rank score tag`), or empty."""
-
-    def ok(line):
-        f = line.split()
-        return len(f) == 6 and f[1] == "Q0" and f[3].isdigit() and _is_number(f[4])
-
-    return _lines_are(path, ok)
-
-
-def is_trec_qrels_file(path) -> bool:
-    """TREC qrels as `write_trec_qrels` writes them (`qid 0 docno rel`), or empty."""
-
-    def ok(line):
-        f = line.split()
-        return len(f) == 4 and f[3].lstrip("-").isdigit()
-
-    return _lines_are(path, ok)
-
-
-def _is_topics_file(path) -> bool:
-    return _lines_are(path, lambda line: line.count("\t") == 1)
-
-
-def _is_beir_qrels_file(path) -> bool:
-    return _lines_are(path, lambda line: line.count("\t") == 2)
-
-
-def _jsonl_with_keys(allowed: set[str]):
-    def ok(line):
-        try:
-            rec = json.loads(line)
-        except (ValueError, RecursionError):
-            return False
-        return isinstance(rec, dict) and set(rec) <= allowed
-
-    return lambda path: _lines_are(path, ok)
-
-
-def _is_workbench_corpus_json(path) -> bool:
-    """A corpus.json as `write_workbench` writes it: a list of {"title", "text"} and nothing else
-    (a user's extra fields such as url or note make it theirs)."""
-    try:
-        if Path(path).stat().st_size == 0:
-            return True
-        if Path(path).stat().st_size > 2**30:
-            return False
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return False
-    return isinstance(data, list) and all(isinstance(d, dict) and set(d) <= {"title", "text"} for d in data)
-
-
-def _is_scored_run(path) -> bool:
-    from workbench.runs.evaluation import is_our_result
-
-    return is_our_result(path, "eval")
-
-
-_QUESTION_KEYS = {"_id", "question", "supporting_titles", "type", "hops", "answer"}
-OURS = {  # file name -> recogniser of the files of that name convert writes
-    BEIR_CORPUS: _jsonl_with_keys({"_id", "title", "text"}),
-    BEIR_QUERIES: _jsonl_with_keys({"_id", "text", "metadata"}),
-    "corpus.json": _is_workbench_corpus_json,
-    "corpus.jsonl": _jsonl_with_keys({"_id", "title", "text"}),
-    "questions.jsonl": _jsonl_with_keys(_QUESTION_KEYS),
-    "results.json": _is_scored_run,
-    TREC_TOPICS: _is_topics_file,
-    TREC_QRELS: is_trec_qrels_file,
-}
 
 
 def _convert_hint(exc: OSError) -> str:
@@ -365,8 +275,9 @@ def convert(
     BEIR folders, TREC folders, irds:NAME).
 
     Every file it will write is checked before any is written (workbench/safeio.py:
-    Outputs): an input is never replaced, a folder that holds an input and existing files
-    convert did not write are refused unless `force`, `split` must be a plain name.
+    Outputs): an input is never replaced; a folder that holds an input, and an existing file
+    sag2wb has no record of writing there (whatever it looks like), are refused unless
+    `force`; `split` must be a plain name.
 
     >>> convert("beir", "enc-beir", corpus="sample_corpora/encyclopedia/corpus.json",
     ...         questions="sample_corpora/encyclopedia/questions.jsonl")
@@ -397,8 +308,7 @@ def convert(
         raise FormatError("--corpus: TREC has no corpus format here; convert the corpus --to beir or --to workbench")
     split = split or "test"
     for path in convert_plan(to, out, units, qs, split=split, results=results, run=run):
-        ours = _is_beir_qrels_file if path.parent.name == BEIR_QRELS_DIR else OURS.get(path.name, is_trec_run_file)
-        io.output("--out", path, ours=ours)
+        io.output("--out", path, by="convert --out")  # replaced only when recorded so, never by its look
     io.check()  # every file, before the first is written
     try:
         return _write_converted(to, out, units, qs, split=split, results=results, run=run, tag=tag)
@@ -439,21 +349,22 @@ def convert_plan(to: str, out: Path, units, qs, *, split: str, results=None, run
 
 
 def _write_converted(to, out: Path, units, qs, *, split: str, results=None, run=None, tag=None) -> list[Path]:
+    by = "convert --out"
     if to == "beir":
-        return write_beir(out, units, qs, split=split)
+        return write_beir(out, units, qs, split=split, record=by)
     if to == "workbench":
-        written = write_workbench(out, units, qs)
+        written = write_workbench(out, units, qs, record=by)
         if run is not None:
             assert qs is not None  # --run needs --questions (checked above)
-            written.append(write_scored_run(out / "results.json", read_trec_run(run), qs, source=str(run)))
+            written.append(write_scored_run(out / "results.json", read_trec_run(run), qs, str(run), record=by))
         return written
     out.mkdir(parents=True, exist_ok=True)
     written = []
     if qs is not None:
-        written += [write_topics_tsv(out / TREC_TOPICS, qs), write_trec_qrels(out / TREC_QRELS, qs)]
+        written += [write_topics_tsv(out / TREC_TOPICS, qs, by), write_trec_qrels(out / TREC_QRELS, qs, by)]
     if results is not None:
         records = read_eval_records(results)
-        written.append(write_trec_run(out / TREC_RUN, run_rows(records), tag=tag or Path(results).stem))
+        written.append(write_trec_run(out / TREC_RUN, run_rows(records), tag=tag or Path(results).stem, record=by))
     return written
 
 
@@ -486,9 +397,11 @@ def score_run(run: dict, questions: list[Question], source: str = "run"):
     return EvalResult({"run": source}, records)
 
 
-def write_scored_run(path: Path, run: dict, questions: list[Question], source: str = "run") -> Path:
+def write_scored_run(
+    path: Path, run: dict, questions: list[Question], source: str = "run", record: str = "write_scored_run"
+) -> Path:
     result = score_run(run, questions, source)
-    with atomic_writer(path) as f:
+    with atomic_writer(path, record=record) as f:
         f.write(json.dumps(result.to_dict(), ensure_ascii=False, indent=1, allow_nan=False))
     return path
 

@@ -17,15 +17,9 @@ paper's metrics stay percentages, computed by workbench/metrics.py exactly as be
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
-from workbench.formats import (
-    FormatError,
-    is_trec_qrels_file,
-    is_trec_run_file,
-    run_rows,
-    write_trec_qrels,
-    write_trec_run,
-)
+from workbench.formats import FormatError, run_rows, write_trec_qrels, write_trec_run
 from workbench.index.corpora import Question
 from workbench.safeio import Outputs
 
@@ -131,16 +125,17 @@ def eval_extras(
     >>> eval_extras(result, questions, run="sag2.trec", measures=["nDCG@10"])
     ['nDCG@10 0.7494', 'run -> sag2.trec (9 questions)']
     """
-    # checked as `sag2wb eval` checks them before its work (workbench/safeio.py: Outputs)
+    # checked as `sag2wb eval` checks them before its work (workbench/safeio.py: Outputs): an
+    # existing file is replaced only when recorded as ours, and each write records its file
     io = Outputs(force=force)
     for path in inputs:
         io.input("", path)
     if out is not None:
-        io.output("--out", out, ours=lambda p: True)  # written by this command already, or about to be
+        io.output("--out", out, existing_ok=True)  # written by this command already, or about to be
     if run is not None:
-        io.output("--run", run, ours=is_trec_run_file)
+        io.output("--run", run)
     if qrels is not None:
-        io.output("--qrels", qrels, ours=is_trec_qrels_file)
+        io.output("--qrels", qrels)
     io.check()
     lines = []
     if measures:
@@ -152,10 +147,13 @@ def eval_extras(
         means = compute_measures(result.records, questions, measures)
         result.stats["measures"] = {k: round(v, 4) for k, v in means.items()}
         lines.append("  ".join(f"{k} {v:.4f}" for k, v in means.items()))
+    for path in (run, qrels):
+        if path is not None:  # the folder is created as --out's is (its place was checked before any work)
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
     if run is not None:
-        write_trec_run(run, run_rows(result.records), tag=tag)
+        write_trec_run(run, run_rows(result.records), tag=tag, record="eval --run")
         lines.append(f"run -> {run} ({len(result.records)} questions)")
     if qrels is not None:
-        write_trec_qrels(qrels, questions)
+        write_trec_qrels(qrels, questions, record="eval --qrels")
         lines.append(f"qrels -> {qrels} ({sum(len(q.gold) for q in questions)} gold documents)")
     return lines

@@ -18,8 +18,16 @@ Every command that writes declares its inputs and outputs in an `Outputs` and ch
 all before any work (the CLI's main does it for each command's `declare_io(args, io)`;
 docs/reliability.md, "Outputs"). An output is refused when it is an input, another output
 of the same command, a resume file, a folder where a file is meant (or the reverse), or an
-existing file that is not ours (`ours(path)` False) unless `force`; the message names the
-option the user gave and the user's path:
+existing file that is not ours unless `force`; the message names the option the user gave
+and the user's path. A file is ours by provenance, never by its look: a writer passes
+`record="eval --out"` to `atomic_writer` (or calls `record_output`), which keeps the file's
+name, size and sha256 in the folder's `.sag2wb-outputs.jsonl` before the file appears;
+`ours(path)` is true only while the file still has a recorded size and sha256:
+
+>>> atomic_write_text("mine.trec", "q1 Q0 d1 1 1.0 mine\\n")               # the user's, unrecorded
+>>> atomic_write_text("ours.trec", "q1 Q0 d1 1 1.0 sag2\\n", record="eval --run")
+>>> ours("mine.trec"), ours("ours.trec")
+(False, True)
 
 >>> atomic_write_text("q.jsonl", "{}\\n")
 >>> io = Outputs(force=False)
@@ -40,8 +48,9 @@ workbench.safeio.OutputError: --split '../../victim': give a plain name (no '/',
 
 A new `sag2wb` command that writes: add each path option with
 `workbench.cli.common.path_option(p, "--out", role="output", help=...)` (`role="input"` for
-what it reads) and give its module `def declare_io(args, io): io.input("--db", args.db);
-io.output("--out", args.out, ours=my_recogniser)`. The CLI's main calls it and `io.check()`
+what it reads), give its module `def declare_io(args, io): io.input("--db", args.db);
+io.output("--out", args.out)`, and write with `atomic_write_text(out, text, record="mycmd --out")`
+so that a rerun may replace it. The CLI's main calls `declare_io` and `io.check()`
 before the command runs (the command finds `args.io`), and refuses to run a command whose
 given output option was not declared; tests/test_outputs.py fails on a path-like option
 without a role.
@@ -68,6 +77,7 @@ EXIT_PARTIAL = 3  # --keep-going: finished, but some questions failed; metrics c
 EXIT_INTERRUPTED = 130  # Ctrl-C: everything finished is kept for resume
 
 TEMP_PREFIX = ".sag2wb-tmp-"
+OUTPUTS_RECORD = ".sag2wb-outputs.jsonl"  # per folder: the files sag2wb wrote there (name, size, sha256, by)
 
 
 class InputError(ValueError):
@@ -93,9 +103,11 @@ def _fsync_dir(directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_writer(path, mode: str = "w", encoding: str | None = "utf-8"):
+def atomic_writer(path, mode: str = "w", encoding: str | None = "utf-8", *, record: str | None = None):
     """Yield a file object; on a clean exit its content replaces `path` atomically.
-    On any exception the temporary file is removed and `path` is untouched."""
+    On any exception the temporary file is removed and `path` is untouched. `record` (what
+    writes it, e.g. "eval --out"): the new content's size and sha256 are recorded as ours
+    (`record_output`) before the rename, so a kill between the two leaves no unrecorded file."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     binary = "b" in mode
@@ -105,6 +117,8 @@ def atomic_writer(path, mode: str = "w", encoding: str | None = "utf-8"):
             yield f
             f.flush()
             os.fsync(f.fileno())
+        if record is not None:
+            _record(path, record, os.path.getsize(tmp), file_sha256(tmp))
         if path.exists():
             # keep the permissions of the file we replace
             with contextlib.suppress(OSError):
@@ -124,13 +138,13 @@ def atomic_writer(path, mode: str = "w", encoding: str | None = "utf-8"):
         raise
 
 
-def atomic_write_text(path, text: str, encoding: str = "utf-8") -> None:
-    with atomic_writer(path, "w", encoding) as f:
+def atomic_write_text(path, text: str, encoding: str = "utf-8", *, record: str | None = None) -> None:
+    with atomic_writer(path, "w", encoding, record=record) as f:
         f.write(text)
 
 
-def atomic_write_bytes(path, data: bytes) -> None:
-    with atomic_writer(path, "wb") as f:
+def atomic_write_bytes(path, data: bytes, *, record: str | None = None) -> None:
+    with atomic_writer(path, "wb", record=record) as f:
         f.write(data)
 
 
@@ -214,6 +228,163 @@ def file_sha256(path) -> str:
     return h.hexdigest()
 
 
+# ---- provenance: a file is ours when we recorded writing it ---------------------------------------
+_RECORD_HEADER = '{"sag2wb": "outputs", "version": 1}'
+_COMPACT_AT = 4 << 20  # a record longer than this is rewritten with the live entries only
+
+
+@dataclass
+class Records:
+    """A folder's record of the files sag2wb wrote there: name -> {(size, sha256)}. `problem`:
+    why the record cannot be trusted (then nothing in the folder is ours). A line that is not a
+    record (cut by a crash, edited) is skipped: it can only make fewer files ours."""
+
+    folder: Path
+    files: dict[str, set[tuple[int, str, str]]]  # name -> {(size, sha256, what wrote it)}
+    problem: str | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.folder / OUTPUTS_RECORD
+
+
+def _folder_of(path: Path) -> Path:
+    return path.parent if str(path.parent) else Path(".")
+
+
+def _entry(line: str):
+    import json
+
+    try:
+        e = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    ok = isinstance(e, dict) and isinstance(e.get("name"), str) and isinstance(e.get("sha256"), str)
+    return e if ok and isinstance(e.get("size"), int) and not isinstance(e.get("size"), bool) else None
+
+
+def read_records(folder) -> Records:
+    """The record of `folder` (`OUTPUTS_RECORD`); missing: nothing there is ours."""
+    rec = Records(Path(folder), {})
+    path = rec.path
+    if not os.path.lexists(path):
+        return rec
+    if path.is_symlink() or not path.is_file():
+        rec.problem = "it is not a regular file"
+        return rec
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.readline(4096).rstrip("\n") != _RECORD_HEADER:
+                rec.problem = f"its first line is not {_RECORD_HEADER}"
+                return rec
+            for line in f:
+                e = _entry(line) if line.endswith("\n") else None
+                if e is not None:
+                    rec.files.setdefault(e["name"], set()).add((e["size"], e["sha256"], str(e.get("by"))))
+    except UnicodeDecodeError:
+        rec.problem = "it is not UTF-8 text"
+    except OSError as exc:
+        rec.problem = f"it cannot be read ({exc.strerror or exc})"
+    return rec
+
+
+def not_ours(path, records: Records | None = None, by: str | None = None) -> str | None:
+    """Why the existing `path` is not a file sag2wb wrote (None: it is, byte for byte; `by`:
+    and it was written by that, e.g. "eval --run", so one command never replaces another's file)."""
+    path = Path(path)
+    if path.is_symlink():
+        return "it is a symbolic link; sag2wb writes only regular files"
+    if not path.is_file():
+        return "it is not a regular file"
+    records = records if records is not None else read_records(_folder_of(path))
+    if records.problem:
+        return f"sag2wb's record of the files it wrote there, {records.path}, is damaged: {records.problem}"
+    known = {(s, h) for s, h, b in records.files.get(path.name, set()) if by is None or b == by}
+    if not known and records.files.get(path.name):
+        others = sorted({b for _, _, b in records.files[path.name]})
+        return f"sag2wb wrote it as {' and '.join(others)}, not as {by}"
+    if not known:
+        return f"no record of sag2wb writing it in {records.path}"
+    size = path.stat().st_size
+    if not any(size == s for s, _ in known) or file_sha256(path) not in {h for s, h in known if s == size}:
+        return "it was changed after sag2wb wrote it, so it is yours now"
+    return None
+
+
+def ours(path, by: str | None = None) -> bool:
+    """True when `path` is a regular file whose size and sha256 are in its folder's record.
+
+    >>> atomic_write_text("x.json", "{}", record="example")
+    >>> ours("x.json"), atomic_write_text("x.json", "{ }"), ours("x.json")   # rewritten without a record
+    (True, None, False)
+    """
+    return not_ours(path, by=by) is None
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path):
+    """An exclusive flock on the folder itself, so two commands writing into one folder never
+    lose each other's record lines (no lock file; where flock is missing, appends still are
+    single whole-line writes)."""
+    try:
+        import fcntl
+
+        fd = os.open(folder, os.O_RDONLY)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _appendable(path: Path) -> bool:
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > _COMPACT_AT:
+            return False
+        if not os.access(path, os.W_OK):  # read-only: rewritten (the folder is writable) instead
+            return False
+        with open(path, "rb") as f:
+            return f.readline(4096).rstrip(b"\n") == _RECORD_HEADER.encode()
+    except OSError:
+        return False
+
+
+def _record(path: Path, by: str, size: int, sha256: str) -> None:
+    import json
+
+    folder = _folder_of(path)
+    line = json.dumps({"name": path.name, "size": size, "sha256": sha256, "by": by}, ensure_ascii=False)
+    with _folder_lock(folder):
+        record = folder / OUTPUTS_RECORD
+        if _appendable(record):
+            append_line(record, line)
+            return
+        # missing, damaged (only reached with --force: the check refuses it otherwise) or long:
+        # written anew with its readable entries, the last two of each file still there
+        kept: list[str] = []
+        if not record.is_symlink() and record.is_file() and read_records(folder).problem is None:
+            last: dict[str, list[str]] = {}
+            with open(record, encoding="utf-8", errors="replace") as f:
+                for old in f:
+                    e = _entry(old) if old.endswith("\n") else None
+                    if e is not None and (folder / e["name"]).is_file():
+                        last.setdefault(e["name"], []).append(old.rstrip("\n"))
+            kept = [x for lines in last.values() for x in lines[-2:]]
+        if record.is_dir() and not record.is_symlink():
+            raise OutputError(f"{record} is a folder; move it aside (sag2wb records the files it writes there)")
+        atomic_write_text(record, "\n".join([_RECORD_HEADER, *kept, line]) + "\n")
+
+
+def record_output(path, by: str) -> None:
+    """Record an existing file (written by sag2wb without `atomic_writer`, e.g. an index) as ours."""
+    path = Path(path)
+    _record(path, by, path.stat().st_size, file_sha256(path))
+
+
 def same_file(a, b) -> bool:
     """True when two paths name the same existing file (hard links and symlinks included)."""
     try:
@@ -258,9 +429,11 @@ class _Output:
     option: str
     path: Path
     kind: str  # "file" or "dir"
-    ours: Callable[[Path], bool] | None
+    ours: Callable[[Path], bool] | None  # a further test of a recorded file (e.g. the kind of result)
     hold_inputs: bool  # a folder output may hold input files (never replaced); False: refused without force
-    ours_name: str = "a result written by sag2wb"  # what `ours` recognises, for the message
+    ours_name: str = "a result written by sag2wb"  # what is replaced, for the message
+    existing_ok: bool = False  # the caller checked (or wrote) an existing file itself
+    by: str | None = None  # what writes it ("eval --run"): only a file recorded as written by that is replaced
 
 
 class Outputs:
@@ -268,15 +441,17 @@ class Outputs:
     at once, before any work. `force`: True/False for commands with `--force`, None for those
     without (their refusals then suggest no --force).
 
-    `ours(path)` says whether an existing file is one sag2wb wrote (safe to replace); None:
-    any existing file counts as the user's. A command may declare more outputs once it knows
+    An existing file is replaced only when it is ours by provenance (`not_ours`: its size and
+    sha256 are in its folder's record) and, when given, `ours(path)` holds too (an eval result
+    is no ablation result). A command may declare more outputs once it knows
     them (convert's files, eval's trace files) and call `check()` again, still before writing.
     `options` is the set of options declared, which the CLI compares with the parser's
     output options so that a new command cannot forget one.
     """
 
-    def __init__(self, force: bool | None = False):
+    def __init__(self, force: bool | None = False, command: str | None = None):
         self.force = force
+        self.command = command  # the sag2wb command: an output's writer is "COMMAND OPTION" unless given
         self.inputs: list[tuple[str, Path]] = []
         self.outputs: list[_Output] = []
         self.resumes: list[tuple[str, Path]] = []
@@ -298,12 +473,18 @@ class Outputs:
         kind: str = "file",
         hold_inputs: bool = True,
         ours_name: str = "a result written by sag2wb",
+        existing_ok: bool = False,
+        by: str | None = None,
     ) -> Path:
-        """A file (or, `kind="dir"`, a folder) this command writes; returns it as a Path."""
+        """A file (or, `kind="dir"`, a folder) this command writes; returns it as a Path.
+        `existing_ok`: an existing file there was checked (or written) by the caller already. `by`:
+        what records writing it (default "COMMAND OPTION" of a command's `Outputs`, else any writer)."""
         self.options.add(option)
         if "\0" in str(path) or not str(path):
             raise OutputError(f"{option} {str(path)!r}: not a usable path")
-        out = _Output(option, Path(path), kind, ours, hold_inputs, ours_name)
+        if by is None and self.command:
+            by = f"{self.command} {option}"
+        out = _Output(option, Path(path), kind, ours, hold_inputs, ours_name, existing_ok, by)
         self.outputs.append(out)
         return out.path
 
@@ -315,18 +496,34 @@ class Outputs:
         return f", or pass --force to {what}" if self.force is not None else ""
 
     def check(self) -> None:
+        self._records: dict[str, Records] = {}  # each folder's record read once per check
         for i, o in enumerate(self.outputs):
             self._check_one(o, self.outputs[:i])
 
+    def records(self, folder: Path) -> Records:
+        key = os.path.abspath(folder)
+        if key not in self._records:
+            self._records[key] = read_records(folder)
+        return self._records[key]
+
+    def not_ours(self, o: _Output) -> str | None:
+        """Why the existing output file `o` may not be replaced without --force (None: it may)."""
+        reason = not_ours(o.path, self.records(_folder_of(o.path)), o.by)
+        if reason is None and o.ours is not None and not o.ours(o.path):
+            reason = f"sag2wb wrote it, but not as what {o.option} writes"
+        return reason
+
     def _check_one(self, o: _Output, earlier: list[_Output]) -> None:
         shown = f"{o.option} {o.path}"
+        if o.path.name == OUTPUTS_RECORD:
+            raise OutputError(f"{shown} is sag2wb's record of the files it wrote in a folder; choose another name")
         for opt, inp in self.inputs:
             named = f"{opt} {inp}".strip()
             if _same(o.path, inp):
                 raise OutputError(f"{shown} is an input of this command ({named}); choose another path")
             if o.kind == "file" and inp.is_dir() and _inside(o.path, inp) and o.path.is_file():
                 # a file of an input folder may be read by this command: only one of ours is replaced
-                if o.ours is None or not o.ours(o.path):
+                if self.not_ours(o) is not None:
                     raise OutputError(f"{shown} is inside the input folder {named} and exists; choose another path")
             if o.kind == "dir" and not o.hold_inputs and not self.force and _inside(inp, o.path):
                 raise OutputError(
@@ -346,10 +543,21 @@ class Outputs:
             raise OutputError(f"{shown} is a directory; give a file path")
         if o.kind == "dir" and o.path.exists() and not o.path.is_dir():
             raise OutputError(f"{shown} is a file, not a directory (it is in the way of a folder); give a folder path")
-        if o.kind == "file" and o.path.exists() and not self.force:
-            if o.ours is None or not o.ours(o.path):
+        if o.kind == "file" and os.path.lexists(o.path) and not (self.force or o.existing_ok):
+            reason = self.not_ours(o)
+            if reason is not None:
                 raise OutputError(
-                    f"{shown} exists and is not {o.ours_name}; choose another path" + self._force_hint("replace it")
+                    f"{shown} exists and is not {o.ours_name} ({reason}); choose another path"
+                    + self._force_hint("replace it")
+                )
+        records = self.records(_folder_of(o.path))
+        if o.kind == "file" and records.path.is_dir() and not records.path.is_symlink():
+            raise OutputError(f"{shown}: {records.path} is a folder; move it aside (sag2wb records its files there)")
+        if o.kind == "file" and not (self.force or o.existing_ok):
+            if records.problem:
+                raise OutputError(
+                    f"{shown}: sag2wb's record of the files it wrote there, {records.path}, is damaged "
+                    f"({records.problem}); move it aside" + self._force_hint("start it anew")
                 )
         folder = o.path if o.kind == "dir" else o.path.parent
         existing = next((d for d in [folder, *folder.parents] if d.exists()), Path("."))
@@ -363,8 +571,8 @@ class Outputs:
 
 def check_output(path, *, inputs=(), ours=None, force: bool = False, what: str = "--out") -> Path:
     """One output checked alone (see `Outputs`): refused when it is one of `inputs`, a folder,
-    or an existing file for which `ours(path)` is False (None: nothing existing is ours); `force`
-    allows the latter only.
+    or an existing file sag2wb has no record of writing (`not_ours`; `ours`, when given, must
+    hold too); `force` allows the latter only.
 
     >>> atomic_write_text("q.jsonl", "{}\\n")
     >>> check_output("q.jsonl", inputs=["q.jsonl"])

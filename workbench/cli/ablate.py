@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -75,8 +74,8 @@ def declare_io(args, io) -> None:
     io.input("--db", args.db)
     io.input("--questions", args.questions)
     io.output("--out", out, ours=lambda p: is_our_result(p, "ablate"))
-    io.output("--out", out.with_suffix(".md"), ours=_our_table)
-    io.output("--out", out.with_suffix(".html"), ours=_our_table)
+    io.output("--out", out.with_suffix(".md"))  # the tables: replaced only when recorded as ours
+    io.output("--out", out.with_suffix(".html"))
     io.resume("--out", _resume_path(out))
     declare_run_options(args, io)
 
@@ -155,9 +154,10 @@ def cmd_ablate(args) -> int:
         + ABLATION_TABLE_MARKER
         + "\n"
     )
-    write(out, json.dumps(report, ensure_ascii=False, indent=1, default=json_default, allow_nan=False))
-    write(md_path, ablation_markdown(results, report, title) + "\n" + ABLATION_TABLE_MARKER + "\n")
-    write(html_path, html_text)
+    by = "ablate --out"
+    write(out, json.dumps(report, ensure_ascii=False, indent=1, default=json_default, allow_nan=False), by)
+    write(md_path, ablation_markdown(results, report, title) + "\n" + ABLATION_TABLE_MARKER + "\n", by)
+    write(html_path, html_text, by)
     if not results.failures:
         resume.unlink(missing_ok=True)
     if not args.quiet:
@@ -175,12 +175,3 @@ def cmd_ablate(args) -> int:
     if results.failures:
         return report_failures(results.failures, len(questions), results.scope)
     return safeio.EXIT_OK
-
-
-def _our_table(path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - 4096))
-            return ABLATION_TABLE_MARKER.encode() in f.read()
-    except OSError:
-        return False

@@ -57,7 +57,7 @@ def option_name(action: argparse.Action) -> str:
 def declare_and_check(args, parser: argparse.ArgumentParser, module) -> safeio.Outputs:
     """Build the command's `Outputs` from its `declare_io(args, io)` and check it before any
     work; a given output option left undeclared is a bug in the command (RuntimeError)."""
-    io = safeio.Outputs(force=args.force if hasattr(args, "force") else None)
+    io = safeio.Outputs(force=args.force if hasattr(args, "force") else None, command=args.command)
     declare = getattr(module, "declare_io", None)
     given = [a for a in output_actions(parser) if getattr(args, a.dest, None) not in (None, False, [], "")]
     if declare is not None:
@@ -194,8 +194,58 @@ def add_ecosystem_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def judge_files(text) -> list[Path]:
+    """The files a judge spec names: `FILE.py:NAME`'s source, `learned:J.json` (and the shipped
+    model behind `learned` and `auto`), a `jev:instructions=T.json` template. They are inputs of
+    the command, so no output (not even with --force) replaces them.
+
+    >>> judge_files("learned:J.json"), judge_files("my.py:score"), judge_files("jev:instructions=t.toml")
+    ([PosixPath('J.json')], [PosixPath('my.py')], [PosixPath('t.toml')])
+    """
+    from workbench.judges.learned import default_model_path
+
+    spec = JudgeSpec.parse(text)
+    if spec.name == "function":
+        return [Path(str(spec.get("target")).rpartition(":")[0])]
+    if spec.name in ("learned", "auto"):
+        return [Path(spec.get("path")) if spec.get("path") else default_model_path()]
+    if spec.name == "jev" and spec.get("instructions"):
+        return template_files(spec.get("instructions"))
+    return []
+
+
+def template_files(which) -> list[Path]:
+    """A JEV template given by file (.json/.toml, or any existing path), as the template reader takes it."""
+    if not which or not isinstance(which, str):
+        return []
+    return [Path(which)] if Path(which).suffix.lower() in (".json", ".toml") or Path(which).exists() else []
+
+
+def param_files(assignments) -> list[Path]:
+    """The `--param term_weighting=FILE.py:NAME` variant's source file."""
+    files = []
+    for text in assignments or ():
+        name, _, value = str(text).partition("=")
+        path, sep, _ = value.strip().rpartition(":")
+        if name.strip() == "term_weighting" and sep and path.endswith(".py"):
+            files.append(Path(path))
+    return files
+
+
+def declare_judge_inputs(args, io, option: str = "--judge") -> None:
+    """Every file the judge options name, as inputs (`judge_files`, `--jev-instructions`, `--param`)."""
+    for path in judge_files(getattr(args, option.lstrip("-").replace("-", "_"), None)):
+        io.input(option, path)
+    for path in template_files(getattr(args, "jev_instructions", None)):
+        io.input("--jev-instructions", path)
+    for path in param_files(getattr(args, "param", None)):
+        io.input("--param", path)
+
+
 def declare_run_options(args, io) -> None:
-    """The run options' paths: the JEV judgment cache folder (read and written)."""
+    """The run options' paths: the files the judge options name (inputs) and the JEV judgment
+    cache folder (read and written)."""
+    declare_judge_inputs(args, io)
     if getattr(args, "cache_dir", None) and getattr(args, "cache_only", False):
         io.input("--cache-dir", args.cache_dir)  # replay only reads it: a read-only copy works
     elif getattr(args, "cache_dir", None):
@@ -281,11 +331,12 @@ def add_output_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def write(path: Path, text: str) -> None:
-    """Atomic write (temp file, fsync, rename): a kill or a full disk leaves the old file whole."""
+def write(path: Path, text: str, record: str = "sag2wb") -> None:
+    """Atomic write (temp file, fsync, rename): a kill or a full disk leaves the old file whole.
+    The file is recorded as ours (`record`: what wrote it), so a rerun may replace it."""
     with naming_path(path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        safeio.atomic_write_text(path, text)
+        safeio.atomic_write_text(path, text, record=record)
 
 
 def json_default(v):
@@ -382,7 +433,7 @@ def explain(trace) -> None:
             )
 
 
-ABLATION_TABLE_MARKER = "<!-- written by sag2wb ablate -->"  # lets a rerun recognise (and replace) its own .md/.html
+ABLATION_TABLE_MARKER = "<!-- written by sag2wb ablate -->"  # says so to a reader; replacing is by provenance
 
 
 OS_HINTS: dict[int | None, str] = {  # keyed by OSError.errno, which may be None

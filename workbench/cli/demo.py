@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from workbench import safeio
 from workbench.cli.common import (
     SAMPLE_DOCS,
     SAMPLE_DOCS_QUESTIONS,
@@ -14,8 +15,8 @@ from workbench.cli.common import (
 )
 from workbench.cli.index import is_index
 from workbench.engine import Run
-from workbench.index.corpora import load_questions
-from workbench.index.store import open_or_build
+from workbench.index.corpora import iter_corpus, load_questions
+from workbench.index.store import Index, IndexProblem, corpus_fingerprint, open_or_build
 from workbench.judges import JudgeSpec, default_judge
 from workbench.params import Params
 from workbench.runs.evaluation import evaluate
@@ -35,7 +36,25 @@ def add_parser(sub) -> None:
 
 
 def declare_io(args, io) -> None:
-    io.output("--db", args.db, ours=is_index, ours_name="a SAG2 workbench index")
+    """--db: an index of exactly the bundled docs is only opened (an input); anything else there is
+    replaced only when it is an index recorded as ours (written by `demo` or `index` there)."""
+    if _opened_as_is(Path(args.db)):
+        io.input("--db", args.db)
+    else:
+        io.output("--db", args.db, ours=is_index, ours_name="a SAG2 workbench index")
+
+
+def _opened_as_is(db: Path) -> bool:
+    if not is_index(db):
+        return False
+    try:
+        index = Index(db)
+    except IndexProblem:
+        return False
+    try:
+        return index.meta.get("fingerprint") == corpus_fingerprint(iter_corpus(SAMPLE_DOCS))
+    finally:
+        index.close()
 
 
 def cmd_demo(args) -> int:
@@ -43,6 +62,8 @@ def cmd_demo(args) -> int:
     SAG2 with the offline lexical, semantic and learned judges, and the oracle ceiling on every sample question."""
     db = Path(args.db)
     index, built = open_or_build(SAMPLE_DOCS, db, source="sample_corpora/internal_docs")
+    if built:
+        safeio.record_output(db, "demo --db")  # ours: a later demo or index may replace it
     print(f"{'built' if built else 'opened'} {db} ({index.N} units, {index.D} files of the bundled internal docs)\n")
     questions = load_questions(SAMPLE_DOCS_QUESTIONS)
     judge_name = default_judge(index)  # lexical for a folder of files (AUTO_RULE, docs/judges.md)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from workbench import safeio
+from workbench.cli import eval_estimate
 from workbench.cli.common import (
     add_ecosystem_options,
     add_output_options,
@@ -22,7 +23,6 @@ from workbench.cli.common import (
     run_work,
     write,
 )
-from workbench.formats import is_trec_qrels_file, is_trec_run_file
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
 from workbench.judges import auto_reason, resolve_judge
@@ -51,18 +51,21 @@ def add_parser(sub) -> None:
     add_ecosystem_options(p)
     add_run_options(p)
     add_parallel_options(p)
+    eval_estimate.add_options(p)
     p.set_defaults(func=cmd_eval)
 
 
 def declare_io(args, io) -> None:
+    if getattr(args, "estimate", False):  # reads only, writes nothing (cli/eval_estimate.py)
+        return eval_estimate.declare_io(args, io)
     io.input("--db", args.db)
     io.input("--questions", args.questions)
     out = io.output("--out", args.out, ours=lambda p: is_our_result(p, "eval"))
     io.resume("--out", resume_path(out))
     if args.run:
-        io.output("--run", args.run, ours=is_trec_run_file)
+        io.output("--run", args.run)
     if args.qrels:
-        io.output("--qrels", args.qrels, ours=is_trec_qrels_file)
+        io.output("--qrels", args.qrels)
     if args.trace_dir:
         io.output("--trace-dir", args.trace_dir, kind="dir")
     if args.split is not None:
@@ -83,21 +86,34 @@ def _is_trace(path: Path) -> bool:
 
 
 def check_trace_files(trace_dir, questions, force: bool) -> None:
-    """The trace files this run will write: an existing one that is not a trace is refused."""
+    """The trace files this run will write: an existing one sag2wb did not record writing there
+    (`safeio.not_ours`), or that is no trace, is refused; so is a damaged record of the folder."""
     folder = Path(trace_dir)
     if force or not folder.is_dir():
         return
+    records = safeio.read_records(folder)  # read once, not once per question
+    if records.problem:
+        raise OutputError(
+            f"--trace-dir {trace_dir}: sag2wb's record of the files it wrote there, {records.path}, is damaged "
+            f"({records.problem}); move it aside, or pass --force to start it anew"
+        )
     present = set(p.name for p in folder.iterdir())  # one listing, not a stat per question
     for q in questions:
         name = trace_file_name(q.id)
-        if name in present and not _is_trace(folder / name):
-            raise OutputError(
-                f"--trace-dir {trace_dir}: {folder / name} exists and is not a trace sag2wb wrote; "
-                f"choose another folder, or pass --force to replace it"
+        if name in present:
+            reason = safeio.not_ours(folder / name, records, "trace") or (
+                None if _is_trace(folder / name) else "not a trace"
             )
+            if reason:
+                raise OutputError(
+                    f"--trace-dir {trace_dir}: {folder / name} exists and is not a trace sag2wb wrote ({reason}); "
+                    f"choose another folder, or pass --force to replace it"
+                )
 
 
 def cmd_eval(args) -> int:
+    if eval_estimate.estimating(args):  # JEV's cost predicted offline: nothing sent or written
+        return eval_estimate.cmd_estimate(args)
     out = Path(args.out)
     index = Index(args.db)
     questions = load_questions(args.questions, split=args.split)
@@ -138,7 +154,7 @@ def cmd_eval(args) -> int:
             **data["config"],
             "trace_dir": os.path.relpath(Path(args.trace_dir).resolve(), out.parent.resolve()),
         }
-    write(out, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False))
+    write(out, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False), record="eval --out")
     if not result.failures:
         resume.unlink(missing_ok=True)  # failed questions are retried by the next run, the rest resumed
     m, s = data["metrics"], data["stats"]

@@ -13,12 +13,13 @@ import sys
 from pathlib import Path
 
 from workbench import safeio
-from workbench.cli.common import number, path_option
+from workbench.cli.common import declare_judge_inputs, number, param_files, path_option
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
 from workbench.judges.features import CONTEXT_WEIGHTS, FEATURES, MODEL_FEATURES, FeatureError, check_names
 from workbench.judges.learned import DEFAULT_L2, SCHEMA, model_json
 from workbench.params import Params
+from workbench.runs.tasks import require_gold, require_unique_ids
 from workbench.runs.training import (
     DEFAULT_CONTEXT_WEIGHTS,
     DEFAULT_FOLDS,
@@ -90,7 +91,14 @@ def add_parser(sub) -> None:
 def declare_io(args, io) -> None:
     io.input("--db", args.db)
     io.input("--questions", args.questions)
-    io.output("--out", args.out, ours=is_model_file)
+    teacher = str(args.teacher or "")
+    if teacher.startswith("cache:"):
+        io.input("--teacher", teacher[len("cache:") :] or None)  # the JEV cache folder it replays
+    elif teacher != "oracle":
+        declare_judge_inputs(args, io, "--teacher")  # learned:J.json, FILE.py:NAME: never replaced
+    for path in param_files(args.param):
+        io.input("--param", path)
+    io.output("--out", args.out, ours=is_model_file)  # replaced only when recorded as ours, and a model
 
 
 def is_model_file(path: Path) -> bool:
@@ -122,12 +130,14 @@ def cmd_fit_judge(args) -> int:
     index = Index(args.db)
     questions = load_questions(args.questions)
     check_gold(questions, set(index.documents.values()), args.questions)
+    require_unique_ids(questions, args.questions)
     params = Params().with_assignments(args.param)
     if args.rounds is not None:
         params = params.replace(H=args.rounds)
     teacher = teacher_for(
         args.teacher, index, endpoint=args.jev_endpoint, model=args.jev_model, payload_style=args.payload_style
     )
+    require_gold(questions, args.teacher, args.questions)  # the oracle teacher: every question needs gold
     say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
     say(
         f"fit-judge: {len(questions)} questions, teacher {args.teacher}, {len(names)} features, {args.folds}-fold "
@@ -164,11 +174,23 @@ def cmd_fit_judge(args) -> int:
     # and so the same cache keys and trace names)
     seconds = info.pop("seconds")
     model.info = info
-    text = model_json(model)
+    try:
+        text = model_json(model)
+    except ValueError:  # strict JSON: a weight or figure that is not a finite number
+        raise TrainingError(
+            f"teacher {args.teacher}: the fit gave weights that are not finite numbers (targets that one "
+            f"feature separates perfectly?); give --l2 above {args.l2}, or other questions"
+        ) from None
     out.parent.mkdir(parents=True, exist_ok=True)
-    safeio.atomic_write_text(out, text)
+    safeio.clean_stale_temps(out.parent, out.name)  # left by a fit killed mid-write
+    safeio.atomic_write_text(out, text, record="fit-judge --out")
     cv = info["cv"]
     sha = json.loads(text)["sha256"]
+    if not cv["folds"]:
+        print(
+            "fit-judge: fewer than 2 questions with gold labels (supporting_titles): the model is not cross-validated",
+            file=sys.stderr,
+        )
     if info["teacher_stopped"]:
         print(
             f"fit-judge: the teacher could not answer {info['teacher_stopped']} of {len(questions)} question(s) to the "

@@ -72,7 +72,14 @@ def is_index(path) -> bool:
 def declare_io(args, io) -> None:
     io.input("corpus", args.corpus)
     io.input("--add", args.add)
+    # replaced or updated only when recorded as ours (written or updated by `index` there) and an index
     io.output("--db", args.db, ours=is_index, ours_name="a SAG2 workbench index")
+
+
+def _recorded(db: Path, result: int) -> int:
+    """Record the index as ours once it is written and closed (safeio.record_output)."""
+    safeio.record_output(db, "index --db")
+    return result
 
 
 def cmd_index(args) -> int:
@@ -86,9 +93,9 @@ def cmd_index(args) -> int:
         changes = update_passages(
             db, Path(args.add) if args.add else None, args.remove or (), allow_empty=args.allow_empty
         )
-        return _report_update(db, changes)
+        return _recorded(db, _report_update(db, changes))
     if corpus.is_dir() and db.exists() and not args.rebuild and _updatable(db):
-        return _report_update(db, update_folder(db, corpus))
+        return _recorded(db, _report_update(db, update_folder(db, corpus)))
     # the corpus is streamed into the build (never held whole); a bar shows passages/s on a terminal
     index = _build(args, db)
     t1 = time.perf_counter()
@@ -98,7 +105,8 @@ def cmd_index(args) -> int:
         f"time {t1 - t0:.2f} s ({index.N / max(t1 - t0, 1e-9):.0f} passages/s, {index.meta.get('chunks', '?')} chunks)"
     )
     print(f"database {db} {size(db)} ({db.stat().st_size / 1024 / index.N:.2f} KiB per unit)")
-    return 0
+    index.close()
+    return _recorded(db, 0)
 
 
 def _build(args, db: Path) -> Index:

@@ -106,21 +106,15 @@ def trace_file_name(question_id: str) -> str:
 
 
 def is_our_result(path, kind: str) -> bool:
-    """True when `path` is a JSON result sag2wb wrote (its marker field names `kind`), or one of
-    the results written before the marker existed (recognised by their exact top-level keys)."""
-    legacy = {
-        "eval": {"config", "metrics", "stats", "questions"},
-        "ablate": {"judge", "questions", "rows", "definitions"},
-    }
+    """True when `path` is a JSON result whose marker field names `kind` ("eval", "ablate"). What
+    decides that sag2wb wrote it is provenance (`safeio.ours`: its folder's record holds its size
+    and sha256); this test only tells one kind of our results from another, so an eval never
+    replaces an ablation result."""
     try:
         if Path(path).stat().st_size > 2**30:
             return False
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
-    if not isinstance(data, dict):
-        return False
-    marker = data.get(RESULT_MARKER)
-    if isinstance(marker, dict):
-        return marker.get("kind") == kind
-    return legacy[kind] <= set(data)
+    marker = data.get(RESULT_MARKER) if isinstance(data, dict) else None
+    return isinstance(marker, dict) and marker.get("kind") == kind

@@ -188,6 +188,11 @@ class JudgmentStore:
         with cache_errors(self.cache_dir), self.cache.transact():
             yield
 
+    def count(self) -> int:
+        """How many judgments the cache holds (diskcache keeps the count: no scan)."""
+        with cache_errors(self.cache_dir):
+            return len(self.cache) - (self.cache.get(FORMAT_KEY) is not None)
+
     def close(self) -> None:
         self.cache.close()
 
@@ -247,7 +252,9 @@ def check_format(cache, cache_dir, *, write: bool = True) -> None:
 
 # ---- export, import, stats -----------------------------------------------------------------
 def _is_export(path: Path) -> bool:
-    """Whether `path` looks like a file `export_cache` wrote (empty, or a first line with our key)."""
+    """Whether `path` holds judgments as `export_cache` writes them (empty, or a first line with our
+    key). What makes it replaceable is provenance (safeio: its folder's record holds its size and
+    sha256); this only tells an export from another file sag2wb wrote there."""
     try:
         with open(path, "rb") as f:
             first = f.readline(4096)
@@ -266,7 +273,7 @@ def export_cache(cache_dir: str | Path, file: str | Path, *, force: bool = False
     """Write every judgment as one JSONL line {"key", "p", "model"}; returns the count.
 
     The file is written atomically (safeio): a failure leaves an earlier export whole. An
-    existing file that is not an export is refused unless `force`.
+    existing file that sag2wb did not record writing there is refused unless `force`.
 
     >>> from workbench.judges.jev import make_jev_judge
     >>> judge = make_jev_judge(endpoint=judge_server.url, cache_dir=".sag2wb/jev-cache")   # a local judge server
@@ -290,7 +297,7 @@ def export_cache(cache_dir: str | Path, file: str | Path, *, force: bool = False
     cache = open_cache(cache_dir, must_exist=True)
     n = 0
     try:
-        with atomic_writer(file) as f:
+        with atomic_writer(file, record="cache --file") as f:
             with cache_errors(cache_dir):
                 keys = sorted(k for k in cache.iterkeys() if isinstance(k, str) and k.startswith(CACHE_KEY_PREFIX))
             for key in keys:
