@@ -25,7 +25,7 @@ from tests.browser import driver  # noqa: E402
 
 def _p90(xs):
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(0.9 * (len(xs) - 1)))]
 
 
 def _report(name, loads, results):

@@ -29,16 +29,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import data_arg, need, peak_rss_mib, rss_mib  # noqa: E402
+from _common import data_arg, need, peak_rss_mib, rss_mib
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))  # comparison_judges.py (test-only judges)
-import comparison_judges  # noqa: E402
+import comparison_judges
 
-from workbench.engine import Run  # noqa: E402
-from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.index.store import Index, open_or_build  # noqa: E402
-from workbench.judges import FunctionJudge, JudgmentMemo  # noqa: E402
-from workbench.params import Params  # noqa: E402
+from workbench.engine import Run
+from workbench.index.corpora import load_corpus, load_questions
+from workbench.index.store import Index, open_or_build
+from workbench.judges import FunctionJudge, JudgmentMemo
+from workbench.params import Params
 
 
 def ms(xs):
@@ -82,7 +82,7 @@ def first_runs(index, questions, memo=None):
 def child(args) -> None:
     index = Index(args.db)
     questions = load_questions(need(Path(args.data) / "2wiki" / "questions-dev.jsonl"))
-    first, overhead, rounds, _, _ = first_runs(index, questions)
+    first, overhead, _rounds, _, _ = first_runs(index, questions)
     print(json.dumps({"first": first, "overhead": overhead}))
 
 

@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import data_arg, need, peak_rss_mib  # noqa: E402
-from bench_scale import write_corpus  # noqa: E402  (the 600k generator, same seed)
+from _common import data_arg, need, peak_rss_mib
+from bench_scale import write_corpus
 
-from workbench.feedback import GraphParams, build_graph, corpus_graph, graph_path, rm3_expansion  # noqa: E402
-from workbench.index import Index, load_questions  # noqa: E402
+from workbench.feedback import GraphParams, build_graph, corpus_graph, graph_path, rm3_expansion
+from workbench.index import Index, load_questions
 
 
 def main() -> None:

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import data_arg, need  # noqa: E402
+from _common import data_arg, need
 
-from workbench import text  # noqa: E402
-from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.index.store import Index  # noqa: E402
-from workbench.runs.evaluation import evaluate  # noqa: E402
+from workbench import text
+from workbench.index.corpora import load_corpus, load_questions
+from workbench.index.store import Index
+from workbench.runs.evaluation import evaluate
 
 
 def main() -> None:

@@ -19,15 +19,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench.engine import Run  # noqa: E402
-from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.index.store import Index  # noqa: E402
+from workbench.engine import Run
+from workbench.index.corpora import load_corpus, load_questions
+from workbench.index.store import Index
 from workbench.judges import (
-    LexicalJudge,  # noqa: E402
-    jev,  # noqa: E402
+    LexicalJudge,
+    jev,
 )
-from workbench.judges.jev.server import JudgeServer  # noqa: E402
-from workbench.params import Params  # noqa: E402
+from workbench.judges.jev.server import JudgeServer
+from workbench.params import Params
 
 
 class Recording:

@@ -33,12 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import REPO, data_arg, need, peak_rss_mib  # noqa: E402
+from _common import REPO, data_arg, need, peak_rss_mib
 
-from workbench.index.corpora import load_questions  # noqa: E402
-from workbench.index.store import open_or_build  # noqa: E402
-from workbench.params import Params  # noqa: E402
-from workbench.runs.experiment import Config, Experiment, paired_interval  # noqa: E402
+from workbench.index.corpora import load_questions
+from workbench.index.store import open_or_build
+from workbench.params import Params
+from workbench.runs.experiment import Config, Experiment, paired_interval
 
 JUDGES = ["bm25", "lexical", "lexical-bridge", "semantic", "learned", "oracle"]  # learned: the shipped default
 ABLATION = [
@@ -256,7 +256,7 @@ def main() -> None:
     if args.only == "learned":
         from bench_learned import (
             LEARNED_SECTIONS,
-            learned_sections,  # noqa: F811
+            learned_sections,
         )
 
         sections = tuple(s.strip() for s in args.learned_sections.split(","))
@@ -280,7 +280,7 @@ def main() -> None:
                 "2Wiki dev, the semantic judge's own ablation",
                 index,
                 questions,
-                [("lexical", "lexical")] + ABLATION,
+                [("lexical", "lexical"), *ABLATION],
                 by_type=False,
             )
     if args.only in (None, "2wiki", "speed"):
@@ -300,7 +300,7 @@ def main() -> None:
             "bundled internal docs (English and Chinese questions)",
             index,
             docs_q,
-            judges + [("semantic, no model for CJK", "semantic:cjk=coverage")],
+            [*judges, ("semantic, no model for CJK", "semantic:cjk=coverage")],
             by_type=False,
         )
         zh = [q for q in docs_q if any("\u4e00" <= ch <= "\u9fff" for ch in q.question)]
@@ -308,7 +308,7 @@ def main() -> None:
             "bundled internal docs, the Chinese questions only",
             index,
             zh,
-            judges + [("semantic, no model for CJK", "semantic:cjk=coverage")],
+            [*judges, ("semantic, no model for CJK", "semantic:cjk=coverage")],
             by_type=False,
         )
     if args.only is None:

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import data_arg, need  # noqa: E402
+from _common import data_arg, need
 
 WORD_SHARE = 0.30  # replaced words per distractor
 NEW_WORD_SHARE = 0.15  # of the replacements: made-up words (the vocabulary grows with the corpus)

@@ -33,12 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import data_arg, need  # noqa: E402
-from workbench.executors import Dask, Processes, Threads  # noqa: E402
-from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.index.store import Index  # noqa: E402
-from workbench.judges import JudgmentMemo  # noqa: E402
-from workbench.runs.evaluation import evaluate  # noqa: E402
+from benchmarks._common import data_arg, need
+from workbench.executors import Dask, Processes, Threads
+from workbench.index.corpora import load_corpus, load_questions
+from workbench.index.store import Index
+from workbench.judges import JudgmentMemo
+from workbench.runs.evaluation import evaluate
 
 
 def fingerprint(result) -> str:

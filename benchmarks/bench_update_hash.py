@@ -24,12 +24,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import data_arg, need  # noqa: E402
-from bench_scale import write_corpus  # noqa: E402
+from _common import data_arg, need
+from bench_scale import write_corpus
 
-from workbench.index.corpora import folder_files  # noqa: E402
-from workbench.index.update import compare_files  # noqa: E402
-from workbench.safeio import file_sha256  # noqa: E402
+from workbench.index.corpora import folder_files
+from workbench.index.update import compare_files
+from workbench.safeio import file_sha256
 
 
 def write_folder(corpus: Path, folder: Path, per_file: int) -> None:

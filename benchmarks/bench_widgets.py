@@ -57,7 +57,7 @@ def main():
     for name, (corpus, qfile) in CORPORA.items():
         index, _ = open_or_build(load_corpus(corpus), work / f"{name}.sqlite")
         questions = load_questions(qfile)
-        for q in questions[:3] + [questions[-1]]:
+        for q in [*questions[:3], questions[-1]]:
             dash = Dashboard(index, [q], judge="lexical")
             m = dash.model
             m.set_round(1 if m.rounds_count > 1 else 0)

@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))  # comparison_judges.py (test-only judges)
-import comparison_judges  # noqa: E402
+import comparison_judges
 
-from workbench.engine import Run  # noqa: E402
-from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.index.store import Index  # noqa: E402
-from workbench.judges import FunctionJudge, JudgeSpec  # noqa: E402
-from workbench.params import Params  # noqa: E402
+from workbench.engine import Run
+from workbench.index.corpora import load_corpus, load_questions
+from workbench.index.store import Index
+from workbench.judges import FunctionJudge, JudgeSpec
+from workbench.params import Params
 
 ALL_JUDGES = ("hash", "bm25", "oracle", "lexical", "lexical-bridge", "semantic", "learned")
 ROOT = Path(__file__).resolve().parent.parent

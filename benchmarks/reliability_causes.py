@@ -242,7 +242,7 @@ def case_question(w: World, value: str) -> str:
 
 
 def case_no_gold(w: World, judge: str) -> str:
-    w.write_questions(QUESTIONS[:2] + [{"_id": "free", "question": "Which city is a port?"}])
+    w.write_questions([*QUESTIONS[:2], {"_id": "free", "question": "Which city is a port?"}])
     p = w.eval(w.root / f"ng-{judge}.json", judge=judge)
     w.write_questions(QUESTIONS)
     return seen(p)

@@ -241,7 +241,7 @@ def exchange(port: int, data: bytes, *, finish=True, guard=20.0) -> bytes:
             if not chunk:
                 break
             chunks.append(chunk)
-    except socket.timeout:
+    except TimeoutError:
         chunks.append(b"<no answer within the client's guard>")
     finally:
         s.close()

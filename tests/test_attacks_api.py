@@ -184,7 +184,7 @@ def test_dashboard_for_refuses_what_it_cannot_use_by_name(docs_db, tmp_path, mon
     with pytest.raises(error) as caught:
         dashboard_for(**given)
     assert needle in str(caught.value) and "\n" not in str(caught.value)
-    assert isinstance(caught.value, NAMED + (ValueError,)) and type(caught.value).__module__ != "builtins"
+    assert isinstance(caught.value, (*NAMED, ValueError)) and type(caught.value).__module__ != "builtins"
     assert Path("plain.txt").read_text() == "How are refunds approved?\n"  # inputs intact
 
 

@@ -59,8 +59,8 @@ def runs(enc, tmp_path_factory):
     questions = folder / "q6.jsonl"
     questions.write_text("".join((ENC / "questions.jsonl").read_text(encoding="utf-8").splitlines(True)[:6]))
     base = ["eval", "--db", str(enc.path), "--questions", str(questions), "--quiet"]
-    assert main(base + ["--judge", "lexical", "--out", str(folder / "A.json"), "--trace-dir", str(folder / "ta")]) == 0
-    assert main(base + ["--judge", "oracle", "--out", str(folder / "B.json")]) == 0
+    assert main([*base, "--judge", "lexical", "--out", str(folder / "A.json"), "--trace-dir", str(folder / "ta")]) == 0
+    assert main([*base, "--judge", "oracle", "--out", str(folder / "B.json")]) == 0
     return folder
 
 
@@ -233,7 +233,7 @@ def test_fit_judge_names_a_teacher_it_cannot_use(enc, tmp_path, capsys, what):
     teacher, says = BAD_TEACHERS[what]
     out = tmp_path / "J.json"
     args = ["fit-judge", "--db", enc.path, "--questions", ENC / "questions.jsonl", "--out", out, "--no-model"]
-    refused(capsys, args + ["--teacher", teacher.format(tmp=tmp_path)], says)
+    refused(capsys, [*args, "--teacher", teacher.format(tmp=tmp_path)], says)
     assert not out.exists() and (damaged / "cache.db").read_bytes() == b"not a database" * 100
 
 
@@ -241,7 +241,7 @@ def test_fit_judge_refuses_a_teacher_that_scores_every_candidate_alike(runs, enc
     (tmp_path / "teach.py").write_text("def same(question, candidates, context):\n    return [0.0] * len(candidates)\n")
     out = tmp_path / "J.json"
     args = ["fit-judge", "--db", enc.path, "--questions", runs / "q6.jsonl", "--out", out, "--no-model"]
-    refused(capsys, args + ["--teacher", f"{tmp_path / 'teach.py'}:same", "--quiet"], "scored all", "nothing to learn")
+    refused(capsys, [*args, "--teacher", f"{tmp_path / 'teach.py'}:same", "--quiet"], "scored all", "nothing to learn")
     assert not out.exists()
 
 

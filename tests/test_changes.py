@@ -231,7 +231,7 @@ def test_questions_in_one_file_or_failed_are_listed_and_left_out(tmp_path):
 
 
 def test_bad_inputs_are_named(tmp_path, hand_made):
-    a, b, ta, tb = hand_made
+    a, b, _ta, tb = hand_made
     bad = tmp_path / "bad.json"
     bad.write_text('{"questions": [1,]}', encoding="utf-8")
     with pytest.raises(ChangesError, match=r"bad.json: not valid JSON \(line 1, column 18"):
@@ -386,7 +386,7 @@ def test_changes_view_without_traces_says_how_to_get_them(hand_made):
     a, b, _, _ = hand_made
     view = ChangesView(compare(a, b))
     assert "needs traces" in view.heading.value
-    left, right = view.sides.children
+    left, _right = view.sides.children
     assert "run `sag2wb eval` with --trace-dir" in left.children[1].value
 
 

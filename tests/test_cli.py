@@ -159,7 +159,7 @@ def test_bad_judges_are_named(corpus, capsys, judge, message):
 
 
 def test_bad_function_file_and_param(corpus, tmp_path, capsys):
-    _, q, db = corpus
+    _, _q, db = corpus
     (tmp_path / "broken.py").write_text("def judge(:\n")
     assert main(["search", "--db", str(db), "glass", "--judge", f"{tmp_path / 'broken.py'}:judge"]) == 2
     assert "failed to load: SyntaxError" in capsys.readouterr().err

@@ -194,7 +194,7 @@ def test_expansion_interleaves_per_term_lists_of_unseen_units(tmp_path):
         Term("alpha", "token", "alpha", 1, 1, 3, 1.0, 0, 1, 1, 2.0, True, 1),
         Term("beta", "token", "beta", 1, 1, 2, 1.0, 0, 1, 1, 1.0, True, 2),
     ]
-    expr, cands, res = retrieve_expansion(ix, terms, '"gamma"', seen={1}, params=Params())
+    expr, cands, _res = retrieve_expansion(ix, terms, '"gamma"', seen={1}, params=Params())
     assert expr == '"alpha" OR "beta" OR "gamma"'
     bm25 = ix.bm25_all(expr)
     alpha = sorted([2, 4], key=lambda u: (bm25[u], u))

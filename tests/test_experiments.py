@@ -49,7 +49,7 @@ def ablation(enc, questions):
 
 
 def test_rows_are_the_papers_in_order(ablation):
-    exp, res = ablation
+    _exp, res = ablation
     assert res.names == list(ABLATION_ROWS)
     df = res.frame()
     assert list(df.columns) == ["config", "question", "type", "hops", "R@5", "R@10", "AE@10", "judgments"]

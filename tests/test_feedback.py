@@ -404,7 +404,7 @@ def test_dashboard_shows_what_rm3_and_gar_did(docs, monkeypatch):
     dash.method.picker.value = "rm3"
     assert trace_method(dash.model.trace) == "rm3" and dash.model.trace.judgments <= 100
     assert "relevance model" in dash.feedback.widget.value
-    top = [t.term for t in dash.model.trace.rounds[1].terms if t.selected][0]
+    top = next(t.term for t in dash.model.trace.rounds[1].terms if t.selected)
     assert f"<td>{top}</td>" in dash.feedback.widget.value
     dash.model.set_judge("bm25")  # no judge: RM3's lexical ranking
     assert dash.model.trace.judgments == 0 and "no judge" in dash.feedback.widget.value

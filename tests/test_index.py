@@ -50,7 +50,7 @@ def test_df_from_vocabulary_equals_match_count(tmp_path):
 def test_bm25_field_weights_and_id_tie_break(tmp_path):
     ix = build_index(tmp_path, [("apple", "pie"), ("pie", "apple"), ("pie", "apple")])
     # title weight 2 beats body weight 1 for 'apple'
-    assert [u for u, _ in ix.search('"apple"', 10, (2.0, 2.0, 1.0))][0] == 1
+    assert next(u for u, _ in ix.search('"apple"', 10, (2.0, 2.0, 1.0))) == 1
     assert [u for u, _ in ix.search('"apple"', 10, (0.5, 2.0, 1.0))][:2] == [2, 3]  # equal scores: lower id first
     scores = ix.search('"apple"', 10)
     assert scores[1][1] == scores[2][1]

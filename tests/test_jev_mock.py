@@ -517,8 +517,14 @@ def test_cli_eval_prints_unknown_usage_as_unknown(index, tmp_path, capsys):
                 "jev",
                 "--jev-endpoint",
                 srv.url,
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--out",
+                str(out),
+                "--quiet",
+                "--param",
+                "L=2",
             ]
-            + ["--cache-dir", str(tmp_path / "cache"), "--out", str(out), "--quiet", "--param", "L=2"]
         )
     assert code == 0
     stats = json.loads(out.read_text())["stats"]

@@ -98,6 +98,6 @@ def test_the_command_line_says_conformant(tmp_path):
     assert "Traceback" not in stderr, stderr
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]  # 0: conformant
     report = json.loads(out.read_text())
-    summary = report["summary"] if "summary" in report else report
+    summary = report.get("summary", report)
     assert summary["verdict"] == "conformant", r.stdout[-3000:]
     assert summary["MUST"]["failed"] == 0 and summary["SHOULD"]["failed"] == 0

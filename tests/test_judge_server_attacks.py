@@ -26,8 +26,18 @@ READ_TIMEOUT = 1.0  # seconds: --read-timeout of the server under test
 def server():
     """`sag2wb judge-server --judge data-hash` (it hashes every text it is sent) with a 1 s read timeout."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "workbench.cli", "judge-server", "--judge", "data-hash", "--port", "0"]
-        + ["--read-timeout", str(READ_TIMEOUT)],
+        [
+            sys.executable,
+            "-m",
+            "workbench.cli",
+            "judge-server",
+            "--judge",
+            "data-hash",
+            "--port",
+            "0",
+            "--read-timeout",
+            str(READ_TIMEOUT),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -211,7 +211,7 @@ def test_fit_judge_on_the_encyclopedia_with_the_oracle(fitted, enc):
     assert all(f"fold {i}:" in printed for i in range(1, 6)) and f"R@10 {cv['R@10']:.2f}" in printed
     assert data["features"] == list(FEATURES) and data["teacher"] == "oracle" and data["targets"] == "hard (0/1)"
     assert data["examples"] >= MIN_EXAMPLES and 0 < cv["R@10"] <= 100
-    model, sha = load_model(out)
+    _model, sha = load_model(out)
     assert sha == data["sha256"] == hashlib.sha256(_canonical(data)).hexdigest()
     judge = LearnedJudge(enc, out)
     assert sha in judge.key and sha[:12] in judge.name
@@ -256,7 +256,7 @@ def test_a_bad_model_file_is_a_named_error(fitted, enc, tmp_path):
         ),
         "not a model": (_rewrite(good, tmp_path / "s.json", lambda d: d.__setitem__("schema", "x"), True), "schema"),
     }
-    for name, (path, message) in cases.items():
+    for _name, (path, message) in cases.items():
         with pytest.raises(LearnedModelError, match=message):
             LearnedJudge(enc, path)
 
@@ -282,7 +282,7 @@ def test_fit_judge_refuses_a_teacher_cache_without_the_questions(enc, study, tmp
     args = ["fit-judge", "--db", str(enc.path), "--out", str(out), "--teacher", f"cache:{cache}", "--jev-endpoint", url]
     few = tmp_path / "two.jsonl"
     few.write_text("".join(ln for ln in (ENC / "questions.jsonl").read_text().splitlines(True)[:2]))
-    assert main(args + ["--questions", str(few)]) == 2 and not out.exists()
+    assert main([*args, "--questions", str(few)]) == 2 and not out.exists()
     err = capsys.readouterr().err
     assert "example(s) from 2 of 2 question(s)" in err and f"at least {MIN_EXAMPLES} examples from 4 questions" in err
     # all 40 asked, 6 in the cache: the other 34 are named as not answered
@@ -293,12 +293,12 @@ def test_fit_judge_refuses_a_teacher_cache_without_the_questions(enc, study, tmp
 
 
 def test_a_judge_served_as_jev_is_distilled_from_its_cache(enc, study, tmp_path, capsys):
-    url, cache, qs, traces = study
+    url, cache, _qs, traces = study
     six = tmp_path / "six.jsonl"
     six.write_text("".join((ENC / "questions.jsonl").read_text().splitlines(True)[:6]))
     out = tmp_path / "student.json"
     args = ["fit-judge", "--db", str(enc.path), "--questions", str(six), "--out", str(out), "--folds", "2"]
-    assert main(args + ["--teacher", f"cache:{cache}", "--jev-endpoint", url, "--no-model"]) == 0, capsys.readouterr()
+    assert main([*args, "--teacher", f"cache:{cache}", "--jev-endpoint", url, "--no-model"]) == 0, capsys.readouterr()
     data = json.loads(out.read_text())
     assert data["targets"] == "soft (the teacher's probabilities)" and data["questions"] == 6
     assert data["examples"] == sum(len(r.pool) for t in traces for r in t.rounds if r.scored)
@@ -313,7 +313,7 @@ def test_the_same_fit_twice_is_the_same_file(enc, tmp_path, capsys):
     outs = [tmp_path / "a.json", tmp_path / "b.json"]
     for out in outs:
         args = ["fit-judge", "--db", str(enc.path), "--questions", str(six), "--out", str(out), "--folds", "2"]
-        assert main(args + ["--features", "coverage,bridge,title_in_question", "--quiet"]) == 0, capsys.readouterr()
+        assert main([*args, "--features", "coverage,bridge,title_in_question", "--quiet"]) == 0, capsys.readouterr()
     assert " s\n" in capsys.readouterr().out  # the time is still said
     assert outs[0].read_bytes() == outs[1].read_bytes() and "seconds" not in json.loads(outs[0].read_text())
 
@@ -322,7 +322,7 @@ def test_fit_judge_never_overwrites_a_file_that_is_not_a_model(enc, tmp_path, ca
     out = tmp_path / "notes.json"
     out.write_text('{"mine": true}')
     args = ["fit-judge", "--db", str(enc.path), "--questions", str(ENC / "questions.jsonl"), "--out", str(out)]
-    assert main(args[:-1] + [str(tmp_path / "J.json"), "--features", "coverage,nonsense"]) == 2
+    assert main([*args[:-1], str(tmp_path / "J.json"), "--features", "coverage,nonsense"]) == 2
     assert "unknown" in capsys.readouterr().err
     assert main(args) == 2 and out.read_text() == '{"mine": true}'
     assert "not a result written by sag2wb" in capsys.readouterr().err
@@ -371,7 +371,7 @@ def test_the_learned_judge_through_eval(fitted, enc, tmp_path, capsys):
     out = tmp_path / "eval.json"
     trace_dir = tmp_path / "traces"
     args = ["eval", "--db", str(enc.path), "--questions", str(ENC / "questions.jsonl"), "--out", str(out)]
-    assert main(args + ["--judge", f"learned:{model}", "--trace-dir", str(trace_dir), "--quiet"]) == 0
+    assert main([*args, "--judge", f"learned:{model}", "--trace-dir", str(trace_dir), "--quiet"]) == 0
     printed = capsys.readouterr().out
     data = json.loads(out.read_text())
     assert data["metrics"]["questions"] == 40 and f"learned:{model}" in printed
@@ -387,9 +387,9 @@ def test_the_learned_judge_through_eval(fitted, enc, tmp_path, capsys):
     altered = json.loads(model.read_text())
     altered["model"]["bias"] += 1.0  # still valid JSON, no longer what was fitted
     bad.write_text(json.dumps(altered))
-    assert main(args[:-1] + [str(tmp_path / "e2.json"), "--judge", f"learned:{bad}"]) == 2
+    assert main([*args[:-1], str(tmp_path / "e2.json"), "--judge", f"learned:{bad}"]) == 2
     assert "altered since it was fitted" in capsys.readouterr().err and not (tmp_path / "e2.json").exists()
-    assert main(args[:-1] + [str(tmp_path / "e3.json"), "--judge", f"learned:{tmp_path / 'none.json'}"]) == 2
+    assert main([*args[:-1], str(tmp_path / "e3.json"), "--judge", f"learned:{tmp_path / 'none.json'}"]) == 2
     assert "no such file" in capsys.readouterr().err
 
 

@@ -217,10 +217,9 @@ def test_ablate_and_cache_export_declare_their_outputs(world, tmp_path):
 def test_option_is_named_and_never_a_temp_file(tmp_path):
     """An OSError inside an atomic write names the user's file, not `.sag2wb-tmp-...`."""
     target = tmp_path / "out.txt"
-    with pytest.raises(OSError) as info:
-        with safeio.atomic_writer(target) as f:
-            f.write("x")
-            raise OSError(28, "No space left on device")
+    with pytest.raises(OSError) as info, safeio.atomic_writer(target) as f:
+        f.write("x")
+        raise OSError(28, "No space left on device")
     assert info.value.filename == str(target)
     assert not any(p.name.startswith(safeio.TEMP_PREFIX) for p in tmp_path.iterdir())
 

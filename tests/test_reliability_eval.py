@@ -195,7 +195,7 @@ def test_ctrl_c_exits_130_and_keeps_finished_questions(world):
 
 
 def test_questions_without_gold(world):
-    items = QUESTIONS[:2] + [{"_id": "free", "question": "Which city is a port?"}]
+    items = [*QUESTIONS[:2], {"_id": "free", "question": "Which city is a port?"}]
     write_questions(world["q"], items)
     out = world["root"] / "out.json"
     proc = sag2wb(

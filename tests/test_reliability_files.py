@@ -129,7 +129,7 @@ def _tmpfs(size: str, *options: str):
     if os.geteuid() != 0 or not shutil.which("mount"):
         pytest.skip("mounting a tmpfs needs root")
     where = Path(tempfile.mkdtemp(prefix="sag2wb-tmpfs-"))
-    opts = ",".join((f"size={size}",) + options)
+    opts = ",".join((f"size={size}", *options))
     if subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)], capture_output=True).returncode:
         where.rmdir()
         pytest.skip("cannot mount a tmpfs here")

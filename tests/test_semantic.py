@@ -268,7 +268,7 @@ def test_a_texts_vector_depends_on_its_text_alone(precision):
     ]
     alone = np.stack([m.encode([t])[0] for t in texts])
     together = m.encode(texts)
-    shuffled = m.encode(texts[::-1] + ["another text " * 40])[:3][::-1]
+    shuffled = m.encode([*texts[::-1], "another text " * 40])[:3][::-1]
     assert np.array_equal(alone, together) and np.array_equal(alone, shuffled)
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
 

@@ -501,7 +501,7 @@ def test_surface_forms_in_the_frames_sankey_and_terms_chart_on_the_encyclopedia(
     assert shown["é lodie marchetti"] == "Élodie Marchetti"
     assert shown["jos é arriaga"] == "José Arriaga"
     # every surface form holds its term's tokens; a name's surface gives exactly its term
-    for term, kind, display in zip(t["term"], t["kind"], t["display"]):
+    for term, _kind, display in zip(t["term"], t["kind"], t["display"]):
         assert set(term.split(" ")) <= set(phrase(display).split(" ")), (term, display)
     names = t[t["kind"] == "name"]
     exact = [phrase(d) == term for term, d in zip(names["term"], names["display"])]

@@ -118,7 +118,7 @@ class TermsView(ChartView):
         "the term; 1+c so a term whose sentence shares none still counts",
     )
     chart_name = "terms"
-    facets = data.TERM_COMPONENTS + ["priority"]
+    facets = [*data.TERM_COMPONENTS, "priority"]
     facet_titles = ["1+ln tf (count)", "idf (rarity)", "1+c (question link)", "w (seed weight)", "priority"]
     height = 470
 

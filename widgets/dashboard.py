@@ -43,7 +43,7 @@ HEADING = (
 )
 
 
-def opening_note(dash: "Dashboard") -> str:
+def opening_note(dash: Dashboard) -> str:
     """HTML: what expansion did for the question the dashboard opened on, in words (gold
     found by BM25 and by SAG2 in the top 10, and each gold passage a term brought in), or
     "" without gold. Computed from a fresh run, so it is true for whatever question is open.
@@ -306,7 +306,7 @@ def resolve_questions(value, corpus: Path) -> tuple[list[Question], Path | str |
     own = _own_questions(corpus) if texts else {}
     ids = [(i, t) for i, t in texts if t in own]
     if ids:  # ids of the corpus's own questions: every string must be one
-        for i, t in texts:
+        for _i, t in texts:
             if t not in own:
                 raise UnknownQuestion(t, list(own)) from None
         return [own[q.question] if not q.id else q for q in items], find_questions(corpus)

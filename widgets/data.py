@@ -178,7 +178,7 @@ def pool_table(frames: dict, round_no: int, show_gold: bool) -> pd.DataFrame:
     cols = [c for c in POOL_VIEW_COLUMNS if (show_gold or c != "gold") and c in p.columns]
     if "explanation" in cols and p["explanation"].isna().all():
         cols.remove("explanation")  # a judge that does not explain itself: no empty column
-    return p[cols + ["unit_id", "pinned", "in_context"]].reset_index(drop=True)
+    return p[[*cols, "unit_id", "pinned", "in_context"]].reset_index(drop=True)
 
 
 def context_table(frames: dict, round_no: int, show_gold: bool) -> pd.DataFrame:
@@ -383,7 +383,7 @@ def ranking_compare(frames: dict, show_gold: bool, top: int = 10) -> pd.DataFram
     r["move"] = r["rank_before_diversity"] - r["position"]
     r["source"] = r["unit_id"].map(dict(zip(frames["passages"]["unit_id"], frames["passages"]["source"])))
     cols = ["position", "rank_before_diversity", "move", "title", "source", "score"] + (["gold"] if show_gold else [])
-    return r[cols + ["unit_id"]]
+    return r[[*cols, "unit_id"]]
 
 
 def diff_runs(reference: dict | None, current: dict, top: int = 10) -> dict:

@@ -67,7 +67,7 @@ class Params:
         need(isinstance(self.diversity, bool), f"diversity must be true or false, got {self.diversity!r}")
         need(isinstance(self.use_context, bool), f"use_context must be true or false, got {self.use_context!r}")
 
-    def replace(self, **changes) -> "Params":
+    def replace(self, **changes) -> Params:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
@@ -76,7 +76,7 @@ class Params:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Params":
+    def from_dict(cls, d: dict) -> Params:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -86,7 +86,7 @@ class Params:
             d["field_weights"] = tuple(d["field_weights"])
         return cls(**d)
 
-    def with_assignments(self, assignments: list[str]) -> "Params":
+    def with_assignments(self, assignments: list[str]) -> Params:
         """Apply CLI-style `name=value` strings: `["B=50", "field_weights=2,2,1", "diversity=false"]`."""
         changes: dict[str, Any] = {}
         types = {f.name: f.type for f in fields(self)}

@@ -176,7 +176,7 @@ class SAG2Retriever(_WorkbenchRetriever):
         self.gold: dict[str, tuple[str, ...]] = {}
         if qrels is not None:
             for row in qrels[qrels["label"] > 0].itertuples():
-                self.gold[str(row.qid)] = self.gold.get(str(row.qid), ()) + (str(row.docno),)
+                self.gold[str(row.qid)] = (*self.gold.get(str(row.qid), ()), str(row.docno))
 
     def _question(self, record: dict) -> Question:
         qid = str(record["qid"])

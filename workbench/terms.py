@@ -21,9 +21,10 @@ import heapq
 import importlib.util
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from workbench import text as textlib
 
@@ -105,7 +106,7 @@ def summarize_sentences(sentences) -> BodyTerms:
             if t not in kinds:
                 kinds[t] = ("name", surface)
         for t in dict.fromkeys(units):
-            sentences_of[t] = where(t, ()) + (i,)
+            sentences_of[t] = (*where(t, ()), i)
     return BodyTerms(
         dict(tf),
         kinds,
@@ -120,7 +121,7 @@ def body_terms(body: str) -> BodyTerms:
     return summarize_sentences(analyze_body(body))
 
 
-def seed_terms(seed: "SeedView") -> BodyTerms:
+def seed_terms(seed: SeedView) -> BodyTerms:
     """The seed's term counts: from the body-text cache when the body is given."""
     return body_terms(seed.body) if seed.body else summarize_sentences(seed.sentences)
 

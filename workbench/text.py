@@ -27,9 +27,69 @@ TOKENIZER_VERSION = "sag2-text-1"
 CONNECTED_LATIN = r"([a-zA-Z0-9]+(?:[._-][a-zA-Z0-9]+)*%?)"
 
 STOPWORDS = frozenset(
-    "的 了 是 在 和 与 或 哪 什么 哪个 哪些 如何 怎么 为什么 是否 这 那 一个 一种 请 我 你 他 它 吗 呢 吧 地 得".split()
-    + "the a an of in on at to for and or is are was were be".split()
-    + "by with from which what who how when where does do did that this it as".split()
+    [
+        "的",
+        "了",
+        "是",
+        "在",
+        "和",
+        "与",
+        "或",
+        "哪",
+        "什么",
+        "哪个",
+        "哪些",
+        "如何",
+        "怎么",
+        "为什么",
+        "是否",
+        "这",
+        "那",
+        "一个",
+        "一种",
+        "请",
+        "我",
+        "你",
+        "他",
+        "它",
+        "吗",
+        "呢",
+        "吧",
+        "地",
+        "得",
+        "the",
+        "a",
+        "an",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "and",
+        "or",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "by",
+        "with",
+        "from",
+        "which",
+        "what",
+        "who",
+        "how",
+        "when",
+        "where",
+        "does",
+        "do",
+        "did",
+        "that",
+        "this",
+        "it",
+        "as",
+    ]
 )
 
 _SEPARATOR = re.compile(r"[._-]")
@@ -241,7 +301,7 @@ def _inside_word(word: str, want: tuple) -> str | None:
         return None
     starts = [m.start() for m in re.finditer(re.escape(want[0]), low)]
     ends = [m.end() for m in re.finditer(re.escape(want[-1]), low)]
-    for length, s, e in sorted((e - s, s, e) for s in starts for e in ends if e > s)[:200]:
+    for _length, s, e in sorted((e - s, s, e) for s in starts for e in ends if e > s)[:200]:
         if _boundary(word, s, s - 1) and _boundary(word, e - 1, e) and _runs_in(tuple(tokenize(word[s:e])), want):
             return word[s:e]
     return None

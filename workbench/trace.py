@@ -412,7 +412,7 @@ class Trace:
         return json.dumps(d, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Trace":
+    def from_dict(cls, d: dict) -> Trace:
         return cls(
             question=d["question"],
             question_id=d.get("question_id"),
@@ -426,7 +426,7 @@ class Trace:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> "Trace":
+    def from_json(cls, text: str) -> Trace:
         return cls.from_dict(json.loads(text))
 
     def summary(self) -> dict:

@@ -82,7 +82,7 @@ def test_voila_charts_never_show_another_round_and_kernels_end(browser, voila):
 
 
 def test_jupyterlab_charts_never_show_another_round(browser, tmp_path):
-    with driver.lab_server(tmp_path / "lab") as (url, proc, log):
+    with driver.lab_server(tmp_path / "lab") as (url, _proc, _log):
         stale = []
         for load in range(LAB_LOADS):
             s = driver.Session(browser)

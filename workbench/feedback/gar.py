@@ -27,8 +27,8 @@ The adaptive loop (GAR's Algorithm 1), exactly:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Callable
 
 from workbench.engine import initial_candidates, question_expression
 from workbench.feedback.graph import GraphParams, corpus_graph
@@ -106,7 +106,7 @@ def adaptive_loop(
         rest = [u for u in rest if u not in taken]
         size = min(batch_size, budget - len(scores))
         source = turn if (rest if turn == INITIAL else frontier) else (FRONTIER if turn == INITIAL else INITIAL)
-        if source == INITIAL and not rest or source == FRONTIER and not frontier:
+        if (source == INITIAL and not rest) or (source == FRONTIER and not frontier):
             break  # both pools empty
         if source == INITIAL:
             units = rest[:size]

@@ -139,7 +139,7 @@ class CorpusGraph:
         return buf.getvalue()
 
     @classmethod
-    def from_file(cls, path: Path) -> "CorpusGraph":
+    def from_file(cls, path: Path) -> CorpusGraph:
         """The graph stored at `path`. A file that is no graph of this format (not a zip: empty,
         cut short or something else; no readable meta; another format, e.g. a newer sag2wb's) is
         a GraphProblem and stays as it is; a graph of this format whose arrays are damaged or
@@ -286,7 +286,7 @@ def _stored(index: Index, params: GraphParams) -> tuple[str, str, CorpusGraph | 
     return "current", "", graph
 
 
-_GRAPHS: "weakref.WeakKeyDictionary[Index, dict]" = weakref.WeakKeyDictionary()
+_GRAPHS: weakref.WeakKeyDictionary[Index, dict] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 

@@ -256,7 +256,7 @@ class FeedbackRun:
         assert self._trace is not None
         return self._trace
 
-    def rerun(self, from_round=None, *, params=None, judge="unchanged", pins=None) -> "FeedbackRun":
+    def rerun(self, from_round=None, *, params=None, judge="unchanged", pins=None) -> FeedbackRun:
         return FeedbackRun(
             self.method,
             self.index,

@@ -32,9 +32,9 @@ import signal
 import sqlite3
 import time
 from collections import Counter, deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -180,7 +180,7 @@ def unit_digest(u: Unit) -> bytes:
     """sha256 of a unit's fields (stored per unit: an update recomputes the fingerprint
     from these without reading the text)."""
     return hashlib.sha256(
-        f"{u.title}\x1f{u.heading}\x1f{u.body}\x1f{u.document}\x1f{u.source}\x1f{u.location}".encode("utf-8")
+        f"{u.title}\x1f{u.heading}\x1f{u.body}\x1f{u.document}\x1f{u.source}\x1f{u.location}".encode()
     ).digest()
 
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from workbench.index.readers import BEIR_CORPUS, BEIR_QRELS_DIR, BEIR_QUERIES, corpus_loader, questions_loader
-from workbench.index.units import (  # noqa: F401  (the corpus layer's names, re-exported)
+from workbench.index.units import (
     DOCUMENT_SUFFIXES,
     UNIT_MAX_CHARS,
     CorpusError,
@@ -209,7 +209,7 @@ def iter_folder(root: str | Path) -> Iterator[Unit]:
 def _paragraphs(lines: list[str]) -> list[tuple[int, int, str]]:
     """(first line, last line, text) of each blank-line separated paragraph, 1-based lines."""
     out, start = [], None
-    for n, line in enumerate(lines + [""], start=1):
+    for n, line in enumerate([*lines, ""], start=1):
         if _BLANK.match(line):
             if start is not None:
                 out.append((start, n - 1, "\n".join(lines[start - 1 : n - 1])))
@@ -239,7 +239,7 @@ def document_units(text: str, rel_path: str) -> list[Unit]:
         m = _HEADING.match(para.splitlines()[0])
         if m:
             level = len(m.group(1))
-            heading_path = heading_path[: level - 1] + [m.group(2)]
+            heading_path = [*heading_path[: level - 1], m.group(2)]
         heading = " > ".join(heading_path)
         current = groups[-1] if groups else None
         if current is not None and len("\n\n".join(p[2] for p in current)) + 2 + len(para) <= UNIT_MAX_CHARS:

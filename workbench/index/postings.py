@@ -137,7 +137,7 @@ class Postings:
         self._scratch = False  # the scratch table that splits phrases like FTS5 exists
 
     @classmethod
-    def open(cls, db: Queryable) -> "Postings":
+    def open(cls, db: Queryable) -> Postings:
         """The stored postings of an index (row sizes and averages are read now)."""
         n_rows, avgdl = averages(db)
         blobs = db.execute("SELECT first_id, lengths FROM row_lengths ORDER BY first_id").fetchall()

@@ -146,7 +146,7 @@ class Index:
     def close(self) -> None:
         self.db.close()
 
-    def reopen_after_fork(self) -> "Index":
+    def reopen_after_fork(self) -> Index:
         """This index as a forked child process inherited it (caches and all, copy-on-write),
         on a connection of its own: an SQLite connection must not be used across a fork. The
         inherited connection is kept, never used nor closed here (it is the parent's). The
@@ -170,7 +170,7 @@ class Index:
             postings.db, postings._lock, postings._scratch = fresh.db, threading.Lock(), False
         return self
 
-    def warm(self) -> "Index":
+    def warm(self) -> Index:
         """Load now what questions otherwise load on first use (a small corpus's units,
         vocabulary and aliases, the postings' row sizes, and the tokenizer's dictionary, ~1 s):
         a process pool forked after this inherits them instead of each worker reading them
@@ -476,7 +476,7 @@ class Index:
     @classmethod
     def build(
         cls, units, path: str | Path, *, source: str = "", workers: int | None = None, progress: bool | None = False
-    ) -> "Index":
+    ) -> Index:
         """Build an index of `units` (a list, any iterable read once, or a corpus path,
         streamed) into `path` atomically: a failed or interrupted build leaves the old file
         as it was. `path` may be a workbench index (replaced) or new; anything else is

@@ -7,7 +7,8 @@ import os
 import queue
 import threading
 import weakref
-from typing import Callable, cast
+from collections.abc import Callable
+from typing import cast
 
 from workbench.judgment import JudgeError
 from workbench.safeio import InputError
@@ -66,7 +67,7 @@ class FunctionJudge:
     its own timeouts too (e.g. an HTTP timeout).
     """
 
-    def __init__(self, fn: Callable, name: str | None = None, timeout: float | None | str = "env"):
+    def __init__(self, fn: Callable, name: str | None = None, timeout: float | str | None = "env"):
         self.fn = fn
         self.name = name or cast(str, getattr(fn, "__name__", "function"))
         self.key = "function:" + self.name  # the limit never changes an answer: not part of the key
@@ -116,7 +117,7 @@ class _WorkerPool:
         self.lock = threading.Lock()
 
     @classmethod
-    def for_judge(cls, judge) -> "_WorkerPool":
+    def for_judge(cls, judge) -> _WorkerPool:
         pool = cls(judge.name)
         weakref.finalize(judge, pool.close)  # a judge that is dropped lets its idle threads end
         return pool

@@ -73,7 +73,7 @@ def generic_keys(judge_key: str, question: str, context: list[dict], candidates:
     out = []
     for c in candidates:
         head = json.dumps([c["title"], c["text"]], ensure_ascii=False, separators=(",", ":"))
-        out.append(GENERIC_KEY_PREFIX + hashlib.sha256(f'{{"candidate":{head},{rest[1:]}'.encode("utf-8")).hexdigest())
+        out.append(GENERIC_KEY_PREFIX + hashlib.sha256(f'{{"candidate":{head},{rest[1:]}'.encode()).hexdigest())
     return out
 
 
@@ -125,7 +125,7 @@ class CachedJudge:
     def __repr__(self) -> str:
         return f"CachedJudge({self.inner!r}, cache_dir={str(self.cache_dir)!r}, cache_only={self.cache_only})"
 
-    def with_store(self, store) -> "CachedJudge":
+    def with_store(self, store) -> CachedJudge:
         """The same inner judge over another store (its own hit and miss counters): e.g. a
         process worker's, which records new judgments to send them to the parent."""
         return CachedJudge(self.inner, store, cache_dir=self.cache_dir, cache_only=self.cache_only)

@@ -4,7 +4,7 @@ and the semantic judge (which checks its arguments) share them without importing
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 SEMANTIC_OPTIONS: dict[str, Callable[[str], object]] = {
     "gamma": float,

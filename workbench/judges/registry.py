@@ -14,9 +14,10 @@ JudgeSpec(name='semantic', options=(('gamma', 0.5), ('signals', ('model', 'cover
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.judges.base import FunctionJudge
 from workbench.judges.lexical import LexicalJudge, OracleJudge
@@ -41,7 +42,7 @@ class JudgeSpec:
     options: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
-    def parse(cls, text: "str | JudgeSpec | None", **options) -> "JudgeSpec":
+    def parse(cls, text: str | JudgeSpec | None, **options) -> JudgeSpec:
         """A spec from its CLI text (`auto`, `bm25`, `semantic:gamma=0.5`, `FILE.py:NAME`, `jev`, ...);
         `options` (e.g. JEV's endpoint and cache) are added to it. None is `auto`.
 
@@ -90,16 +91,16 @@ class JudgeSpec:
         return self.name
 
     @property
-    def kind(self) -> "JudgeKind":
+    def kind(self) -> JudgeKind:
         return JUDGE_KINDS[self.name]
 
     def get(self, option: str, default=None):
         return dict(self.options).get(option, default)
 
-    def with_options(self, **options) -> "JudgeSpec":
+    def with_options(self, **options) -> JudgeSpec:
         return JudgeSpec(self.name, _sorted({**dict(self.options), **options}))
 
-    def resolve(self, index) -> "JudgeSpec":
+    def resolve(self, index) -> JudgeSpec:
         """`auto`: the corpus's default judge (`default_judge`); any other spec unchanged."""
         if self.name != "auto":
             return self
@@ -217,7 +218,7 @@ JUDGE_KINDS: dict[str, JudgeKind] = {
 }
 
 
-def load_function_judge(spec: str, timeout: float | None | str = "env") -> FunctionJudge:
+def load_function_judge(spec: str, timeout: float | str | None = "env") -> FunctionJudge:
     """A FunctionJudge from `FILE.py:NAME` (timeout: seconds per call; default $SAG2WB_JUDGE_TIMEOUT or 60)."""
     try:
         fn = load_python_object(spec, "judge")

@@ -287,7 +287,7 @@ class SemanticJudge:
         no_bridge: list[tuple[float, dict | None]] = [(0.0, None)] * len(candidates)
         bridges = name_bridges(self.matcher, candidates, context) if "bridge" in self.signals else no_bridge
         out = []
-        for i, c in enumerate(candidates):
+        for i, _c in enumerate(candidates):
             comp: dict = {}
             rel_parts = []
             if mod is not None:

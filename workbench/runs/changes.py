@@ -37,7 +37,7 @@ from pathlib import Path
 from workbench import text as textlib
 from workbench.metrics import METRICS, is_missing
 from workbench.runs import eval_records
-from workbench.runs.eval_records import ChangesError  # noqa: F401  (public here)
+from workbench.runs.eval_records import ChangesError
 from workbench.runs.resume import trace_file_name
 from workbench.trace import Trace
 

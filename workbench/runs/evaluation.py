@@ -62,7 +62,7 @@ from workbench.runs.resume import (  # noqa: F401
     record_fingerprint,
     trace_file_name,
 )
-from workbench.runs.tasks import judge_spec, require_gold, require_unique_ids  # noqa: F401
+from workbench.runs.tasks import judge_spec, require_gold, require_unique_ids
 
 
 @dataclass

@@ -117,7 +117,7 @@ def run_order(configs: list[Config]) -> list[Config]:
         if c.name in chain:
             raise ExperimentError(f"configuration {c.name!r}: its sources form a cycle ({' -> '.join(chain)})")
         if c.source:
-            place(names[c.source], chain + (c.name,))
+            place(names[c.source], (*chain, c.name))
         placed.add(c.name)
         out.append(c)
 
@@ -239,7 +239,7 @@ class Experiment:
         progress: bool = True,
         keep_traces: bool = False,
         keep_going: bool = False,
-    ) -> "Experiment":
+    ) -> Experiment:
         """The one-configuration experiment `evaluate` runs: records, resume lines, failures and
         fingerprints in the evaluation's shape, no refusals (any question list goes), the bar
         named `desc`; `judge_for(question) -> judge` stands for the configuration's judge."""

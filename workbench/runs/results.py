@@ -144,7 +144,7 @@ class Results:
             f"Results({len(self.names)} configurations × {len(self.question_ids)} questions: {', '.join(self.names)})"
         )
 
-    def combine(self, other: "Results") -> "Results":
+    def combine(self, other: Results) -> Results:
         """Rows of both (configuration names must not clash); comparisons still need equal question sets."""
         clash = sorted(set(self.names) & set(other.names))
         if clash:

@@ -215,7 +215,7 @@ class QuestionTask:
     @classmethod
     def evaluating(
         cls, question: Question, judge, params: Params | None = None, *, keep_traces: bool = True, name: str = "eval"
-    ) -> "QuestionTask":
+    ) -> QuestionTask:
         """The task of one question of an evaluation with `judge` and `params`."""
         return cls(
             (Config(name, params or Params(), judge),), (name,), question, evaluation=True, keep_traces=keep_traces

@@ -78,11 +78,10 @@ def request_keys(
     if style == "stateful":
         head = _canon({**shared, "batch": items})
         return [
-            CACHE_KEY_PREFIX + hashlib.sha256(f"{head}\n{n}".encode("utf-8")).hexdigest()
-            for n in range(1, len(items) + 1)
+            CACHE_KEY_PREFIX + hashlib.sha256(f"{head}\n{n}".encode()).hexdigest() for n in range(1, len(items) + 1)
         ]
     tail = _canon(shared)
-    return [CACHE_KEY_PREFIX + hashlib.sha256(f"{tail}\n{_canon(item)}".encode("utf-8")).hexdigest() for item in items]
+    return [CACHE_KEY_PREFIX + hashlib.sha256(f"{tail}\n{_canon(item)}".encode()).hexdigest() for item in items]
 
 
 def judgment_key(family: str, model: str, style: str, question: str, context: list[dict], candidate: dict) -> str:

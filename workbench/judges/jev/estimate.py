@@ -301,7 +301,7 @@ class Estimate:
             return dict.fromkeys(values)
         rng = random.Random(0)
         draws = [[rng.randrange(n) for _ in range(n)] for _ in range(resamples)]
-        lo_at, hi_at = int((1 - level) / 2 * resamples), int(math.ceil((1 + level) / 2 * resamples)) - 1
+        lo_at, hi_at = int((1 - level) / 2 * resamples), math.ceil((1 + level) / 2 * resamples) - 1
         out = {}
         for name, v in values.items():
             totals = sorted(sum(v[i] for i in d) for d in draws)

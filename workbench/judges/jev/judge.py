@@ -324,7 +324,7 @@ class JEVCachedJudge(CachedJudge):
         except JEVUnreachable as exc:
             raise self._replay_hint(exc, question, candidates, context) from None
 
-    def with_store(self, store) -> "JEVCachedJudge":
+    def with_store(self, store) -> JEVCachedJudge:
         return JEVCachedJudge(self.inner, store, cache_dir=self.cache_dir, cache_only=self.cache_only)
 
     def _replay_hint(self, exc: JEVUnreachable, question, candidates, context) -> JEVUnreachable:

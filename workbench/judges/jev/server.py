@@ -216,7 +216,7 @@ class JudgeServer:
 
     def add_fault(
         self, kind: str, times: int = 1, *, retry_after: float | None = None, delay: float = 5.0
-    ) -> "JudgeServer":
+    ) -> JudgeServer:
         """Queue a fault for the next `times` requests (faults apply in the order queued)."""
         if kind not in FAULTS:
             raise ValueError(f"fault {kind!r}: expected one of {', '.join(FAULTS)}")
@@ -225,7 +225,7 @@ class JudgeServer:
                 self.faults.append(Fault(kind, retry_after, delay))
         return self
 
-    def start(self) -> "JudgeServer":
+    def start(self) -> JudgeServer:
         self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), name="judge-server", daemon=True)
         self._thread.start()
         return self
