@@ -75,7 +75,7 @@ def main() -> None:
         sys.exit("bench_int8_cpus: needs qemu-x86_64 (apt-get install qemu-user)")
     python = os.path.realpath(sys.executable)  # QEMU runs the interpreter itself, not the venv's link
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*sys.path[1:], str(REPO)]))
-    flags = open("/proc/cpuinfo").read().split("flags", 1)[-1].split("\n", 1)[0].split()
+    flags = Path("/proc/cpuinfo").read_text().split("flags", 1)[-1].split("\n", 1)[0].split()
     print(f"# this CPU: avx512_vnni {'yes' if 'avx512_vnni' in flags else 'no'}; compared with qemu -cpu {args.cpu}")
     work = Path(tempfile.mkdtemp(prefix="int8-cpus-"))
     vectors = {}

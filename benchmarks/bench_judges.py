@@ -107,7 +107,7 @@ def speed(index, questions, n_cold: int, repeats: int, precision: str = "float")
     print(f"model load {time.perf_counter() - t0:.2f} s ({model.id})")
     qs = questions[:n_cold]
     cold, disk, memory, embedded = [], [], [], []
-    for rep in range(repeats):
+    for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
             emb = Embedder(Path(tmp) / "cache", model=model)
             cold.append(statistics.median(per_question(index, qs, SemanticJudge(index, embedder=emb))))
@@ -283,10 +283,9 @@ def main() -> None:
                 [("lexical", "lexical"), *ABLATION],
                 by_type=False,
             )
-    if args.only in (None, "2wiki", "speed"):
-        if not args.skip_speed:
-            for precision in ["int8", "float"] if args.precision == "both" else [args.precision]:
-                speed(index, questions, args.cold_questions, args.repeats, precision)
+    if args.only in (None, "2wiki", "speed") and not args.skip_speed:
+        for precision in ["int8", "float"] if args.precision == "both" else [args.precision]:
+            speed(index, questions, args.cold_questions, args.repeats, precision)
     if args.only in (None, "hotpotqa"):
         index, _ = open_or_build(need(data / "hotpotqa-sample" / "corpus.json"), work / "hotpotqa.sqlite")
         compare_judges("HotpotQA sample", index, load_questions(data / "hotpotqa-sample" / "questions.jsonl"), judges)

@@ -14,6 +14,7 @@ corpus and judge (DATA is ../shared/data).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
@@ -57,20 +58,17 @@ def dump(
     if not db.exists():
         Index.build(load_corpus(corpus), db).close()
     index = Index(db) if max_postings is None else Index(db, max_postings=max_postings)
-    files = {}
-    try:
+    with contextlib.ExitStack() as stack:
+        stack.callback(index.close)
+        files = {}
         for name in judges:
             target = out if out is not None else out_dir / f"{name}.jsonl"
-            files[name] = open(target, "a" if out is not None else "w", encoding="utf-8")
+            files[name] = stack.enter_context(open(target, "a" if out is not None else "w", encoding="utf-8"))
         for q in questions:
             for name in judges:
                 judge = judge_for(name, index, q)
                 trace = Run(index, q, Params(), judge).run()
                 files[name].write(trace.to_json(stats=False) + "\n")
-    finally:
-        for f in files.values():
-            f.close()
-        index.close()
     return len(questions)
 
 

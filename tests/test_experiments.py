@@ -221,7 +221,7 @@ def test_variant_comparison_and_errors(enc, questions):
     finally:
         TERM_WEIGHTINGS.pop("idf_squared_test", None)
         TERM_WEIGHTINGS.pop("nan_test", None)
-    with pytest.raises(TermWeightingError, match="registered: .*bm25_feedback"):
+    with pytest.raises(TermWeightingError, match=r"registered: .*bm25_feedback"):
         Config("x", Params(term_weighting="no_such_variant"))
 
 
@@ -297,7 +297,7 @@ def test_questions_without_gold(enc, questions, tmp_path):
     res = Experiment(
         enc, qs, [Config("a", Params(H=0), "lexical"), Config("b", Params(H=0, L=5), "lexical")], progress=False
     ).run()
-    with pytest.raises(ExperimentError, match="no value .*nogold"):
+    with pytest.raises(ExperimentError, match=r"no value .*nogold"):
         res.compare("a", "b")
     qfile = tmp_path / "nogold.jsonl"
     qfile.write_text('{"_id": "nogold", "question": "Who directed Glass Harbour?"}\n')

@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -124,7 +125,7 @@ def test_split_is_a_name_never_a_path(tmp_path, user_folder, split):
 def test_split_is_checked_by_the_library_too(tmp_path, user_folder):
     from workbench.formats import convert
 
-    with pytest.raises(safeio.OutputError, match="--split '../x': give a plain name"):
+    with pytest.raises(safeio.OutputError, match=re.escape("--split '../x': give a plain name")):
         convert("beir", tmp_path / "b", questions=user_folder / "questions.jsonl", split="../x")
 
 
@@ -347,7 +348,7 @@ def test_a_command_that_forgets_an_output_does_not_run(monkeypatch, tmp_path):
 
     forgetful = types.SimpleNamespace(__name__="forgetful", add_parser=add_parser, declare_io=lambda args, io: None)
     monkeypatch.setattr(cli_main, "COMMANDS", (*cli_main.COMMANDS, forgetful))
-    with pytest.raises(RuntimeError, match="--out not declared by forgetful.declare_io"):
+    with pytest.raises(RuntimeError, match=re.escape("--out not declared by forgetful.declare_io")):
         cli_main.main(["forgetful", "--out", str(tmp_path / "x")])
     assert not ran
 
@@ -375,7 +376,7 @@ def test_dashboard_export_folder_that_is_a_file_is_refused(tmp_path):
 
     not_a_folder = tmp_path / "exports"
     not_a_folder.write_text("mine")
-    with pytest.raises(safeio.OutputError, match="export folder .* is a file, not a directory"):
+    with pytest.raises(safeio.OutputError, match=r"export folder .* is a file, not a directory"):
         _folder(not_a_folder)
     assert not_a_folder.read_text() == "mine"
 

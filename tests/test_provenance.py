@@ -61,7 +61,7 @@ def made(tmp_path_factory):
     for _ in range(2):
         assert run(*convert).returncode == 0
     seed = root / "seed.jsonl"
-    seed.write_text("".join(json.dumps({"key": KEY + "%064x" % i, "p": 0.5, "model": "m"}) + "\n" for i in range(3)))
+    seed.write_text("".join(json.dumps({"key": KEY + f"{i:064x}", "p": 0.5, "model": "m"}) + "\n" for i in range(3)))
     assert run("cache", "import", "--cache-dir", root / "cache", "--file", seed).returncode == 0
     for _ in range(2):
         assert run("cache", "export", "--cache-dir", root / "cache", "--file", root / "export.jsonl").returncode == 0

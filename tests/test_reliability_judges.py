@@ -470,15 +470,18 @@ def test_export_target_problems_are_named(tmp_path):
 
 KEY0 = jev.CACHE_KEY_PREFIX + "0" * 64
 BAD_IMPORT_LINES = {
-    "huge-integer": ('{"key": "%s", "p": 1%s}' % (KEY0, "0" * 5000), "line 3: unusable JSON number (Exceeds the limit"),
+    "huge-integer": (
+        '{"key": "' + KEY0 + '", "p": 1' + "0" * 5000 + "}",
+        "line 3: unusable JSON number (Exceeds the limit",
+    ),
     "big-integer": (
-        '{"key": "%s", "p": 1%s}' % (KEY0, "0" * 400),
+        '{"key": "' + KEY0 + '", "p": 1' + "0" * 400 + "}",
         "line 3: an integer of 401 digits is not a probability",
     ),
     "deep-nesting": ('{"key": ' + "[" * 100_000 + "]" * 100_000 + "}", "line 3: JSON nested too deeply"),
     "not-json": ('{"key": ', "line 3: not JSON"),
-    "nan": ('{"key": "%s", "p": NaN}' % KEY0, "line 3: p=nan is not a probability"),
-    "model-object": ('{"key": "%s", "p": 0.5, "model": {"a": 1}}' % KEY0, "line 3: model must be a string"),
+    "nan": ('{"key": "' + KEY0 + '", "p": NaN}', "line 3: p=nan is not a probability"),
+    "model-object": ('{"key": "' + KEY0 + '", "p": 0.5, "model": {"a": 1}}', "line 3: model must be a string"),
 }
 
 

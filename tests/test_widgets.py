@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -313,7 +314,7 @@ def test_voila_hook_sets_the_xsrf_cookie_and_drops_cdn_links():
 
     class Handler:
         touched = False
-        written: list = []
+        written: ClassVar[list] = []
 
         @property
         def xsrf_token(self):

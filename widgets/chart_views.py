@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from plotly.subplots import make_subplots
 
 from . import data
@@ -118,8 +120,14 @@ class TermsView(ChartView):
         "the term; 1+c so a term whose sentence shares none still counts",
     )
     chart_name = "terms"
-    facets = [*data.TERM_COMPONENTS, "priority"]
-    facet_titles = ["1+ln tf (count)", "idf (rarity)", "1+c (question link)", "w (seed weight)", "priority"]
+    facets: ClassVar[list[str]] = [*data.TERM_COMPONENTS, "priority"]
+    facet_titles: ClassVar[list[str]] = [
+        "1+ln tf (count)",
+        "idf (rarity)",
+        "1+c (question link)",
+        "w (seed weight)",
+        "priority",
+    ]
     height = 470
 
     def figure(self):
@@ -182,7 +190,11 @@ class SlopeView(ChartView):
 
     title = "Score changes across rounds"
     chart_name = "slope"
-    styles = {"other": (OTHER, 1), "entered by expansion": (EXPANSION, 2), "gold": (GOLD, 3)}
+    styles: ClassVar[dict[str, tuple[str, int]]] = {
+        "other": (OTHER, 1),
+        "entered by expansion": (EXPANSION, 2),
+        "gold": (GOLD, 3),
+    }
     height = 300
 
     def figure(self):

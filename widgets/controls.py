@@ -146,7 +146,7 @@ class ParamsControls:
         self.model.set_params(**{k: getattr(new, k) for k in self.entered()})
         return True
 
-    _applied_for = None
+    _applied_for: tuple | None = None
 
     def _on_event(self, model, what):
         if what != TRACE:

@@ -94,7 +94,7 @@ class Dashboard:
         index,
         questions,
         judge="auto",
-        params: Params | None = None,
+        params: Params | dict | None = None,
         *,
         jev_options: dict | None = None,
         judges: dict | None = None,
@@ -131,8 +131,7 @@ class Dashboard:
         self.pins = PinControls(m)
         self.method = MethodControls(m)  # SAG2, RM3, GAR-BM25 (paper B.3)
         self.feedback = FeedbackView(m)
-        if background:
-            m.recompute_later = m.recompute_in_background
+        m.background = background
         controls = w.VBox(
             [self.params.widget, self.judge.widget, self.method.widget, self.pins.widget, self.status.widget],
             layout=w.Layout(border="1px solid #ddd", padding="4px", width="100%"),

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pandas as pd
@@ -56,10 +57,8 @@ def _term_displays(trace, index) -> dict:
         for t in r.terms:
             texts = [t.surface] if t.kind == "name" and t.surface else []
             if index is not None:
-                try:
+                with contextlib.suppress(KeyError):  # a trace from another index: the token form stays
                     texts.append(index.unit(t.seed).body)
-                except KeyError:  # a trace from another index: the token form stays
-                    pass
             shown = t.term
             for text in texts:
                 shown = surface_form(t.term, text)
@@ -256,7 +255,7 @@ def slope_lines(frames: dict) -> dict:
     first = frames["passages"].sort_values("round").drop_duplicates("unit_id")
     via_expansion = set(first.loc[first["via_term"].notna(), "unit_id"])
     gold = set(p.loc[p["gold"] == True, "unit_id"])  # noqa: E712
-    out = {"other": ([], [], []), "entered by expansion": ([], [], []), "gold": ([], [], [])}
+    out: dict[str, tuple[list, list, list]] = {name: ([], [], []) for name in ("other", "entered by expansion", "gold")}
     for unit_id, g in p.sort_values("round").groupby("unit_id", sort=True):
         cat = "gold" if unit_id in gold else "entered by expansion" if unit_id in via_expansion else "other"
         x, y, text = out[cat]
@@ -499,19 +498,20 @@ def highlight(text: str, question_tokens, terms) -> str:
         w = re.escape(word)
         return w if re.search(r"[\u3000-\u9fff\uac00-\ud7af]", word) else rf"(?<![\w]){w}(?![\w])"
 
-    marks = {}
+    marks: dict[int, str] = {}
     for cls, words in (("t", terms), ("q", question_tokens)):  # question marks win on overlap
         for word in sorted({w for w in words if w and w.strip()}, key=len, reverse=True):
             for mt in re.finditer(pattern(word), text, flags=re.IGNORECASE):
                 for i in range(mt.start(), mt.end()):
                     marks[i] = cls
-    out, i = [], 0
+    out: list[str] = []
+    i = 0
     while i < len(text):
-        cls = marks.get(i)
+        mark = marks.get(i)
         j = i
-        while j < len(text) and marks.get(j) == cls:
+        while j < len(text) and marks.get(j) == mark:
             j += 1
         chunk = _html.escape(text[i:j])
-        out.append(f'<mark class="{cls}">{chunk}</mark>' if cls else chunk)
+        out.append(f'<mark class="{mark}">{chunk}</mark>' if mark else chunk)
         i = j
     return "".join(out)

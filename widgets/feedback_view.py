@@ -47,11 +47,15 @@ def trace_method(trace: Trace | None) -> str:
     r1 = trace.rounds[1]
     if any(name.startswith("rm3_") for t in r1.terms for name, _ in t.extra):
         return "rm3"
-    if r1.expression == trace.rounds[0].expression and r1.candidates and not r1.terms:
-        if all(
+    if (
+        r1.expression == trace.rounds[0].expression
+        and r1.candidates
+        and not r1.terms
+        and all(
             c.term_rank is not None and (c.via_term is None or c.via_term.startswith("graph:")) for c in r1.candidates
-        ):
-            return "gar"
+        )
+    ):
+        return "gar"
     return "sag2"
 
 

@@ -25,6 +25,7 @@ from workbench.params import Params, ParamsError, earliest_affected_round
 from workbench.run_arguments import params_from, pins_from
 from workbench.safeio import InputError
 from workbench.terms import TERM_WEIGHTINGS, TermWeightingError
+from workbench.trace import Trace
 
 JEV_KEY_VARIABLES = ("JEV_API_KEY", "OPENROUTER_API_KEY", "TYPESAFE_API_KEY")
 TRACE, ROUND, STATUS, PASSAGE = "trace", "round", "status", "passage"
@@ -92,7 +93,7 @@ class DashboardModel:
         questions,
         *,
         judge="lexical",
-        params: Params | None = None,
+        params: Params | dict | None = None,
         jev_options: dict | None = None,
         judges: dict | None = None,
         question: str | None = None,
@@ -107,7 +108,8 @@ class DashboardModel:
         self.extra_judges = dict(judges or {})  # name -> callable or judge object
         self.memo = JudgmentMemo()
         self._judges: dict = {}
-        self._listeners = []
+        self._listeners: list = []
+        self.background = False  # re-runs on a worker thread (the dashboard's Stop button can interrupt them)
         self._cancel = threading.Event()
         self._lock = threading.RLock()
         # one redraw cycle at a time: with background re-runs, a cycle on the worker thread and
@@ -121,13 +123,13 @@ class DashboardModel:
         self.judge_spec = self._check_judge_spec(judge)
         self.pins: dict = {}
         self.round = 0
-        self.run: Run | None = None  # the run behind the shown (last good) trace
-        self.trace = None
+        self.run: Run | FeedbackRun | None = None  # the run behind the shown (last good) trace
+        self.trace: Trace | None = None
         self.frames: dict = {}
         self.selected_unit: int | None = None  # the passage the passage view shows
         # +1 per shown trace: charts stamp it, tests compare it with the stepper
         self.generation = 0
-        self.reference = None  # a trace to diff against (the previous one unless fixed)
+        self.reference: Trace | None = None  # a trace to diff against (the previous one unless fixed)
         self.reference_fixed = False
         self.last_recompute: dict = {}
         self.method = "sag2"  # or RM3 / GAR-BM25 (B.3): widgets/feedback_view.py
@@ -370,9 +372,12 @@ class DashboardModel:
         self._emit(STATUS)
 
     def recompute_later(self, new_question: bool = False):
-        """How a change asks for a re-run: now, on this thread (the dashboard may swap in
-        `recompute_in_background`)."""
-        self.recompute(new_question=new_question)
+        """How a change asks for a re-run: now, on this thread, or on a worker thread when
+        `background` is set (`recompute_in_background`)."""
+        if self.background:
+            self.recompute_in_background(new_question=new_question)
+        else:
+            self.recompute(new_question=new_question)
 
     def recompute_in_background(self, new_question: bool = False) -> threading.Thread:
         """Recompute on a worker thread so the Stop button stays responsive."""

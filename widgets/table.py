@@ -48,8 +48,8 @@ class DataTable(anywidget.AnyWidget):
     with `unit_id` can be clicked (→ `selected`)."""
 
     _esm = traitlets.Unicode(_TABLE_JS).tag(sync=True)
-    columns = traitlets.List().tag(sync=True)
-    rows = traitlets.List().tag(sync=True)
+    columns: traitlets.List = traitlets.List().tag(sync=True)
+    rows: traitlets.List = traitlets.List().tag(sync=True)
     caption = traitlets.Unicode("").tag(sync=True)
     selected = traitlets.Int(-1).tag(sync=True)
     int_columns = traitlets.List(INT_COLUMNS).tag(sync=True)

@@ -64,7 +64,7 @@ def html_table(df, columns, headers=None, row_class=None, box=True, cls="") -> s
 class View:
     """Base: a widget that redraws on the events it cares about."""
 
-    events = (TRACE, ROUND)
+    events: tuple[str, ...] = (TRACE, ROUND)
     title = ""
 
     def __init__(self, model):

@@ -521,10 +521,15 @@ class Outputs:
             named = f"{opt} {inp}".strip()
             if _same(o.path, inp):
                 raise OutputError(f"{shown} is an input of this command ({named}); choose another path")
-            if o.kind == "file" and inp.is_dir() and _inside(o.path, inp) and o.path.is_file():
-                # a file of an input folder may be read by this command: only one of ours is replaced
-                if self.not_ours(o) is not None:
-                    raise OutputError(f"{shown} is inside the input folder {named} and exists; choose another path")
+            # a file of an input folder may be read by this command: only one of ours is replaced
+            if (
+                o.kind == "file"
+                and inp.is_dir()
+                and _inside(o.path, inp)
+                and o.path.is_file()
+                and self.not_ours(o) is not None
+            ):
+                raise OutputError(f"{shown} is inside the input folder {named} and exists; choose another path")
             if o.kind == "dir" and not o.hold_inputs and not self.force and _inside(inp, o.path):
                 raise OutputError(
                     f"{shown} holds an input of this command ({named}); choose another folder"
@@ -553,12 +558,11 @@ class Outputs:
         records = self.records(_folder_of(o.path))
         if o.kind == "file" and records.path.is_dir() and not records.path.is_symlink():
             raise OutputError(f"{shown}: {records.path} is a folder; move it aside (sag2wb records its files there)")
-        if o.kind == "file" and not (self.force or o.existing_ok):
-            if records.problem:
-                raise OutputError(
-                    f"{shown}: sag2wb's record of the files it wrote there, {records.path}, is damaged "
-                    f"({records.problem}); move it aside" + self._force_hint("start it anew")
-                )
+        if o.kind == "file" and not (self.force or o.existing_ok) and records.problem:
+            raise OutputError(
+                f"{shown}: sag2wb's record of the files it wrote there, {records.path}, is damaged "
+                f"({records.problem}); move it aside" + self._force_hint("start it anew")
+            )
         folder = o.path if o.kind == "dir" else o.path.parent
         existing = next((d for d in [folder, *folder.parents] if d.exists()), Path("."))
         if not existing.is_dir():

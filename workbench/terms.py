@@ -396,8 +396,9 @@ def variant_fingerprint(name: str) -> str:
     fn = get_term_weighting(name)
     target = getattr(fn, "func", fn)  # functools.partial
     code = getattr(target, "__code__", None)
-    if code is None:
-        code = getattr(getattr(target, "__call__", None), "__code__", None)
+    if code is None:  # a callable object: its class's __call__ (inherited too)
+        call = next((vars(k)["__call__"] for k in type(target).__mro__ if "__call__" in vars(k)), None)
+        code = getattr(call, "__code__", None)
     parts = [name, getattr(target, "__qualname__", type(target).__name__)]
     if code is not None:
         parts.append(_code_text(code))

@@ -53,7 +53,7 @@ AGREEMENT_JS = """
   const out = {};
   const title = (gd) => ((gd.layout.title || {}).text || '');
   const annotations = (gd) => (gd.layout.annotations || []).map(a => a.text || '');
-  for (const name of %(charts)s) {
+  for (const name of __CHARTS__) {
     const gd = document.querySelector(`.sag2wb-${name}-section .sag2wb-chart`);
     if (!gd || !gd.layout || !gd.data) { out[name] = 'not drawn'; continue; }
     const meta = gd.layout.meta || {};
@@ -71,7 +71,7 @@ AGREEMENT_JS = """
       if (k) {
         const last = gd.data[gd.data.length - 1] || {};
         const colors = (last.marker || {}).color || [];
-        const blue = (last.y || []).filter((_, i) => colors[i] === '%(selected)s')
+        const blue = (last.y || []).filter((_, i) => colors[i] === '__SELECTED__')
           .map(label => label.split(' → ')[0]);
         if (JSON.stringify([...blue].sort()) !== JSON.stringify([...st.selected].sort()))
           problems.push(`selected bars ${JSON.stringify(blue)} != ${JSON.stringify(st.selected)}`);
@@ -90,7 +90,7 @@ AGREEMENT_JS = """
   }
   return out;
 }
-""" % {"charts": json.dumps(CHARTS), "selected": SELECTED_COLOR}
+""".replace("__CHARTS__", json.dumps(CHARTS)).replace("__SELECTED__", SELECTED_COLOR)
 
 
 def free_port() -> int:

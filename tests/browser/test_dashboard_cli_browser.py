@@ -28,11 +28,10 @@ def _env() -> dict:
 
 def _serve(argv, cwd: Path, log: Path, env: dict):
     port = driver.free_port()
-    out = open(log, "wb")
-    proc = subprocess.Popen(
-        [*argv, f"--port={port}"], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    out.close()
+    with open(log, "wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(
+            [*argv, f"--port={port}"], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     driver.wait_for_port(port, proc, log)
     return proc, f"http://127.0.0.1:{port}/"
 

@@ -403,7 +403,7 @@ def print_ranking(trace, index, limit: int, gold=()) -> None:
         score = scores.get(u)
         where = f"{rec.source} {rec.location}".strip()
         mark = " *gold*" if rec.document in gold else ""
-        print(f"{i:3d}. {rec.title}  [{where}]  score={'%.4f' % score if score is not None else 'bm25'}{mark}")
+        print(f"{i:3d}. {rec.title}  [{where}]  score={f'{score:.4f}' if score is not None else 'bm25'}{mark}")
 
 
 def explain(trace) -> None:

@@ -106,7 +106,8 @@ def _finish(run: Run, round0: RoundState, round1: RoundState, pool_ids, judge, m
         run.rounds = [round0, replace(round1, stop=STOP_LEXICAL)]
         return run.trace()
     pool = tuple(PoolEntry(u, "new") for u in pool_ids)
-    scores, judgments = score_round(run.index, judge, run.memo, run.question, pool, (), {})  # JudgeError: the caller's
+    # the judge receives the question as given (SPEC §3); a JudgeError is the caller's
+    scores, judgments = score_round(run.index, judge, run.memo, run.question_as_given, pool, (), {})
     fusion = add_fusion({}, round1.candidates, run.params)
     ranking = rank(list(pool_ids), scores, fusion, run.params)
     run.rounds = [

@@ -127,10 +127,9 @@ def plan(order: list[str], old: dict[str, tuple[int, int]], fresh: dict[str, lis
         if units is None:
             units = read(document)
             renumbered.append(document)
+        first = next_free
         if before is not None and len(units) == before[1] and before[0] >= next_free:
             first = before[0]  # changed in place
-        else:
-            first = next_free
         added.extend((first + i, u) for i, u in enumerate(units))
         next_free = first + len(units)
     for document in set(old) - set(order):

@@ -13,6 +13,7 @@ JudgeSpec(name='semantic', options=(('gamma', 0.5), ('signals', ('model', 'cover
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -300,8 +301,6 @@ def judge_key(spec, judge=None) -> str:
     key = getattr(judge, "key", None) or text
     path = text.rsplit(":", 1)[0] if ":" in text else ""
     if path.endswith(".py"):
-        try:
+        with contextlib.suppress(OSError):
             key += ":" + hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
-        except OSError:
-            pass
     return key

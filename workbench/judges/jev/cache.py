@@ -348,6 +348,14 @@ class ImportReport:
 MAX_IMPORT_LINE = 1 << 20  # bytes; an exported line is ~120
 
 
+def _open_to_read(file: Path):
+    """The file opened for reading; failing to open it is its own named error, apart from its lines'."""
+    try:
+        return open(file, "rb")
+    except OSError as exc:
+        raise JEVInputError(f"--file {file}: cannot read it ({exc.strerror})") from None
+
+
 def _read_import_file(file: Path) -> tuple[list[tuple[str, dict, int]], int]:
     """[(key, value, line number)] of a JSONL export, every line checked; repeated identical
     lines are dropped (counted), a key given two different p is an error naming both lines."""
@@ -355,11 +363,7 @@ def _read_import_file(file: Path) -> tuple[list[tuple[str, dict, int]], int]:
         raise JEVInputError(f"--file {file}: {'is a directory' if file.is_dir() else 'no such file'}")
     entries: dict[str, tuple[dict, int]] = {}
     repeated = 0
-    try:
-        f = open(file, "rb")
-    except OSError as exc:
-        raise JEVInputError(f"--file {file}: cannot read it ({exc.strerror})") from None
-    with f:
+    with _open_to_read(file) as f:
         for n, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue

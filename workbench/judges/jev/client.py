@@ -13,6 +13,7 @@ JEVClient('https://openrouter.ai/api/alpha/decisions', model='typesafe/jev-1.13'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -274,10 +275,8 @@ class _HTTPThreads:
                 outcome = (resp, None)
             except BaseException as exc:  # handed to the awaiting coroutine, which classifies it
                 outcome = (None, exc)
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile: nobody is waiting
                 loop.call_soon_threadsafe(_settle, fut, outcome)
-            except RuntimeError:  # the loop was closed meanwhile: nobody is waiting
-                pass
 
     def close(self):
         for _ in self.threads:

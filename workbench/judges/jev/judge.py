@@ -17,6 +17,7 @@ in order; `make_jev_judge` puts it behind the judgment cache on disk.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import weakref
@@ -300,10 +301,8 @@ class JEVJudge:
 
 def _shutdown(runner: _LoopThread, client: JEVClient | None):
     if client is not None and runner.loop.is_running():
-        try:
+        with contextlib.suppress(Exception):  # the loop is going away anyway
             runner.submit(client.aclose()).result(timeout=5)
-        except Exception:  # the loop is going away anyway
-            pass
     runner.stop()
 
 
