@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from workbench import safeio
-from workbench.cli.common import IO_ROLE, option_name
+from workbench.cli.io_roles import IO_ROLE, option_name
 from workbench.judges.learned import default_model_path
 from workbench.runs.resume import trace_file_name
 
@@ -225,7 +225,7 @@ def test_convert_keeps_the_users_file_of_every_name_it_writes(made, tmp_path, to
     before = digest(tmp_path / "mine")
     r = run("convert", "--to", to, *sources, "--out", tmp_path / "mine")
     assert r.returncode == 2
-    one_line_error(r, f"--out {mine} exists", "no record of sag2wb writing it", "--force")
+    one_line_error(r, f"--out {mine} exists", "no record that sag2wb wrote it", "--force")
     assert digest(tmp_path / "mine") == before
     assert run("convert", "--to", to, *sources, "--out", tmp_path / "ours").returncode == 0  # its own: replaced
 
@@ -279,7 +279,7 @@ def test_a_deleted_record_makes_our_files_the_users(made, tmp_path):
     out, args = _own_result(made, tmp_path)
     (tmp_path / RECORD).unlink()
     before = out.read_bytes()
-    one_line_error(run(*args), f"--out {out} exists", "no record of sag2wb writing it", "--force")
+    one_line_error(run(*args), f"--out {out} exists", "no record that sag2wb wrote it", "--force")
     assert out.read_bytes() == before
 
 
@@ -460,7 +460,7 @@ def test_force_never_replaces_a_file_a_judge_spec_names(made, tmp_path, case):
 
 
 def test_the_shipped_model_behind_auto_and_learned_is_an_input():
-    from workbench.cli.common import judge_files
+    from workbench.cli.io_roles import judge_files
 
     assert judge_files("auto") == judge_files("learned") == [default_model_path()]
     assert judge_files("lexical") == [] and judge_files("bm25") == []

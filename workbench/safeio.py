@@ -47,7 +47,7 @@ Traceback (most recent call last):
 workbench.safeio.OutputError: --split '../../victim': give a plain name (no '/', '..', absolute path or NUL)
 
 A new `sag2wb` command that writes: add each path option with
-`workbench.cli.common.path_option(p, "--out", role="output", help=...)` (`role="input"` for
+`workbench.cli.io_roles.path_option(p, "--out", role="output", help=...)` (`role="input"` for
 what it reads), give its module `def declare_io(args, io): io.input("--db", args.db);
 io.output("--out", args.out)`, and write with `atomic_write_text(out, text, record="mycmd --out")`
 so that a rerun may replace it. The CLI's main calls `declare_io` and `io.check()`
@@ -304,7 +304,7 @@ def not_ours(path, records: Records | None = None, by: str | None = None) -> str
         others = sorted({b for _, _, b in records.files[path.name]})
         return f"sag2wb wrote it as {' and '.join(others)}, not as {by}"
     if not known:
-        return f"no record of sag2wb writing it in {records.path}"
+        return f"no record that sag2wb wrote it in {records.path}"
     size = path.stat().st_size
     if not any(size == s for s, _ in known) or file_sha256(path) not in {h for s, h in known if s == size}:
         return "it was changed after sag2wb wrote it, so it is yours now"
