@@ -1,4 +1,5 @@
-"""Export from the dashboard: the shown trace as JSON, its frames as CSV (or Parquet when
+"""Export from the dashboard: the shown trace as JSON, a self-contained HTML page of it (the
+page `sag2wb report` writes: open it anywhere, no kernel), its frames as CSV (or Parquet when
 pyarrow is installed), and charts as PNG/SVG.
 
 Files go to a folder the researcher names (default `exports/`), with names that say what
@@ -13,6 +14,8 @@ chart's toolbar saves PNG, the one beside it SVG, or the buttons here for all fo
 [PosixPath('exports/docs-01_lexical_run1.trace.json')]
 >>> export_trace(model, "exports")      # the first file stays
 [PosixPath('exports/docs-01_lexical_run1-2.trace.json')]
+>>> export_page(model, "exports")
+[PosixPath('exports/docs-01_lexical_run1.html')]
 >>> [p.name for p in export_frames(model, "exports")][:2]
 ['docs-01_lexical_run1.passages.csv', 'docs-01_lexical_run1.terms.csv']
 """
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import ipywidgets as w
 
+from workbench.report import trajectory_html
 from workbench.safeio import Outputs, atomic_write_bytes, atomic_write_text, check_output
 
 
@@ -65,6 +69,16 @@ def export_trace(model, folder) -> list[Path]:
     return [path]
 
 
+def export_page(model, folder) -> list[Path]:
+    """The current trace as a self-contained HTML page (workbench/report/: the trajectory page),
+    with the passages' text from the dashboard's index."""
+    folder = _folder(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = _fresh(folder / f"{_stem(model)}.html")
+    atomic_write_text(path, trajectory_html(model.trace, model.index), record="dashboard export")
+    return [path]
+
+
 def export_frames(model, folder, fmt: str = "csv") -> list[Path]:
     """One file per frame (passages, terms, seeds, rounds, context, ranking)."""
     if fmt == "parquet" and not parquet_available():
@@ -96,6 +110,11 @@ class ExportControls:
             value="exports", description="folder", layout=w.Layout(width="260px"), style={"description_width": "50px"}
         )
         self.trace_button = w.Button(description="trace JSON", layout=w.Layout(width="110px"))
+        self.page_button = w.Button(
+            description="HTML page",
+            layout=w.Layout(width="105px"),
+            tooltip="one self-contained page of this trajectory: opens anywhere, no kernel (sag2wb report)",
+        )
         self.csv_button = w.Button(description="frames CSV", layout=w.Layout(width="110px"))
         has_parquet = parquet_available()
         self.parquet_button = w.Button(
@@ -117,6 +136,7 @@ class ExportControls:
         self.message = w.HTML()
         self.message.add_class("sag2wb-export-message")
         self.trace_button.on_click(lambda _: self._run(export_trace))
+        self.page_button.on_click(lambda _: self._run(export_page))
         self.csv_button.on_click(lambda _: self._run(lambda m, f: export_frames(m, f, "csv")))
         self.parquet_button.on_click(lambda _: self._run(lambda m, f: export_frames(m, f, "parquet")))
         self.png_button.on_click(lambda _: self._charts("png"))
@@ -128,6 +148,7 @@ class ExportControls:
                     [
                         self.folder,
                         self.trace_button,
+                        self.page_button,
                         self.csv_button,
                         self.parquet_button,
                         self.png_button,

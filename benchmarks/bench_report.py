@@ -1,0 +1,106 @@
+"""The trajectory page of one 2Wiki question (3 rounds): its size, and the time until every view
+is drawn in headless chromium, opened from file:// with every other request aborted (medians).
+
+    python benchmarks/bench_report.py [--data ../shared/data] [--db /tmp/2wiki.sqlite] [--runs 7]
+
+Goals (issue 32): <= 4 MiB and <= 1 s. "drawn" is the page's own mark (body[data-drawn]) set after
+its last view; the figure is `performance.now()` then, i.e. from the start of navigation. Also
+printed: the size plotly.min.js would add if the charts were plotly's (why they are SVG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import data_arg, need
+from tests.browser import driver
+from workbench.engine import Run
+from workbench.index.corpora import load_questions
+from workbench.index.store import Index
+from workbench.judges import LexicalJudge
+from workbench.report import write_trajectory_page
+
+
+def plotly_size() -> int | None:
+    try:
+        import plotly
+
+        path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+        return path.stat().st_size if path.exists() else None
+    except ImportError:
+        return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    data_arg(parser)
+    parser.add_argument("--db", default=None, help="a 2Wiki index to reuse (built when missing)")
+    parser.add_argument("--runs", type=int, default=7, help="page loads (default 7)")
+    args = parser.parse_args()
+    corpus = need(Path(args.data) / "2wiki" / "corpus.json")
+    questions = load_questions(need(Path(args.data) / "2wiki" / "questions-dev.jsonl"))
+    work = Path(tempfile.mkdtemp(prefix="bench-report-"))
+    db = Path(args.db) if args.db else work / "2wiki.sqlite"
+    index = Index(db) if db.exists() else Index.build(corpus, db)
+    judge = LexicalJudge(index)
+    trace = next(t for t in (Run(index, q, judge=judge).run() for q in questions) if len(t.rounds) == 3)
+    page = work / "page.html"
+    started = time.perf_counter()
+    write_trajectory_page(trace, page, index)
+    build_s = time.perf_counter() - started
+    size = page.stat().st_size
+    print(f"question {trace.question_id}: {len(trace.rounds)} rounds, {len(trace.units)} units, judge {trace.judge}")
+    print(f"page: {size / 2**20:.2f} MiB ({size} bytes; goal <= 4 MiB), written in {build_s:.2f} s")
+    plotly = plotly_size()
+    if plotly:
+        print(f"plotly.min.js would add {plotly / 2**20:.2f} MiB: page + plotly = {(size + plotly) / 2**20:.2f} MiB")
+
+    from playwright.sync_api import sync_playwright
+
+    drawn, steps, errors, requests = [], [], [], []
+    with sync_playwright() as p:
+        browser = driver.launch_browser(p)
+        for _ in range(args.runs):
+            context = browser.new_context(viewport=driver.VIEWPORT)
+            tab = context.new_page()
+            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            context.route(
+                "**/*",
+                lambda r: (
+                    r.continue_()
+                    if r.request.url.startswith("file://")
+                    else (requests.append(r.request.url), r.abort())
+                ),
+            )
+            tab.goto(page.as_uri())
+            tab.wait_for_selector("body[data-drawn=yes]")
+            drawn.append(tab.evaluate("window.sag2wbDrawnMs"))
+            # every later round: the views of round r redrawn (ms in the page, from the click's handler)
+            steps.append(
+                tab.evaluate(
+                    """() => { const out = []; const next = document.querySelector('.sag2wb-next');
+                               while (!next.disabled) { const t = performance.now(); next.click();
+                                                         out.push(performance.now() - t); } return out; }"""
+                )
+            )
+            context.close()
+        browser.close()
+    median = statistics.median(drawn)
+    print(
+        f"until every view is drawn: median {median:.0f} ms over {args.runs} loads "
+        f"(min {min(drawn):.0f}, max {max(drawn):.0f}; goal <= 1000 ms)"
+    )
+    per_step = [statistics.median(s) for s in zip(*steps)]
+    print("a step to round " + ", ".join(f"{r + 1}: {ms:.0f} ms" for r, ms in enumerate(per_step)) + " (medians)")
+    print(f"console errors: {len(errors)}; requests other than the file: {len(requests)}")
+
+
+if __name__ == "__main__":
+    main()
