@@ -28,14 +28,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))  # comparison_judges.py (test-only judges)
-import comparison_judges  # noqa: E402
+import comparison_judges
 
-from workbench.engine import Run  # noqa: E402
-from workbench.index.corpora import load_corpus, load_questions  # noqa: E402
-from workbench.index.store import open_or_build  # noqa: E402
-from workbench.judges import FunctionJudge, OracleJudge  # noqa: E402
-from workbench.judges.jev import make_jev_judge  # noqa: E402
-from workbench.params import Params  # noqa: E402
+from workbench.engine import Run
+from workbench.index.corpora import load_corpus, load_questions
+from workbench.index.store import open_or_build
+from workbench.judges import FunctionJudge, OracleJudge
+from workbench.judges.jev import make_jev_judge
+from workbench.params import Params
 
 FIELDS = [
     ("candidates", "candidates"),
@@ -54,6 +54,16 @@ def our_rounds(trace) -> list[dict]:
     ]
 
 
+def asking(fn, asked: list):
+    """`fn` as a judge function that also keeps the question of every call in `asked`."""
+
+    def judge(question, candidates, context):
+        asked.append(question)
+        return fn(question, candidates, context)
+
+    return judge
+
+
 def first_difference(a: list, b: list):
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
@@ -63,13 +73,18 @@ def first_difference(a: list, b: list):
     return None
 
 
-def compare(trace, ref_q: dict, question: str | None = None) -> list[dict]:
+def compare(trace, ref_q: dict, question: str | None = None, judge_questions: list | None = None) -> list[dict]:
     """Every difference of our trace from the other side's record of the same question.
     `question`: the question as our side read it, which must be the other side's byte for byte
-    (surrounding whitespace included): neither harness trims it, each engine does what it does."""
+    (surrounding whitespace included): neither harness trims it, each engine does what it does.
+    `judge_questions`: the questions our judge calls received (distinct, in order), compared with
+    the ones the other side's judge received (its `judge_questions`, when it records them)."""
     diffs = []
     if question is not None and "question" in ref_q and ref_q["question"] != question:
         diffs.append({"field": "question as given", "ours": question, "theirs": ref_q["question"]})
+    theirs_asked = ref_q.get("judge_questions")
+    if judge_questions is not None and theirs_asked is not None and list(theirs_asked) != list(judge_questions):
+        diffs.append({"field": "judge question", "ours": list(judge_questions), "theirs": list(theirs_asked)})
     ours = our_rounds(trace)
     theirs = ref_q.get("rounds", [])
     if len(ours) != len(theirs):
@@ -141,13 +156,15 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     all_diffs, identical, counts = {}, 0, Counter()
     requests = 0
+    fn_judge = args.judge in fn
     for q in questions:
+        asked: list[str] = []
         if jev is not None:
             judge = jev
         elif args.judge == "oracle":
             judge = OracleJudge(q.gold)
         else:
-            judge = FunctionJudge(fn[args.judge], args.judge)
+            judge = FunctionJudge(asking(fn[args.judge], asked), args.judge)
         trace = Run(index, q, Params(), judge).run()
         if jev is not None:
             requests += int(trace.stats.get("requests") or 0)
@@ -157,7 +174,7 @@ def main(argv=None) -> int:
                 ]
                 counts[(None, "judge error")] += 1
                 continue
-        diffs = compare(trace, ref_by_id[q.id], q.question)
+        diffs = compare(trace, ref_by_id[q.id], q.question, list(dict.fromkeys(asked)) if fn_judge else None)
         if diffs:
             all_diffs[q.id] = diffs
             for d in diffs:

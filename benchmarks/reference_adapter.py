@@ -12,7 +12,8 @@ that has ``zleap-sag2`` installed (see benchmarks/REFERENCE.md), e.g.::
 It is never imported by the workbench package or its tests. It only uses the reference's
 public API (engine, config, options, the benchmark corpus helper) and its documented
 ``scorer=`` hook: our deterministic judge is supplied as the engine's scoring client, so
-the hosted decision service is never contacted.
+the hosted decision service is never contacted. Each question is searched exactly as the
+questions file writes it (`request_as_given`: the request model would strip it).
 
 Judges (from tests/comparison_judges.py, plus two local ones):
   bm25              no judge: the ranking is the first-round lexical candidate list
@@ -201,6 +202,15 @@ def reference_jev_config(args, db_path):
 
 
 # --------------------------------------------------------------------------- helpers
+def request_as_given(question: str, scope, options):
+    """The search request for `question` exactly as the data set writes it (surrounding whitespace
+    included). The request model's validation strips the query (found as a black box), so the
+    request is validated as usual (its checks and defaults hold, an empty question is refused)
+    and then copied with the query as given: `model_copy(update=...)` does not validate again.
+    BM25, a `scorer=` judge and the reference's own JEV client then all receive it untrimmed."""
+    return SearchRequest(query=question, scope=scope, options=options).model_copy(update={"query": question})
+
+
 def dedupe(seq):
     seen, out = set(), []
     for x in seq:
@@ -409,7 +419,7 @@ async def run(args):
                 judge = JUDGES[args.judge]
             scorer.reset(judge)
             t1 = time.perf_counter()
-            result = await engine.search(SearchRequest(query=q["question"], scope=scope, options=options))
+            result = await engine.search(request_as_given(q["question"], scope, options))
             search_seconds.append(time.perf_counter() - t1)
             trace = [dict(t) for t in result.trace]
             for call in scorer.calls:
@@ -457,6 +467,8 @@ async def run(args):
                     if args.judge != "bm25"
                     else {},
                     "rounds": rounds,
+                    # the question each judge call received, distinct, in order (none for bm25)
+                    "judge_questions": dedupe(c["query"] for c in scorer.calls) if args.judge != "bm25" else [],
                     **({"requests": sum(c["requests"] for c in scorer.calls)} if args.judge == "jev" else {}),
                 }
             )

@@ -1,12 +1,14 @@
 """The question a JEV request carries, for questions with surrounding whitespace (issue 34, item 4),
 and replay when the service is down (item 5).
 
-What the reference (zleap-sag2 0.2.0.post1) does, found as a black box by running its own JEV
-client against a local recording server: its search request strips the query before anything
-reads it, so its JEV state's `original_question` is the question less surrounding whitespace;
-its JEV client itself sends whatever question it is handed, untrimmed. Ours is the same at both
-layers: `Run` strips the question (every judge, BM25 and the trace see the stripped question),
-and the JEV judge sends the question it is given exactly. The question never appears in the
+SPEC §3: "The judge always receives the original question as the user wrote it". `Run` reads the
+question less surrounding whitespace for BM25, term selection and the trace's `question`; every
+judge call (scoring, explaining, the in-process memo, the final-only and feedback policies, a
+rerun, a fit-judge teacher) receives it as given, so the JEV state's `original_question` is the
+question exactly as the data set writes it. The reference (zleap-sag2 0.2.0.post1), found as a
+black box: its JEV client sends the question it is handed untrimmed, and its search request model
+strips the query; the comparison harness (benchmarks/reference_adapter.py) hands it the question
+as given (`request_as_given`), so neither side trims. The question never appears in the
 per-candidate question text on either side (only the instruction wording does).
 """
 
@@ -23,10 +25,11 @@ from pathlib import Path
 import pytest
 
 from workbench.engine import Run
-from workbench.index.corpora import Question
+from workbench.index.units import Question
 from workbench.judges import FunctionJudge, jev
 from workbench.judges.jev.client import JEVUnreachable
 from workbench.judges.jev.server import JudgeServer
+from workbench.params import Params
 from workbench.trace import STOP_JUDGE_ERROR
 
 from .conftest import FILM_WORLD, REPO, build_index
@@ -65,7 +68,7 @@ def server():
 # ---- ours -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("question", PADDED, ids=repr)
-def test_a_run_sends_the_stripped_question_that_every_judge_and_the_trace_see(tmp_path, server, style, question):
+def test_a_run_sends_the_question_as_given_while_bm25_and_the_trace_read_it_stripped(tmp_path, server, style, question):
     index = build_index(tmp_path, FILM_WORLD)
     judge = jev.make_jev_judge(server.url, MODEL, payload_style=style, cache_dir=tmp_path / "cache")
     try:
@@ -73,13 +76,103 @@ def test_a_run_sends_the_stripped_question_that_every_judge_and_the_trace_see(tm
     finally:
         judge.close()
     sent = {s["original_question"] for s in states(server.bodies)}
-    assert sent == {question.strip()}, f"JEV state carried {sent!r}"
+    assert sent == {question}, f"JEV state carried {sent!r}"
     assert trace.question == question.strip()
-    seen = []  # an in-process judge receives the same question
-    Run(index, question, judge=FunctionJudge(lambda q, c, x: seen.append(q) or [0.5] * len(c), name="f")).run()
-    assert set(seen) == {question.strip()}
+    assert trace.rounds[0].expression == Run(index, question.strip()).run().rounds[0].expression
     for body in server.bodies:  # the question is only in the state, never in a candidate's question text
         assert question.strip() not in json.dumps(body["questions"], ensure_ascii=False)
+
+
+class Recording:
+    """An in-process judge that explains itself and keeps every question it is asked."""
+
+    name = key = "recording"
+    explains = True
+
+    def __init__(self):
+        self.questions: list[str] = []
+
+    def judge(self, question, candidates, context):
+        self.questions.append(question)
+        return hash_like(question, candidates, context)
+
+    def explain(self, question, candidates, context):
+        self.questions.append(question)
+        return [("because", {})] * len(candidates)
+
+
+def _on_policy(index, question, judge):
+    from workbench.judges.features import FEATURES, MODEL_FEATURES
+    from workbench.runs.training import collect_examples, fit_examples, on_policy_examples
+
+    names = [n for n in FEATURES if n not in MODEL_FEATURES]
+    qs = [question, Question("q2", " Who wrote Glass Harbor? ", ("Glass Harbor",))]
+    model = fit_examples(collect_examples(index, qs, lambda q: Recording(), names=names))
+    on_policy_examples(index, qs[:1], lambda q: judge, model)
+
+
+def _feedback(policy):
+    def run(index, question, judge):
+        from workbench.feedback import gar_trace, rm3_trace
+
+        (rm3_trace if policy == "rm3" else gar_trace)(index, question, None, judge)
+
+    return run
+
+
+JUDGE_CALLS = {
+    "run (score and explain)": lambda index, q, judge: Run(index, q, judge=judge).run(),
+    "rerun": lambda index, q, judge: Run(index, q, judge=FunctionJudge(hash_like, name="h")).rerun(judge=judge).run(),
+    "final-only": lambda index, q, judge: __import__("workbench.runs", fromlist=["x"]).final_only_trace(
+        index, q, Params(), judge
+    ),
+    "rm3": _feedback("rm3"),
+    "gar": _feedback("gar"),
+    "fit-judge teacher (collect)": lambda index, q, judge: __import__(
+        "workbench.runs.training", fromlist=["x"]
+    ).collect_examples(index, [q], lambda _: judge),
+    "fit-judge teacher (on policy)": _on_policy,
+}
+
+
+@pytest.mark.parametrize("call", list(JUDGE_CALLS))
+@pytest.mark.parametrize("question", [PADDED[1], PADDED[4]], ids=repr)
+def test_every_judge_call_receives_the_question_as_given(tmp_path, call, question):
+    index = build_index(tmp_path, FILM_WORLD)
+    judge = Recording()
+    JUDGE_CALLS[call](index, Question("q1", question, ("Glass Harbour",)), judge)
+    assert judge.questions and set(judge.questions) == {question}
+
+
+def test_eval_sends_the_question_as_the_questions_file_writes_it(tmp_path, server):
+    """The CLI in a real process: `sag2wb eval --judge jev` on a file of padded questions."""
+    questions = tmp_path / "padded.jsonl"
+    lines = [json.dumps({"_id": f"q{i}", "question": q, "supporting_titles": []}) for i, q in enumerate(PADDED)]
+    questions.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    db = tmp_path / "film.sqlite"
+    build_index(tmp_path, FILM_WORLD, name=db.name).close()
+    options = ["--jev-endpoint", server.url, "--cache-dir", tmp_path / "cache", "--out", tmp_path / "out.json"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workbench.cli",
+            "eval",
+            "--db",
+            db,
+            "--questions",
+            questions,
+            "--judge",
+            "jev",
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert {s["original_question"] for s in states(server.bodies)} == set(PADDED)
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -110,14 +203,30 @@ def _write_inputs(tmp_path) -> tuple[Path, Path]:
 
 @pytest.mark.reference
 @pytest.mark.parametrize("style", STYLES)
-def test_the_reference_search_and_ours_send_the_same_original_question(tmp_path, server, style):
+def test_the_reference_search_and_ours_send_the_same_original_question_as_given(tmp_path, server, style):
     _needs_reference()
     corpus, questions = _write_inputs(tmp_path)
     ref = subprocess.run(
-        [REFERENCE_PYTHON, str(REPO / "benchmarks" / "reference_adapter.py")]
-        + ["--corpus", str(corpus), "--questions", str(questions), "--out", str(tmp_path / "ref.json")]
-        + ["--judge", "jev", "--jev-url", server.url, "--payload-style", style, "--jev-model", MODEL]
-        + ["--workdir", str(tmp_path / "refwork")],
+        [
+            REFERENCE_PYTHON,
+            str(REPO / "benchmarks" / "reference_adapter.py"),
+            "--corpus",
+            str(corpus),
+            "--questions",
+            str(questions),
+            "--out",
+            str(tmp_path / "ref.json"),
+            "--judge",
+            "jev",
+            "--jev-url",
+            server.url,
+            "--payload-style",
+            style,
+            "--jev-model",
+            MODEL,
+            "--workdir",
+            str(tmp_path / "refwork"),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -139,7 +248,7 @@ def test_the_reference_search_and_ours_send_the_same_original_question(tmp_path,
             for side in (theirs, ours)
         ]
         assert sent[0] == sent[1], f"{q!r}: the reference sent {sent[0]!r}, ours {sent[1]!r}"
-        assert sent[0] == {q.strip()}  # what the reference does: its search request strips the query
+        assert sent[0] == {q}  # as the data set writes it: the harness keeps the request model from stripping it
 
 
 PROBE = textwrap.dedent(
@@ -294,8 +403,25 @@ def test_a_fully_cached_rerun_with_the_service_down_names_the_cache_and_retries_
         judge.close()
     index.close()
     again = subprocess.run(
-        [sys.executable, "-m", "workbench.cli", "eval", "--db", db, "--questions", questions, "--judge", "jev"]
-        + ["--jev-endpoint", url, "--cache-dir", cache, "--out", tmp_path / "again.json", "--keep-going"],
+        [
+            sys.executable,
+            "-m",
+            "workbench.cli",
+            "eval",
+            "--db",
+            db,
+            "--questions",
+            questions,
+            "--judge",
+            "jev",
+            "--jev-endpoint",
+            url,
+            "--cache-dir",
+            cache,
+            "--out",
+            tmp_path / "again.json",
+            "--keep-going",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

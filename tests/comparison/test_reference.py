@@ -7,6 +7,7 @@ terms, pool, context, scores and ranking, and the final ranking after diversity,
 identical for the same deterministic judge.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -86,13 +87,18 @@ def test_2wiki_dev_context_dependent_judge_trajectories_identical(tmp_path):
 
 def test_padded_questions_hash_judge_trajectories_identical(tmp_path):
     """Issue 34: questions with surrounding whitespace; the hash judge hashes the question, so a
-    side whose judge saw the question otherwise than the other's would differ in every score."""
+    side whose judge saw the question otherwise than the other's would differ in every score.
+    The reference's `scorer=` judge must receive each question as the data set writes it (both
+    sides trimming it would agree too, and hide the difference the issue is about)."""
     from .test_jev_path import padded_questions
 
     root = REPO / "sample_corpora" / "encyclopedia"
     questions = padded_questions(tmp_path, root / "questions.jsonl")
     out = _compare(tmp_path, root / "corpus.json", questions, "hash")
     assert "10 identical trajectories" in out
+    given = [json.loads(line)["question"] for line in questions.read_text(encoding="utf-8").splitlines()]
+    ref = json.loads((tmp_path / "reference-hash.json").read_text(encoding="utf-8"))
+    assert [q["judge_questions"] for q in ref["questions"]] == [[q] for q in given]
 
 
 def test_encyclopedia_sample_oracle_trajectories_identical(tmp_path):

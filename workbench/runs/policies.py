@@ -32,8 +32,8 @@ judgment count.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from workbench.engine import (
     Run,
@@ -240,11 +240,11 @@ def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo 
     text = run.question
     repaired, expression = question_expression(index, text, params)
     if not expression:
-        run.rounds = [RoundState(0, "", stop=STOP_EMPTY_QUESTION, repaired_question=repaired)]
+        run.step(RoundState(0, "", stop=STOP_EMPTY_QUESTION, repaired_question=repaired))
         return run.trace()
     c0 = initial_candidates(index, expression, params)
     if not c0:
-        run.rounds = [RoundState(0, expression, stop=STOP_NO_CANDIDATES, repaired_question=repaired)]
+        run.step(RoundState(0, expression, stop=STOP_NO_CANDIDATES, repaired_question=repaired))
         return run.trace()
     ids0 = [c.unit_id for c in c0]
     states = [RoundState(0, expression, c0, ranking=tuple(ids0), repaired_question=repaired)]
@@ -289,7 +289,7 @@ def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo 
 
     pool = tuple(PoolEntry(u, origin(u)) for u in pool_order)
     try:
-        scores, judgments = score_round(index, judge, memo, text, pool, (), {})
+        scores, judgments = score_round(index, judge, memo, run.question_as_given, pool, (), {})  # as the user wrote it
     except JudgeError as exc:  # a failure, never a ranking: the caller decides (stop or keep going)
         raise JudgeFailed(getattr(question, "id", text), pool_round, str(exc)) from exc
     fusion: dict[int, float] = {}
@@ -308,5 +308,6 @@ def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo 
     states = states[: pool_round + 1]
     if stop_state is not None:
         states.append(replace(stop_state, ranking=ranking))
-    run.rounds = states
+    for state in states:  # the run records them in order; the last one carries the stop
+        run.step(state)
     return run.trace()

@@ -76,7 +76,7 @@ class Examples:
     hard: bool = True  # every target is 0 or 1
     context_weights: str = "previous"  # what the bridge features were computed with
 
-    def subset(self, question_ids) -> "Examples":
+    def subset(self, question_ids) -> Examples:
         keep = set(question_ids)
         m = np.array([q in keep for q in self.question], dtype=bool)
         return Examples(
@@ -93,7 +93,7 @@ class Examples:
             self.context_weights,
         )
 
-    def __add__(self, other: "Examples") -> "Examples":
+    def __add__(self, other: Examples) -> Examples:
         if (other.features, other.context_weights) != (self.features, self.context_weights):
             raise ValueError(
                 f"examples of features {self.features} ({self.context_weights} context weights) and "
@@ -214,7 +214,8 @@ def collect_examples(
                 continue
             ids = [e.unit_id for e in r.pool]
             golds = [float(trace.units[u].document in gold) if u in trace.units else 0.0 for u in ids]
-            rows.add(q.id, r.round, ids, _rows(index, extractor, trace.question, ids, r.context), r.scores, golds)
+            # the features of the question as the judge receives it: as given (engine.Run)
+            rows.add(q.id, r.round, ids, _rows(index, extractor, q.question, ids, r.context), r.scores, golds)
         if trace.stop == STOP_JUDGE_ERROR:
             missing[q.id] = trace.rounds[-1].error or "the teacher could not answer"
         if progress:
@@ -241,13 +242,11 @@ def on_policy_examples(index, questions, teacher, model: LogisticModel, *, param
             ids = [e.unit_id for e in r.pool]
             items, ctx = judge_items(index, ids), context_items(index, r.context)
             try:
-                y = validate_scores(
-                    getattr(judge, "name", "teacher"), judge.judge(trace.question, items, ctx), len(ids)
-                )
+                y = validate_scores(getattr(judge, "name", "teacher"), judge.judge(q.question, items, ctx), len(ids))
             except JudgeError:
                 continue
             golds = [float(trace.units[u].document in gold) for u in ids]
-            rows.add(q.id, r.round, ids, extractor.matrix(trace.question, items, ctx), y, golds)
+            rows.add(q.id, r.round, ids, extractor.matrix(q.question, items, ctx), y, golds)
     return rows.examples({})
 
 
@@ -397,7 +396,7 @@ def fit_judge(
     info = {
         "teacher": teacher_name,
         "targets": "hard (0/1)" if examples.hard else "soft (the teacher's probabilities)",
-        "examples": int(len(examples.y)),
+        "examples": len(examples.y),
         "questions": len(examples.questions),
         "questions_asked": len(questions),
         "teacher_stopped": len(examples.missing),
@@ -536,7 +535,7 @@ def fit_default(
     model.info = {
         "teacher": "oracle",
         "targets": "hard (0/1)",
-        "examples": int(len(everything.y)),
+        "examples": len(everything.y),
         "questions": len(everything.questions),
         "positive_rate": round(float(everything.y.mean()), 6),
         "fitted_on": {"corpora": list(per), "sources": {t: sources[t] for t in per}},
