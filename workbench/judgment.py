@@ -1,24 +1,24 @@
-"""The judge interface the engine calls, its error, score validation and the in-process memo.
+"""A judge's error, score validation and the in-process memo (the `Judge` protocol and its
+optional capabilities are in `workbench.protocols`).
 
-A leaf: the engine and every judge import it; it imports nothing of the workbench.
+Just above the leaves: the engine and every judge import it; of the workbench it imports only
+`workbench.protocols` (and `workbench.deprecation`, for the names that moved there).
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Protocol
+
+from workbench.deprecation import keep_old_names
+from workbench.protocols import is_batch_dependent
+
+# names older code imported from here, readable with a DeprecationWarning (docs/deprecations.md)
+keep_old_names(__name__, {"Judge": "workbench.protocols", "judge_usage": "workbench.protocols:usage_of"})
 
 
 class JudgeError(RuntimeError):
     """A judge that failed or answered something unusable; the message names the judge."""
-
-
-class Judge(Protocol):
-    name: str
-    key: str
-
-    def judge(self, question: str, candidates: list[dict], context: list[dict]) -> list[float]: ...
 
 
 def validate_scores(name: str, scores, n: int) -> list[float]:
@@ -124,7 +124,7 @@ class JudgmentMemo:
     def judge(self, judge, question: str, candidates: list[dict], context: list[dict]) -> list[float]:
         ckey = self.context_key(context)
         keys: list[tuple] = [(judge.key, question, ckey, c["unit_id"], c["text"]) for c in candidates]
-        if getattr(judge, "batch_dependent", False):  # an answer depends on its call's candidates (JEV stateful)
+        if is_batch_dependent(judge):  # an answer depends on its call's candidates (JEV stateful)
             keys = [(*k, tuple((c["unit_id"], c["text"]) for c in candidates)) for k in keys]
         missing = [i for i, k in enumerate(keys) if k not in self.scores]
         self.hits += len(keys) - len(missing)
@@ -149,9 +149,3 @@ def _exc_text(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"SystemExit (it called sys.exit({exc.code!r}))"
     return f"{type(exc).__name__}: {exc}"
-
-
-def judge_usage(judge) -> dict:
-    """A judge's cumulative counters, if it keeps any (`usage()` -> {name: number})."""
-    usage = getattr(judge, "usage", None)
-    return dict(usage()) if callable(usage) else {}

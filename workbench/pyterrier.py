@@ -15,6 +15,7 @@ is 0-based, as everywhere in PyTerrier. No JVM is started.
 
 >>> import pyterrier as pt
 >>> from pyterrier.measures import R, nDCG
+>>> from workbench.measures import qrels_frame, topics_frame
 >>> bm25, sag2 = BM25Retriever(index), SAG2Retriever(index, "lexical")
 >>> pt.Experiment([bm25, sag2], topics_frame(questions), qrels_frame(questions),
 ...               eval_metrics=[R@5, R@10, nDCG@10], round=3)
@@ -34,16 +35,20 @@ try:
 except ImportError as exc:  # the extra is optional; say how to get it
     raise ImportError("workbench.pyterrier needs PyTerrier: pip install 'sag2-workbench[pyterrier]'") from exc
 
+from workbench.deprecation import keep_old_names
 from workbench.engine import Run
 from workbench.feedback import GARParams, RM3Params, gar_trace, rm3_trace
 from workbench.formats import RUN_DEPTH, rank_score
-from workbench.index.corpora import Question
 from workbench.index.store import Index
+from workbench.index.units import Question
 from workbench.judges.base import FunctionJudge
 from workbench.judgment import JudgmentMemo
-from workbench.measures import qrels_frame, topics_frame  # noqa: F401  (re-exported for notebooks)
 from workbench.params import Params
+from workbench.protocols import is_judge_object
 from workbench.runs.tasks import JudgeSource, judge_spec
+
+# the frames notebooks imported from here: readable with a DeprecationWarning (docs/deprecations.md)
+keep_old_names(__name__, {"qrels_frame": "workbench.measures", "topics_frame": "workbench.measures"})
 
 RESULT_COLUMNS = ["docno", "score", "rank", "unit_id", "title", "judge_score", "bm25", "entered_round", "via_term"]
 
@@ -142,6 +147,7 @@ class SAG2Retriever(_WorkbenchRetriever):
     """SAG2 with any workbench judge: a name (`lexical`, `oracle`, `jev`, `FILE.py:NAME`) or
     a judge function / object. The oracle needs gold: pass `qrels` (qid, docno, label).
 
+    >>> from workbench.measures import qrels_frame, topics_frame
     >>> sag2_h1 = SAG2Retriever(index, "lexical", Params(H=1))
     >>> oracle = SAG2Retriever(index, "oracle", qrels=qrels_frame(questions))
     >>> sag2_h1, oracle
@@ -169,7 +175,7 @@ class SAG2Retriever(_WorkbenchRetriever):
             judges.prepare([spec])  # one judge for every query (the oracle's: per query, from its qrels)
             self._factory = lambda q: judges(spec, q)
         else:
-            if callable(judge) and not hasattr(judge, "judge"):
+            if callable(judge) and not is_judge_object(judge):
                 judge = FunctionJudge(judge)  # a plain `judge(question, candidates, context)` function
             self.judge_name = getattr(judge, "name", None) or type(judge).__name__
             self._factory = lambda q: judge
@@ -192,6 +198,7 @@ class RM3Retriever(SAG2Retriever):
     judge once on its first 100 units (final-only judging). `rm3`: an RM3Params.
     `entered_round` is 1 for every RM3 unit; `bm25` is minus the weighted BM25 sum.
 
+    >>> from workbench.measures import qrels_frame
     >>> rm3, rm3_oracle = RM3Retriever(index), RM3Retriever(index, "oracle", qrels=qrels_frame(questions))
     >>> rm3, RM3Retriever(index, rm3=RM3Params(terms=5))
     (RM3Retriever('bm25'), RM3Retriever('bm25', terms=5))

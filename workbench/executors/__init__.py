@@ -7,6 +7,7 @@ worker process needs. Generic: a task is a picklable callable `task(env, memo)` 
 (Sequential(), Threads(4))
 """
 
+from workbench.deprecation import keep_old_names
 from workbench.executors.pools import (
     JEV_DEFAULT_CONCURRENCY,
     Dask,
@@ -30,9 +31,11 @@ from workbench.executors.workers import (
     recipe_for,
     run_remote,
     sendable,
-    usage_of,
     worker_env,
 )
+
+# names older code imported from here, readable with a DeprecationWarning (docs/deprecations.md)
+keep_old_names(__name__, {"usage_of": "workbench.protocols:summed_usage"})
 
 __all__ = [
     "JEV_DEFAULT_CONCURRENCY",
@@ -55,6 +58,5 @@ __all__ = [
     "recipe_for",
     "run_remote",
     "sendable",
-    "usage_of",
     "worker_env",
 ]

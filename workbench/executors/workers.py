@@ -19,6 +19,7 @@ from workbench.index.store import Index
 from workbench.judges.cached import CachedJudge
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgmentMemo
+from workbench.protocols import close_judge, summed_usage
 from workbench.safeio import InputError, atomic_write_bytes
 
 JEV_REQUEST_LIMIT = 20  # jev CONCURRENCY: requests in flight per client (the paper's cap)
@@ -148,16 +149,6 @@ def _open_index(recipe: Recipe, index_bytes: bytes | None):
     return index
 
 
-def usage_of(judges) -> dict:
-    """The counters of judges that keep any (`usage()` -> {name: number}), summed."""
-    total: dict = {}
-    for judge in judges:
-        usage = getattr(judge, "usage", None)
-        for k, v in (usage() if callable(usage) else {}).items():
-            total[k] = total.get(k, 0) + v
-    return total
-
-
 class WorkerEnv:
     """One per worker process and run: the index (opened once per process) and the judges
     built for this run from their specs (fresh each run, like the caller's)."""
@@ -191,12 +182,11 @@ class WorkerEnv:
         return judge
 
     def close(self) -> None:
-        for close in [getattr(judge, "close", None) for judge in self.judges.values()]:
-            if close is not None:
-                close()
+        for judge in list(self.judges.values()):
+            close_judge(judge)
 
     def usage(self) -> dict:
-        return usage_of(self.judges.values())
+        return summed_usage(self.judges.values())
 
 
 _ENVS: dict = {}  # (recipe key, run) -> WorkerEnv; the last few runs only

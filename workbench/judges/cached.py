@@ -18,35 +18,50 @@ The store is anything with `get(key, default=None)`, `set(key, value)`, `transac
 context manager) and `close()`: a `diskcache.Cache` fits. One value per judgment,
 `{"p": probability, "model": what answered, or None}`; only validated answers are stored.
 
-What an inner judge may offer (all optional):
-  cache_keys(question, candidates, context) -> [str]   the store key of each judgment (else
-      `generic_keys` from the judge's `key`, the question, the context and the candidate)
-  judge(..., on_answered=None), ajudge(..., on_answered=None)   a judge that answers in parts
-      (JEV: one HTTP request per batch) calls `on_answered(indices, probabilities, model)`
-      with each part's validated answers as they arrive; each part is stored in one
-      transaction then, so a call that fails part-way keeps the answers it did get
-  cache_miss_error(question, missing, where) -> Exception   what replay raises on a miss
-      (else a CacheMiss naming the candidate and the question)
-  cache_plan(question, candidates, context) -> [(indices, keys, ...)] or None   the groups a
-      judge asks together when an answer depends on its group (JEV stateful: a request's
-      state holds its batch): a group is reused only whole, else sent whole, as planned, via
-      judge(..., plan=[the missing groups]); so a call sends what a fresh run would send
-  reusable(value) -> True | False | None   whether a stored judgment may be reused now (JEV:
-      answered by the model the service answers with now); None: not known yet, so the first
-      call asks its judgments again and the others wait for its answers
+What an inner judge may offer (all optional, each a Protocol of `workbench.protocols`):
+  HasCacheKeys: cache_keys(question, candidates, context) -> [str]   the store key of each
+      judgment (else `generic_keys` from the judge's `key`, the question, the context and the candidate)
+  Streams: answers_in_parts = True, judge(..., on_answered=None) (and ajudge, if AsyncJudge)   a
+      judge that answers in parts (JEV: one HTTP request per batch) calls `on_answered(indices,
+      probabilities, model)` with each part's validated answers as they arrive; each part is
+      stored in one transaction then, so a call that fails part-way keeps the answers it did get
+  NamesCacheMiss: cache_miss_error(question, missing, where) -> Exception   what replay raises on
+      a miss (else a CacheMiss naming the candidate and the question)
+  PlansCache: cache_plan(question, candidates, context) -> [(indices, keys, ...)] or None   the
+      groups a judge asks together when an answer depends on its group (JEV stateful: a
+      request's state holds its batch): a group is reused only whole, else sent whole, as
+      planned, via judge(..., plan=[the missing groups]); so a call sends what a fresh run would send
+  Reusable: reusable(value) -> True | False | None   whether a stored judgment may be reused now
+      (JEV: answered by the model the service answers with now); None: not known yet, so the
+      first call asks its judgments again and the others wait for its answers (ReportsModel:
+      `answered_model` not None says the inner judge has learnt it)
+  HasUsage, Closable, BatchDependent, AsyncJudge: read through, or run on a worker thread
+
+The wrapper itself is a Judge, AsyncJudge, HasUsage, Closable and BatchDependent (its inner's flag).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 import json
 import math
 import threading
 from pathlib import Path
 
 from workbench.judgment import JudgeError, validate_scores
+from workbench.protocols import (
+    AsyncJudge,
+    HasCacheKeys,
+    NamesCacheMiss,
+    PlansCache,
+    Reusable,
+    answered_model,
+    close_judge,
+    is_batch_dependent,
+    streams,
+    usage_of,
+)
 
 GENERIC_KEY_PREFIX = "judgment-v1:"
 _SET = threading.Event()
@@ -90,13 +105,6 @@ def valid_entry(value) -> bool:
         return False
 
 
-def _takes_on_answered(fn) -> bool:
-    try:
-        return fn is not None and "on_answered" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):  # a builtin or a callable without a signature
-        return False
-
-
 class CachedJudge:
     """Any judge behind a persistent judgment store (diskcache); the inner judge never knows."""
 
@@ -104,11 +112,11 @@ class CachedJudge:
         self.inner, self.store = inner, store
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.cache_only = bool(cache_only)
-        self._keys = getattr(inner, "cache_keys", None)
-        self._streams = _takes_on_answered(getattr(inner, "judge", None))
-        self._astreams = _takes_on_answered(getattr(inner, "ajudge", None))
-        self._plan = getattr(inner, "cache_plan", None)
-        self._reusable = getattr(inner, "reusable", None)
+        self._keys = inner.cache_keys if isinstance(inner, HasCacheKeys) else None
+        self._streams = streams(inner)
+        self._astreams = self._streams and isinstance(inner, AsyncJudge)
+        self._plan = inner.cache_plan if isinstance(inner, PlansCache) else None
+        self._reusable = inner.reusable if isinstance(inner, Reusable) else None
         self._hits = self._misses = 0
         self._lock = threading.Lock()
         self._verifying: threading.Event | None = None  # set by the call learning what is reusable
@@ -128,12 +136,12 @@ class CachedJudge:
     def with_store(self, store) -> CachedJudge:
         """The same inner judge over another store (its own hit and miss counters): e.g. a
         process worker's, which records new judgments to send them to the parent."""
-        return CachedJudge(self.inner, store, cache_dir=self.cache_dir, cache_only=self.cache_only)
+        return type(self)(self.inner, store, cache_dir=self.cache_dir, cache_only=self.cache_only)
 
-    # the memo keys whole calls of a batch-dependent judge (JudgmentMemo); the JEV client's
-    # counters and requests in flight stay readable through the wrapper
-    batch_dependent = property(lambda self: bool(getattr(self.inner, "batch_dependent", False)))
-    client = property(lambda self: self.inner.client)
+    @property
+    def batch_dependent(self) -> bool:
+        """The inner judge's flag: the memo keys whole calls of a batch-dependent judge (JudgmentMemo)."""
+        return is_batch_dependent(self.inner)
 
     # ---- judging -------------------------------------------------------------------------
     def judge(self, question: str, candidates: list[dict], context: list[dict]) -> list[float]:
@@ -230,8 +238,7 @@ class CachedJudge:
             event.set()
 
     def _verified_ok(self) -> bool:
-        probe = getattr(self.inner, "answered_model", None)
-        return probe is not None
+        return answered_model(self.inner) is not None
 
     def _decide(self, question: str, candidates: list[dict], context: list[dict]):
         """(keys, stored results, {missing key: candidate}, missing planned requests, whether
@@ -298,9 +305,8 @@ class CachedJudge:
 
     def _miss(self, question: str, missing: list[dict]) -> Exception:
         where = self.cache_dir if self.cache_dir is not None else "the judgment store"
-        make = getattr(self.inner, "cache_miss_error", None)
-        if make is not None:
-            return make(question, missing, where)
+        if isinstance(self.inner, NamesCacheMiss):
+            return self.inner.cache_miss_error(question, missing, where)
         return CacheMiss(
             f"cache-only (replay) mode: {len(missing)} judgment(s) not in {where}, e.g. candidate "
             f"{missing[0].get('title', '')!r} for question {question[:80]!r} ({self.inner.name})"
@@ -326,25 +332,13 @@ class CachedJudge:
     # ---- counters, closing ---------------------------------------------------------------
     def usage(self) -> dict:
         """The inner judge's counters plus cache_hits and cache_misses (per candidate asked)."""
-        inner = getattr(self.inner, "usage", None)
-        out = dict(inner()) if callable(inner) else {}
         with self._lock:
             mine = {"cache_hits": self._hits, "cache_misses": self._misses}
-        # in the place JEV's counters always had them (the order a trace's stats are written in)
-        if "judgments_sent" not in out:
-            return {**out, **mine}
-        merged = {}
-        for k, v in out.items():
-            merged[k] = v
-            if k == "judgments_sent":
-                merged.update(mine)
-        return merged
+        return {**usage_of(self.inner), **mine}
 
     def close(self) -> None:
         """Close the inner judge, then the store."""
-        close = getattr(self.inner, "close", None)
-        if callable(close):
-            close()
+        close_judge(self.inner)
         self.store.close()
 
     def __enter__(self):

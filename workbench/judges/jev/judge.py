@@ -68,6 +68,8 @@ class JEVJudge:
     >>> judge.close()
     """
 
+    answers_in_parts = True  # workbench.protocols.Streams: each request's answers go to `on_answered` as they arrive
+
     def __init__(
         self,
         client: JEVClient | None,
@@ -309,7 +311,27 @@ def _shutdown(runner: _LoopThread, client: JEVClient | None):
 class JEVCachedJudge(CachedJudge):
     """The JEV judge behind its judgment cache (a CachedJudge). When the service cannot be
     reached, the error says how many of the round's judgments the cache holds and that
-    `--cache-only` replays them without the service (issue 34)."""
+    `--cache-only` replays them without the service (issue 34). Its `client` (counters,
+    requests in flight; None in replay) is the JEV judge's."""
+
+    inner: JEVJudge
+
+    @property
+    def client(self) -> JEVClient | None:
+        return self.inner.client
+
+    def usage(self) -> dict:
+        """The JEV judge's counters with the cache's hits and misses right after `judgments_sent`
+        (where they have always been: the order a trace's stats are written in)."""
+        out = super().usage()
+        mine = ("cache_hits", "cache_misses")
+        keys = [k for k in out if k not in mine]
+        if "judgments_sent" in keys:
+            at = keys.index("judgments_sent") + 1
+            keys[at:at] = mine
+        else:
+            keys += mine
+        return {k: out[k] for k in keys}
 
     def judge(self, question: str, candidates: list[dict], context: list[dict]) -> list[float]:
         try:
@@ -323,15 +345,12 @@ class JEVCachedJudge(CachedJudge):
         except JEVUnreachable as exc:
             raise self._replay_hint(exc, question, candidates, context) from None
 
-    def with_store(self, store) -> JEVCachedJudge:
-        return JEVCachedJudge(self.inner, store, cache_dir=self.cache_dir, cache_only=self.cache_only)
-
     def _replay_hint(self, exc: JEVUnreachable, question, candidates, context) -> JEVUnreachable:
         """`exc` plus what the cache holds of this call's judgments, and the flag that replays them."""
         keys = list(dict.fromkeys(self.inner.cache_keys(question, candidates, context)))
         cached = sum(1 for k in keys if valid_entry(self.store.get(k)))
         where = self.cache_dir if self.cache_dir is not None else "the judgment store"
-        count = getattr(self.store, "count", None)
+        count = getattr(self.store, "count", None)  # a JudgmentStore's (not a judge's): how much it holds
         held = f"the cache {where}" + (f" (it holds {count()} judgments)" if callable(count) else "")
         replay = "--cache-only replays cached judgments without the service"
         if cached == len(keys):
@@ -354,8 +373,8 @@ def make_jev_judge(
     max_questions: int | None = MAX_QUESTIONS,
     instructions: str | Template | None = None,
     **client_options,
-) -> CachedJudge:
-    """A JEV judge from CLI-style options, behind its judgment cache on disk (a CachedJudge).
+) -> JEVCachedJudge:
+    """A JEV judge from CLI-style options, behind its judgment cache on disk (a JEVCachedJudge).
     `cache_dir=None` uses $SAG2WB_JEV_CACHE or .sag2wb/jev-cache.
 
     Replay (`cache_only=True`) needs no key and makes no request: a miss is a JEVCacheMiss.
