@@ -4,7 +4,6 @@ default judges per corpus, and explanations in traces (no embedding model needed
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +14,7 @@ from workbench.judges.semantic import NameMatcher, SemanticJudge, name_bridge, n
 from workbench.judgment import JudgeError
 from workbench.trace import Trace
 
-from .conftest import BRIDGE_WORLD, build_index
-
-REPO = Path(__file__).resolve().parent.parent
+from .conftest import BRIDGE_WORLD, REPO, build_index
 
 
 def ctx(unit_id, title, text, document=None, previous_score=None):
@@ -95,14 +92,6 @@ def _bridge_by_the_rule(matcher, candidate, context):
         if pattern is not None and weight > best and pattern.search(matcher.folded(item["text"])):
             best, by = weight, item
     return best, by
-
-
-@pytest.fixture(scope="module")
-def enc_index(tmp_path_factory):
-    index, _ = open_or_build(
-        REPO / "sample_corpora" / "encyclopedia" / "corpus.json", tmp_path_factory.mktemp("e") / "e.db"
-    )
-    return index
 
 
 def test_the_batched_name_bridge_equals_the_rule_on_real_passages(enc_index):
@@ -327,13 +316,15 @@ def test_a_run_not_asked_to_explain_has_the_same_trajectory_and_no_reasons(tmp_p
 def test_eval_asks_for_reasons_only_when_traces_are_kept_or_written(tmp_path):
     from workbench.index.units import Question
     from workbench.runs.evaluation import evaluate
+    from workbench.runs.options import Hooks, RunOptions
 
     index = build_index(tmp_path, BRIDGE_WORLD)
     qs = [Question("q1", "Where was the director of Glass Harbour born?", ("Mara Quell",))]
     runs = {}
     for label, options in (("records", {}), ("kept", {"keep_traces": True}), ("files", {"trace_dir": tmp_path / "t"})):
         judge = _CountingExplainer(index)
-        result = evaluate(index, qs, judge_for=lambda q, j=judge: j, progress=False, **options)
+        hooks = Hooks(judge_for=lambda q, j=judge: j)
+        result = evaluate(index, qs, options=RunOptions(progress=False, hooks=hooks, **options))
         runs[label] = (judge.explained, result.records)
     assert runs["records"][0] == 0 and runs["kept"][0] > 0 and runs["files"][0] > 0
     assert runs["records"][1] == runs["kept"][1] == runs["files"][1]  # the same records either way

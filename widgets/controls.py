@@ -166,8 +166,10 @@ class ParamsControls:
 
 
 class JudgeControls:
-    """Judge picker (bm25, lexical, oracle with gold, jev when configured, functions) and a
-    FILE.py:NAME loader for a function judge."""
+    """Judge picker (the registry's choices, `workbench.judges.registry.picker_choices`: every kind
+    that can run now, oracle only with gold, jev only when configured; then the notebook's own
+    judges) and a FILE.py:NAME loader for a function judge. The picker shows each judge's text;
+    the model holds the value (`model.judge`)."""
 
     def __init__(self, model):
         self.model = model

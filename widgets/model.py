@@ -16,24 +16,28 @@ import threading
 import time
 from dataclasses import dataclass
 
+from workbench.deprecation import keep_old_names
 from workbench.engine import Run
 from workbench.feedback import FeedbackRun
-from workbench.index.corpora import Question
-from workbench.judges import FunctionJudge, JudgeError, JudgeSpec, JudgmentMemo
-from workbench.judgment import describe_value
+from workbench.index.units import Question
+from workbench.judges.base import FunctionJudge
+from workbench.judges.registry import JudgeSpec, UnknownJudge, picker_choices, valid_judges
+from workbench.judgment import JudgeError, JudgmentMemo, describe_value
 from workbench.params import Params, ParamsError, earliest_affected_round
+from workbench.protocols import is_judge_object
 from workbench.run_arguments import params_from, pins_from
 from workbench.safeio import InputError
 from workbench.terms import TERM_WEIGHTINGS, TermWeightingError
 from workbench.trace import Trace
 
-JEV_KEY_VARIABLES = ("JEV_API_KEY", "OPENROUTER_API_KEY", "TYPESAFE_API_KEY")
 TRACE, ROUND, STATUS, PASSAGE = "trace", "round", "status", "passage"
+keep_old_names(__name__, {"JEV_KEY_VARIABLES": "workbench.judges.jev.client:KEY_VARIABLES"})
 
 
 def jev_configured(jev_options: dict | None = None) -> bool:
-    """JEV is offered when an API key is in the environment or a judgment cache is configured."""
-    return any(os.environ.get(v) for v in JEV_KEY_VARIABLES) or bool((jev_options or {}).get("cache_dir"))
+    """JEV is offered when an API key is in the environment or a judgment cache is configured
+    (the jev kind's own readiness check, `JudgeSpec.unavailable`)."""
+    return JudgeSpec.parse("jev", **(jev_options or {})).unavailable() is None
 
 
 class UnknownQuestion(InputError):
@@ -85,7 +89,11 @@ class Status:
 
 class DashboardModel:
     """UI state + the current Run/Trace. `subscribe(fn)` calls fn(model, what) with what in
-    {"trace", "round", "status"}; views read `model.frames` and `model.round`."""
+    {"trace", "round", "status"}; views read `model.frames` and `model.round`.
+
+    The judge is held as a value, `judge`: a JudgeSpec (its options checked by its kind's
+    declaration once, when chosen), or the name of one of the notebook's own `judges`;
+    `judge_spec` is its text, what the picker shows."""
 
     def __init__(
         self,
@@ -104,7 +112,8 @@ class DashboardModel:
             if not q.id:
                 self.questions[i] = Question(f"q{i + 1}", q.question, q.gold, q.type, q.hops, q.answer)
         self.has_gold = any(q.gold for q in self.questions)
-        self.jev_options = dict(jev_options or {})
+        # options a kind gets in this dashboard (JEV's endpoint and cache), checked by its declaration now
+        self.configured = {"jev": JudgeSpec.parse("jev", **jev_options)} if jev_options else {}
         self.extra_judges = dict(judges or {})  # name -> callable or judge object
         self.memo = JudgmentMemo()
         self._judges: dict = {}
@@ -120,7 +129,7 @@ class DashboardModel:
         self.status = Status()
         self.question = self.questions[0] if question is None else self._question(question)
         self.params = params_from(params, Params())
-        self.judge_spec = self._check_judge_spec(judge)
+        self.judge: JudgeSpec | str = self._choice(judge)
         self.pins: dict = {}
         self.round = 0
         self.run: Run | FeedbackRun | None = None  # the run behind the shown (last good) trace
@@ -158,16 +167,18 @@ class DashboardModel:
 
     # ---- what the pickers offer ------------------------------------------------------------
     def judge_options(self) -> list[str]:
-        """bm25, lexical; oracle only with gold; jev only when configured; registered functions."""
-        out = ["bm25", "lexical", "lexical-bridge", "semantic", "learned"]
-        if self.question.gold:
-            out.append("oracle")
-        if jev_configured(self.jev_options):
-            out.append("jev")
+        """The registry's choices (`picker_choices`: a judge that needs gold only when the question
+        has gold, jev only when configured), then the notebook's own judges, then the current one."""
+        out = picker_choices(gold=bool(self.question.gold), configured=self.configured)
         out.extend(self.extra_judges)
         if self.judge_spec not in out:
             out.append(self.judge_spec)
         return out
+
+    @property
+    def judge_spec(self) -> str:
+        """The current judge's text, as the picker shows it (`judge` is the value)."""
+        return str(self.judge)
 
     @staticmethod
     def term_weightings() -> list[str]:
@@ -182,53 +193,55 @@ class DashboardModel:
         return bool(self.question.gold)
 
     # ---- judges ----------------------------------------------------------------------------
-    def _check_judge_spec(self, spec) -> str:
-        if callable(getattr(spec, "judge", None)) and isinstance(getattr(spec, "name", None), str):
-            self.extra_judges[spec.name] = spec  # a judge object: offered under its own name
-            return spec.name
-        if callable(spec) and not isinstance(spec, str):
-            name = getattr(spec, "__name__", "function")
-            self.extra_judges[name] = spec
+    def _choice(self, judge) -> JudgeSpec | str:
+        """A judge as the model holds it: a JudgeSpec (`auto` resolved for this corpus, the
+        dashboard's options for its kind added), or the name of a notebook judge (an object or
+        a function, offered under its name)."""
+        if is_judge_object(judge) and isinstance(getattr(judge, "name", None), str):
+            self.extra_judges[judge.name] = judge  # a judge object: offered under its own name
+            return judge.name
+        if callable(judge) and not isinstance(judge, str):
+            name = getattr(judge, "__name__", "function")
+            self.extra_judges[name] = judge
             return name
-        if isinstance(spec, str) and spec in self.extra_judges:
-            return spec
-        if spec is not None and not isinstance(spec, (str, JudgeSpec)):
+        if isinstance(judge, str) and judge in self.extra_judges:
+            return judge
+        if judge is not None and not isinstance(judge, (str, JudgeSpec)):
             raise JudgeError(
-                f"judge={describe_value(spec)}: give a judge name ('lexical', 'semantic:gamma=0.5', ...), a JudgeSpec, "
-                "a judge object or a function"
+                f"judge={describe_value(judge)}: give a judge name ('lexical', 'semantic:gamma=0.5', ...), "
+                "a JudgeSpec, a judge object or a function"
             )
-        return str(JudgeSpec.parse(spec).resolve(self.index))  # "auto": the corpus's default judge
-
-    def judge_for(self, spec: str, question: Question):
-        """The judge object for a spec (kept, so re-runs see the same object and judge key)."""
-        if spec in self.extra_judges:
-            if spec not in self._judges:
-                obj = self.extra_judges[spec]
-                self._judges[spec] = obj if hasattr(obj, "judge") else FunctionJudge(obj, name=spec)
-            return self._judges[spec]
         try:
-            parsed = JudgeSpec.parse(spec)
-        except JudgeError:
-            raise JudgeError(
-                f"unknown judge {spec!r}; choose one of {', '.join(self.judge_options())} or FILE.py:NAME"
-            ) from None
-        if parsed.kind.needs_gold:
+            spec = JudgeSpec.parse(judge).resolve(self.index)  # "auto": the corpus's default judge
+        except UnknownJudge:
+            if not self.extra_judges:
+                raise
+            raise UnknownJudge(f"unknown judge {judge!r}; valid judges: {valid_judges(self.extra_judges)}") from None
+        configured = self.configured.get(spec.name)
+        return spec.with_options(**dict(configured.options)) if configured is not None else spec
+
+    def judge_for(self, judge, question: Question):
+        """The judge object for a choice (a JudgeSpec, its text or a notebook judge's name),
+        kept, so re-runs see the same object and judge key."""
+        choice = self._choice(judge)
+        if isinstance(choice, str):
+            if choice not in self._judges:
+                obj = self.extra_judges[choice]
+                self._judges[choice] = obj if is_judge_object(obj) else FunctionJudge(obj, name=choice)
+            return self._judges[choice]
+        if choice.kind.needs_gold:
             if not question.gold:
-                raise JudgeError(f"judge {spec!r} needs gold labels; this question has none")
-            key = (spec, question.gold)
+                raise JudgeError(f"judge {str(choice)!r} needs gold labels; this question has none")
+            key = (choice, question.gold)
             if key not in self._judges:
-                self._judges[key] = parsed.build(self.index, gold=question.gold)
+                self._judges[key] = choice.build(self.index, gold=question.gold)
             return self._judges[key]
-        if spec not in self._judges:
-            if parsed.name == "jev":
-                if not jev_configured(self.jev_options):
-                    raise JudgeError(
-                        "judge 'jev' is not configured: set JEV_API_KEY, OPENROUTER_API_KEY or "
-                        "TYPESAFE_API_KEY, or pass jev_options={'cache_dir': ...}"
-                    )
-                parsed = parsed.with_options(**self.jev_options)
-            self._judges[spec] = parsed.build(self.index)
-        return self._judges[spec]
+        if choice not in self._judges:
+            problem = choice.unavailable()
+            if problem is not None:
+                raise JudgeError(f"{problem} (Dashboard(..., jev_options={{'cache_dir': ...}}) gives JEV a cache)")
+            self._judges[choice] = choice.build(self.index)
+        return self._judges[choice]
 
     # ---- changing the state ----------------------------------------------------------------
     def _question(self, question_id: str) -> Question:
@@ -242,8 +255,8 @@ class DashboardModel:
         if q == self.question:
             return
         self.question, self.pins, self.run = q, {}, None
-        if self.judge_spec not in self.extra_judges and not q.gold and JudgeSpec.parse(self.judge_spec).kind.needs_gold:
-            self.judge_spec = "lexical"
+        if isinstance(self.judge, JudgeSpec) and not q.gold and self.judge.kind.needs_gold:
+            self.judge = JudgeSpec.parse("lexical")
         self.recompute_later(new_question=True)
 
     def validate_params(self, **changes) -> Params:
@@ -263,12 +276,13 @@ class DashboardModel:
         self.params = params
         self.recompute_later()
 
-    def set_judge(self, spec):
-        spec = self._check_judge_spec(spec)
-        self.judge_for(spec, self.question)  # fails now (JudgeError) for an unusable spec
-        if spec == self.judge_spec:
+    def set_judge(self, judge):
+        """Choose the judge: a text ('semantic:gamma=0.5'), a JudgeSpec, a judge object or a function."""
+        choice = self._choice(judge)
+        self.judge_for(choice, self.question)  # fails now (JudgeError) for an unusable judge
+        if choice == self.judge:
             return
-        self.judge_spec = spec
+        self.judge = choice
         self.recompute_later()
 
     def pin(self, round_no: int, unit_id: int, score: float):
@@ -316,7 +330,7 @@ class DashboardModel:
             self.status = Status(busy=True, total=self.params.H + 1, message="running")
             self._emit(STATUS)
             try:
-                judge = self.judge_for(self.judge_spec, self.question)
+                judge = self.judge_for(self.judge, self.question)
                 if self.run is None or new_question:
                     run = (
                         Run(self.index, self.question, self.params, judge, pins=self.pins, memo=self.memo)

@@ -19,9 +19,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbench.cli.common import CLIError, number
+from workbench.cli.errors import CLIError
+from workbench.cli.options import number
 from workbench.index.corpora import check_gold, find_questions, load_corpus, load_questions
-from workbench.judges import JudgeSpec
+from workbench.judges.registry import JudgeSpec, judge_help
 from workbench.runs.examples import bundled_paths, default_example
 
 VARIABLES = (
@@ -52,7 +53,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--judge",
         metavar="J",
-        help="bm25, lexical, lexical-bridge, semantic, oracle, jev or FILE.py:NAME (default: the corpus's own)",
+        help=judge_help(),
     )
     p.add_argument(
         "--port", type=number(int, minimum=1, maximum=65535), default=8866, help="the port to serve on (default 8866)"

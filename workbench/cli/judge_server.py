@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from workbench.cli.common import number, path_option
-from workbench.judges.jev.server import serve_main
+import sys
+
+from workbench import safeio
+from workbench.cli.io_roles import path_option
+from workbench.cli.options import number
+from workbench.judges.jev.server import SERVED_JUDGES, build_server
+from workbench.judges.registry import server_judge_help
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("judge-server", help="serve a workbench judge over the Noul-compatible HTTP interface")
-    p.add_argument("--judge", default="lexical", help="lexical (needs --db), data-hash, hash, ... (docs/jev.md)")
-    path_option(p, "--db", role="input", default=None, help="index (needed by the lexical judge)")
+    p.add_argument("--judge", default="lexical", help=server_judge_help(SERVED_JUDGES))
+    path_option(p, "--db", role="input", default=None, help="the index, for the judges that read one")
     p.add_argument(
         "--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)"
     )
@@ -51,4 +56,27 @@ def add_parser(sub) -> None:
 
 
 def cmd_judge_server(args) -> int:
-    return serve_main(args)
+    """`sag2wb judge-server`: serve until interrupted (Ctrl-C: "stopped", exit 0)."""
+    server = build_server(
+        args.judge,
+        args.db,
+        host=args.host,
+        port=args.port,
+        delay_ms=args.delay_ms,
+        faults=args.fault,
+        max_body_mb=args.max_body_mb,
+        read_timeout=args.read_timeout,
+        judge_timeout=args.judge_timeout,
+    )
+    print(
+        f"serving judge {getattr(server.judge, 'name', args.judge)!r} at {server.url} "
+        f"(any path; use --jev-endpoint {server.url})",
+        flush=True,
+    )
+    try:
+        server.httpd.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+    finally:
+        server.httpd.server_close()
+    return safeio.EXIT_OK

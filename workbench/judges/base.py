@@ -10,6 +10,7 @@ import weakref
 from collections.abc import Callable
 from typing import cast
 
+from workbench.judges.options import OptionInfo
 from workbench.judgment import JudgeError
 from workbench.safeio import InputError
 
@@ -28,10 +29,20 @@ def judge_timeout_from_env(default: float | None = DEFAULT_JUDGE_TIMEOUT) -> flo
     text = os.environ.get(JUDGE_TIMEOUT_VARIABLE, "").strip()
     if not text:
         return default
-    return _check_timeout(text, f"${JUDGE_TIMEOUT_VARIABLE}")
+    return check_timeout(text, f"${JUDGE_TIMEOUT_VARIABLE}")
 
 
-def _check_timeout(value, where: str) -> float | None:
+def check_timeout(value, where: str) -> float | None:
+    """A time limit in seconds from its text or number (0, None, "none", "off": no limit, None);
+    anything else names `where` (the option or variable) in a JudgeTimeoutSetting (exit 2).
+
+    >>> check_timeout("2.5", "--judge-timeout"), check_timeout(0, "timeout"), check_timeout("off", "timeout")
+    (2.5, None, None)
+    >>> check_timeout("soon", "--timeout")
+    Traceback (most recent call last):
+    ...
+    workbench.judges.base.JudgeTimeoutSetting: --timeout='soon': expected a number of seconds (0 or none: no limit)
+    """
     if value is None or (isinstance(value, str) and value.lower() in ("none", "off")):
         return None
     try:
@@ -51,9 +62,25 @@ class JudgeTimeout(JudgeError):
     """A function judge's call ran past its time limit."""
 
 
+# the function judge's `timeout` as its kind declares it (judges/registry.py): given beside the
+# FILE.py:NAME text (the CLI's --judge-timeout), so the limit travels inside the spec to workers
+TIMEOUT_OPTION = OptionInfo(
+    "timeout",
+    float,
+    DEFAULT_JUDGE_TIMEOUT,
+    f"seconds per call (0 or none: no limit; not given: ${JUDGE_TIMEOUT_VARIABLE}, else 60)",
+    (0, None, True),
+    in_text=False,
+    none=True,
+    read=lambda value: check_timeout(value, "timeout"),
+)
+
+
 class FunctionJudge:
     """A researcher's callable `judge(question, candidates, context) -> list[float]`, with a
-    time limit per call (default 60 s, `timeout=` or $SAG2WB_JUDGE_TIMEOUT; 0/None: none).
+    time limit per call: `timeout=` seconds (0/None: none), by default "env": $SAG2WB_JUDGE_TIMEOUT,
+    else 60 s. A spec's `timeout` option (the CLI's --judge-timeout) is passed here, so the limit
+    travels with the spec to worker processes; the variable is only the user's own default.
 
     >>> j = FunctionJudge(lambda q, cands, ctx: [0.5] * len(cands), name="half", timeout=5)
     >>> j.judge("q?", [{"unit_id": 1, "title": "t", "text": "x", "document": "t"}], [])
@@ -71,7 +98,7 @@ class FunctionJudge:
         self.fn = fn
         self.name = name or cast(str, getattr(fn, "__name__", "function"))
         self.key = "function:" + self.name  # the limit never changes an answer: not part of the key
-        self.timeout = judge_timeout_from_env() if timeout == "env" else _check_timeout(timeout, "judge timeout")
+        self.timeout = judge_timeout_from_env() if timeout == "env" else check_timeout(timeout, "judge timeout")
         self._workers = _WorkerPool.for_judge(self)
 
     def judge(self, question, candidates, context):

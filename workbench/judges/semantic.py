@@ -43,9 +43,8 @@ import regex
 from workbench import text as textlib
 from workbench.index.store import fold_accents
 from workbench.judges.lexical import passage_tokens
-from workbench.judges.options import check_semantic_option
+from workbench.judges.options import SIGNALS, check_semantic_option
 
-SIGNALS = ("model", "coverage", "bridge")
 MIN_TITLE_CHARS = 4  # shorter names ("Io", "UK") match too much text to be evidence
 _DISAMBIGUATOR = regex.compile(r"\s*\([^()]*\)\s*$")
 _CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
