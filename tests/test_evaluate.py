@@ -4,16 +4,11 @@ import json
 
 import pytest
 
-from workbench.index.corpora import Question
+from workbench.index.units import Question
+from workbench.metrics import all_evidence_at, mean_metrics, paired_bootstrap, question_metrics, recall_at
 from workbench.params import Params
-from workbench.runs.evaluation import (
-    all_evidence_at,
-    evaluate,
-    mean_metrics,
-    paired_bootstrap,
-    question_metrics,
-    recall_at,
-)
+from workbench.runs.evaluation import evaluate
+from workbench.runs.options import Hooks, RunOptions
 
 from .conftest import BRIDGE_WORLD, build_index
 
@@ -32,8 +27,8 @@ def test_recall_and_all_evidence_by_hand():
 
 def test_units_map_to_unique_documents_first_occurrence(tmp_path):
     from workbench.engine import Run
-    from workbench.index.corpora import Unit
     from workbench.index.store import Index
+    from workbench.index.units import Unit
 
     units = [
         Unit("A", "", "alpha one", "a.md", "a.md", "l1"),
@@ -84,7 +79,11 @@ def test_evaluate_resumes_from_partial_records(tmp_path):
     resume = tmp_path / "partial.jsonl"
     fresh_log = []
     full = evaluate(
-        ix, qs, "oracle", Params(), progress=False, resume_path=resume, judge_for=counting_oracle(fresh_log)
+        ix,
+        qs,
+        "oracle",
+        Params(),
+        RunOptions(progress=False, resume_path=resume, hooks=Hooks(judge_for=counting_oracle(fresh_log))),
     )
     assert len(resume.read_text().splitlines()) == 2
     assert set(fresh_log) == {q1_text, q2_text} and full.stats["resumed_questions"] == 0
@@ -92,20 +91,38 @@ def test_evaluate_resumes_from_partial_records(tmp_path):
     lines = resume.read_text().splitlines()
     resume.write_text(lines[0] + "\n" + lines[1][:20])
     log = []
-    again = evaluate(ix, qs, "oracle", Params(), progress=False, resume_path=resume, judge_for=counting_oracle(log))
+    again = evaluate(
+        ix,
+        qs,
+        "oracle",
+        Params(),
+        RunOptions(progress=False, resume_path=resume, hooks=Hooks(judge_for=counting_oracle(log))),
+    )
     # q1 came from its record: its judge was never asked; only q2 was run, with as many calls as fresh
     assert q1_text not in log and log == [x for x in fresh_log if x == q2_text]
     assert again.stats["resumed_questions"] == 1
     assert again.records == full.records and again.metrics == full.metrics  # equal to the fresh run, record by record
     # q2's record was appended: now both are resumed, and no judge is asked at all
     log.clear()
-    third = evaluate(ix, qs, "oracle", Params(), progress=False, resume_path=resume, judge_for=counting_oracle(log))
+    third = evaluate(
+        ix,
+        qs,
+        "oracle",
+        Params(),
+        RunOptions(progress=False, resume_path=resume, hooks=Hooks(judge_for=counting_oracle(log))),
+    )
     assert log == [] and third.stats["resumed_questions"] == 2 and third.records == full.records
     # another configuration does not reuse those records: every question is run again, and its
     # records are those of a fresh run of that configuration (H=0 ranks q1 differently)
     log.clear()
-    other = evaluate(ix, qs, "oracle", Params(H=0), progress=False, resume_path=resume, judge_for=counting_oracle(log))
-    fresh_other = evaluate(ix, qs, "oracle", Params(H=0), progress=False)
+    other = evaluate(
+        ix,
+        qs,
+        "oracle",
+        Params(H=0),
+        RunOptions(progress=False, resume_path=resume, hooks=Hooks(judge_for=counting_oracle(log))),
+    )
+    fresh_other = evaluate(ix, qs, "oracle", Params(H=0), RunOptions(progress=False))
     assert set(log) == {q1_text, q2_text} and other.stats["resumed_questions"] == 0
     assert other.records == fresh_other.records and other.records != full.records
 
@@ -116,7 +133,7 @@ def test_by_type_and_hops_tables(tmp_path):
         Question("q1", "Where was the director of Glass Harbour born?", ("Glass Harbour", "Tessaly"), "bridge", 2),
         Question("q2", "Which band is from Ostrow?", ("Glass Harbor (band)",), "single", 1),
     ]
-    res = evaluate(ix, qs, "lexical", Params(), progress=False)
+    res = evaluate(ix, qs, "lexical", Params(), RunOptions(progress=False))
     assert set(res.by("type").index) == {"bridge", "single"}
     assert set(res.by("hops").index) == {1, 2}
     data = res.to_dict()

@@ -3,37 +3,24 @@ the paper's rows from one set of trajectories, shared judgments, resume, refusal
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from workbench.cli.main import main as cli_main
 from workbench.engine import Run
-from workbench.index.corpora import load_corpus, load_questions
-from workbench.index.store import Index
+from workbench.index.corpora import load_questions
 from workbench.judges.lexical import OracleJudge
 from workbench.judgment import JudgmentMemo
 from workbench.params import Params
-from workbench.runs import experiment as ex
-from workbench.runs.experiment import (
-    ABLATION_ROWS,
-    Config,
-    Experiment,
-    ExperimentError,
-    final_only_trace,
-    paired_interval,
-    paper_ablation,
-)
+from workbench.runs import results as ex
+from workbench.runs.experiment import Experiment, paper_ablation
+from workbench.runs.options import RunOptions
+from workbench.runs.policies import Config, final_only_trace
+from workbench.runs.records import ExperimentError
+from workbench.runs.results import ABLATION_ROWS, paired_interval
 from workbench.terms import TERM_WEIGHTINGS, TermWeight, TermWeightingError, register_term_weighting
 
-REPO = Path(__file__).resolve().parent.parent
-ENC = REPO / "sample_corpora" / "encyclopedia"
-
-
-@pytest.fixture(scope="module")
-def enc(tmp_path_factory):
-    db = tmp_path_factory.mktemp("enc") / "enc.sqlite"
-    return Index.build(load_corpus(ENC / "corpus.json"), db, source="encyclopedia")
+from .conftest import ENC
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +29,11 @@ def questions():
 
 
 @pytest.fixture(scope="module")
-def ablation(enc, questions):
+def ablation(enc_index, questions):
     memo = JudgmentMemo()
-    exp = Experiment(enc, questions, paper_ablation(judge="oracle"), memo=memo, progress=False, keep_traces=True)
+    exp = Experiment(
+        enc_index, questions, paper_ablation(judge="oracle"), RunOptions(memo=memo, progress=False, keep_traces=True)
+    )
     return exp, exp.run()
 
 
@@ -59,17 +48,17 @@ def test_rows_are_the_papers_in_order(ablation):
     assert summary.loc["bm25", "judgments"] == 0
 
 
-def test_h2_row_equals_a_plain_run(ablation, enc, questions):
+def test_h2_row_equals_a_plain_run(ablation, enc_index, questions):
     _, res = ablation
     h2 = res.rankings("H=2")
     judgments = res.values("H=2", "judgments")
     for q in questions:
-        trace = Run(enc, q, Params(), OracleJudge(q.gold)).run()
+        trace = Run(enc_index, q, Params(), OracleJudge(q.gold)).run()
         assert h2[q.id] == trace.documents()[:100], q.id
         assert judgments[q.id] == trace.judgments
 
 
-def test_h0_h1_come_from_the_same_trajectories(ablation, enc, questions):
+def test_h0_h1_come_from_the_same_trajectories(ablation, enc_index, questions):
     exp, res = ablation
     h1, h0 = res.values("H=1", "judgments"), res.values("H=0", "judgments")
     for q in questions:
@@ -78,7 +67,7 @@ def test_h0_h1_come_from_the_same_trajectories(ablation, enc, questions):
         assert h0[q.id] == rounds[0].judgments
         assert h1[q.id] == sum(r.judgments for r in rounds[:2])
         # H=0 read off the trajectory equals an independent H=0 run
-        assert res.rankings("H=0")[q.id] == Run(enc, q, Params(H=0), OracleJudge(q.gold)).run().documents()[:100]
+        assert res.rankings("H=0")[q.id] == Run(enc_index, q, Params(H=0), OracleJudge(q.gold)).run().documents()[:100]
         # and the H=1 row's rounds are the H=2 run's rounds 0-1, judgment for judgment
         t1 = exp.traces["H=1"][q.id]
         assert [r.scores for r in t1.rounds] == [r.scores for r in rounds[: len(t1.rounds)]]
@@ -111,9 +100,9 @@ def test_rows_share_judgments(ablation):
     assert exp.memo.hits > 0  # round 0 of no-context / matched-budget reuse H=2's judgments
 
 
-def test_final_only_definition_on_one_question(enc, questions):
+def test_final_only_definition_on_one_question(enc_index, questions):
     q = questions[0]
-    trace = final_only_trace(enc, q, Params(), OracleJudge(q.gold))
+    trace = final_only_trace(enc_index, q, Params(), OracleJudge(q.gold))
     r0 = trace.rounds[0]
     assert not r0.scored and r0.ranking == tuple(c.unit_id for c in r0.candidates)
     seeds1 = [s.unit_id for s in trace.rounds[1].seeds]
@@ -121,7 +110,7 @@ def test_final_only_definition_on_one_question(enc, questions):
     last = [r for r in trace.rounds if r.scored][-1]
     assert 0 < last.judgments == len(last.pool) <= 100
     with pytest.raises(ExperimentError, match="needs a judge"):
-        final_only_trace(enc, q, Params(), None)
+        final_only_trace(enc_index, q, Params(), None)
 
 
 def test_compare_and_tables(ablation):
@@ -145,10 +134,12 @@ def test_compare_and_tables(ablation):
     assert "H=2" not in list(fig.data[0].x)
 
 
-def test_refuses_mismatched_question_sets(enc, questions):
+def test_refuses_mismatched_question_sets(enc_index, questions):
     cfg = [Config("lex", judge="lexical", params=Params(H=0))]
-    a = Experiment(enc, questions[:5], cfg, progress=False).run()
-    b = Experiment(enc, questions[2:8], [Config("lex2", judge="lexical", params=Params(H=0))], progress=False).run()
+    a = Experiment(enc_index, questions[:5], cfg, RunOptions(progress=False)).run()
+    b = Experiment(
+        enc_index, questions[2:8], [Config("lex2", judge="lexical", params=Params(H=0))], RunOptions(progress=False)
+    ).run()
     both = a.combine(b)
     with pytest.raises(ExperimentError) as err:
         both.compare("lex", "lex2")
@@ -162,11 +153,11 @@ def test_refuses_mismatched_question_sets(enc, questions):
         a.compare("lex", "nope")
 
 
-def test_resume_after_interruption(enc, questions, tmp_path, monkeypatch):
+def test_resume_after_interruption(enc_index, questions, tmp_path, monkeypatch):
     qs = questions[:6]
     configs = [Config("sag2", Params(H=1), "lexical"), Config("h0", Params(H=0), "lexical", "truncated", source="sag2")]
     path = tmp_path / "runs.jsonl"
-    reference = Experiment(enc, qs, configs, progress=False).run()
+    reference = Experiment(enc_index, qs, configs, RunOptions(progress=False)).run()
 
     from workbench.runs.tasks import RunContext  # computes each (configuration, question) of the loop
 
@@ -181,33 +172,36 @@ def test_resume_after_interruption(enc, questions, tmp_path, monkeypatch):
 
     monkeypatch.setattr(RunContext, "outcome", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        Experiment(enc, qs, configs, resume_path=path, progress=False).run()
+        Experiment(enc_index, qs, configs, RunOptions(resume_path=path, progress=False)).run()
     monkeypatch.setattr(RunContext, "outcome", real)
     assert len(path.read_text().splitlines()) == 3
     with path.open("a") as f:
         f.write('{"config_key": "cut by the interrupt')  # a half-written line is ignored
-    resumed = Experiment(enc, qs, configs, resume_path=path, progress=False).run()
+    resumed = Experiment(enc_index, qs, configs, RunOptions(resume_path=path, progress=False)).run()
     assert resumed.stats["records_reused"] == 3 and resumed.stats["records_computed"] == 9
     assert resumed.frame().equals(reference.frame())
     # a changed configuration does not reuse the old lines
     other = [Config("sag2", Params(H=1, L=5), "lexical")]
-    assert Experiment(enc, qs, other, resume_path=path, progress=False).run().stats["records_reused"] == 0
+    assert (
+        Experiment(enc_index, qs, other, RunOptions(resume_path=path, progress=False)).run().stats["records_reused"]
+        == 0
+    )
 
 
-def test_variant_comparison_and_errors(enc, questions):
+def test_variant_comparison_and_errors(enc_index, questions):
     def idf_squared(seed, stats):
         return {t: TermWeight(stats.idf(t) ** 2) for t in seed.candidate_terms}
 
     register_term_weighting("idf_squared_test", idf_squared)
     try:
         res = Experiment(
-            enc,
+            enc_index,
             questions[:8],
             [
                 Config("sag2", Params(H=1), "lexical"),
                 Config("idf²", Params(H=1, term_weighting="idf_squared_test"), "lexical"),
             ],
-            progress=False,
+            RunOptions(progress=False),
         ).run()
         c = res.compare("idf²", "sag2")
         assert c["questions"] == 8 and not math.isnan(c["difference"])
@@ -215,7 +209,10 @@ def test_variant_comparison_and_errors(enc, questions):
         register_term_weighting("nan_test", lambda seed, stats: {t: float("nan") for t in seed.candidate_terms})
         with pytest.raises(TermWeightingError) as err:
             Experiment(
-                enc, questions[:2], [Config("bad", Params(term_weighting="nan_test"), "lexical")], progress=False
+                enc_index,
+                questions[:2],
+                [Config("bad", Params(term_weighting="nan_test"), "lexical")],
+                RunOptions(progress=False),
             ).run()
         assert "'nan_test'" in str(err.value) and "configuration 'bad'" in str(err.value)
     finally:
@@ -225,7 +222,7 @@ def test_variant_comparison_and_errors(enc, questions):
         Config("x", Params(term_weighting="no_such_variant"))
 
 
-def test_configuration_errors(enc, questions):
+def test_configuration_errors(enc_index, questions):
     with pytest.raises(ExperimentError, match="unknown policy"):
         Config("x", policy="magic")
     with pytest.raises(ExperimentError, match="needs source"):
@@ -233,21 +230,34 @@ def test_configuration_errors(enc, questions):
     with pytest.raises(ExperimentError, match="needs a judge"):
         Config("x", judge="bm25", policy="final-only")
     with pytest.raises(ExperimentError, match="unique; repeated"):
-        Experiment(enc, questions, [Config("a"), Config("a")])
+        Experiment(enc_index, questions, [Config("a"), Config("a")])
     with pytest.raises(ExperimentError, match="source 'b' is not among"):
-        Experiment(enc, questions, [Config("a", policy="truncated", source="b")])
+        Experiment(enc_index, questions, [Config("a", policy="truncated", source="b")])
     with pytest.raises(ExperimentError, match="source's parameters"):
-        Experiment(enc, questions, [Config("s", Params(L=5)), Config("t", Params(H=1), policy="truncated", source="s")])
+        Experiment(
+            enc_index, questions, [Config("s", Params(L=5)), Config("t", Params(H=1), policy="truncated", source="s")]
+        )
     with pytest.raises(ExperimentError, match="judge 'oracle' differs"):
-        Experiment(enc, questions, [Config("s"), Config("t", Params(H=1), "oracle", "truncated", source="s")])
+        Experiment(enc_index, questions, [Config("s"), Config("t", Params(H=1), "oracle", "truncated", source="s")])
 
 
-def test_ablate_command(enc, questions, tmp_path, capsys):
+def test_ablate_command(enc_index, questions, tmp_path, capsys):
     out = tmp_path / "abl" / "oracle.json"
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(line + "\n" for line in (ENC / "questions.jsonl").read_text().splitlines()[:10]))
     rc = cli_main(
-        ["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "oracle", "--out", str(out), "--quiet"]
+        [
+            "ablate",
+            "--db",
+            str(enc_index.path),
+            "--questions",
+            str(qfile),
+            "--judge",
+            "oracle",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
     )
     assert rc == 0
     data = json.loads(out.read_text())
@@ -264,7 +274,9 @@ def test_ablate_command(enc, questions, tmp_path, capsys):
     assert not (out.parent / "oracle.json.partial.jsonl").exists()
 
     assert (
-        cli_main(["ablate", "--db", str(enc.path), "--questions", str(qfile), "--judge", "bm25", "--out", str(out)])
+        cli_main(
+            ["ablate", "--db", str(enc_index.path), "--questions", str(qfile), "--judge", "bm25", "--out", str(out)]
+        )
         == 2
     )
     assert (
@@ -272,7 +284,7 @@ def test_ablate_command(enc, questions, tmp_path, capsys):
             [
                 "ablate",
                 "--db",
-                str(enc.path),
+                str(enc_index.path),
                 "--questions",
                 str(qfile),
                 "--judge",
@@ -290,12 +302,15 @@ def test_ablate_command(enc, questions, tmp_path, capsys):
     assert "unknown term weighting 'nope'" in err and "registered:" in err
 
 
-def test_questions_without_gold(enc, questions, tmp_path):
-    from workbench.index.corpora import Question
+def test_questions_without_gold(enc_index, questions, tmp_path):
+    from workbench.index.units import Question
 
     qs = [questions[0], Question("nogold", "Who directed Glass Harbour?")]
     res = Experiment(
-        enc, qs, [Config("a", Params(H=0), "lexical"), Config("b", Params(H=0, L=5), "lexical")], progress=False
+        enc_index,
+        qs,
+        [Config("a", Params(H=0), "lexical"), Config("b", Params(H=0, L=5), "lexical")],
+        RunOptions(progress=False),
     ).run()
     with pytest.raises(ExperimentError, match=r"no value .*nogold"):
         res.compare("a", "b")
@@ -306,7 +321,7 @@ def test_questions_without_gold(enc, questions, tmp_path):
             [
                 "ablate",
                 "--db",
-                str(enc.path),
+                str(enc_index.path),
                 "--questions",
                 str(qfile),
                 "--judge",
@@ -320,7 +335,7 @@ def test_questions_without_gold(enc, questions, tmp_path):
     )
 
 
-def test_ablate_with_a_file_variant(enc, tmp_path):
+def test_ablate_with_a_file_variant(enc_index, tmp_path):
     rules = tmp_path / "my_rules.py"
     rules.write_text("from workbench.terms import tf_only\n\ndef flat(seed, stats):\n    return tf_only(seed, stats)\n")
     qfile = tmp_path / "q.jsonl"
@@ -331,7 +346,7 @@ def test_ablate_with_a_file_variant(enc, tmp_path):
             [
                 "ablate",
                 "--db",
-                str(enc.path),
+                str(enc_index.path),
                 "--questions",
                 str(qfile),
                 "--judge",

@@ -1,16 +1,17 @@
 """Evaluation (SPEC §3 "Evaluation"): R@k and AE@k over unique original passages, per type
 and hop count, judgment counts, paired bootstrap intervals; resumable. An evaluation is an
-experiment with one configuration (`Experiment.as_evaluation`): the same loop, the same record
-maker, with the evaluation's record, resume line and result shapes.
+experiment with one configuration and the evaluation's record shape (`Experiment(...,
+shape=EVALUATION)`): the same loop, the same record maker, with the evaluation's record,
+resume line and result shapes. How it goes is one value, `RunOptions`.
 
->>> result = evaluate(index, questions, "lexical", progress=False)
+>>> result = evaluate(index, questions, "lexical", options=RunOptions(progress=False))
 >>> result.metrics
 {'R@5': 67.59, 'R@10': 90.74, 'AE@10': 77.78, 'questions': 9, 'judgments': 350}
 
 The failure contract (docs/reliability.md): a question whose judge fails (or whose term
 weighting misbehaves) is a *failure*, never a number. By default `evaluate` stops at the
 first one with `QuestionFailed` (question, round, error); questions finished before it stay
-in the resume file. With `keep_going=True` it goes on and the result's metrics cover the
+in the resume file. With `RunOptions(keep_going=True)` it goes on and the result's metrics cover the
 completed questions only, labelled so, with `result.failures` saying which failed and why.
 Resume reuses a record only when its fingerprint (question id, text, gold, type and hops,
 params, judge key, index identity) is unchanged, and never a failed one (failures are not
@@ -22,47 +23,57 @@ resume lines keep no traces: never a trace silently missing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from workbench.index.corpora import Question
-from workbench.judges.registry import JudgeSpec, judge_key  # noqa: F401  (judge_key: re-exported)
-from workbench.judgment import JudgeError, JudgmentMemo
-
-# the metrics, records, failures and files of a run, re-exported: older code imports them from here
-from workbench.metrics import (  # noqa: F401
-    BOOTSTRAP_RESAMPLES,
-    BOOTSTRAP_SEED,
-    METRICS,
-    all_evidence_at,
-    is_missing,
-    mean_metrics,
-    paired_bootstrap,
-    question_metrics,
-    recall_at,
-)
+from workbench.deprecation import keep_old_names
+from workbench.index.units import Question
+from workbench.judges.registry import JudgeSpec
+from workbench.judgment import JudgeError
+from workbench.metrics import METRICS, is_missing, mean_metrics
 from workbench.params import Params
 from workbench.runs.experiment import Experiment, judge_sha256
+from workbench.runs.options import RunOptions
 from workbench.runs.policies import Config
-from workbench.runs.progress import progress_bar  # noqa: F401
-from workbench.runs.records import (  # noqa: F401
-    FAILED_STOPS,
-    JudgeFailed,
-    Outcome,
-    QuestionFailed,
-    TermWeightingFailed,
-    question_record,
-    trace_failure,
+from workbench.runs.records import EVALUATION
+from workbench.runs.resume import RESULT_MARKER, RESULT_VERSION
+from workbench.runs.tasks import require_unique_ids
+
+# the metrics, records, failures and files of a run, which older code imported from here: readable
+# with a DeprecationWarning naming where each lives (docs/deprecations.md)
+keep_old_names(
+    __name__,
+    {
+        "judge_key": "workbench.judges.registry",
+        "JudgmentMemo": "workbench.judgment",
+        **dict.fromkeys(
+            [
+                "BOOTSTRAP_RESAMPLES",
+                "BOOTSTRAP_SEED",
+                "all_evidence_at",
+                "paired_bootstrap",
+                "question_metrics",
+                "recall_at",
+            ],
+            "workbench.metrics",
+        ),
+        "progress_bar": "workbench.runs.progress",
+        **dict.fromkeys(
+            [
+                "FAILED_STOPS",
+                "JudgeFailed",
+                "Outcome",
+                "QuestionFailed",
+                "TermWeightingFailed",
+                "trace_failure",
+            ],
+            "workbench.runs.records",
+        ),
+        **dict.fromkeys(
+            ["is_our_result", "load_resume", "naming_path", "record_fingerprint", "trace_file_name"],
+            "workbench.runs.resume",
+        ),
+        **dict.fromkeys(["judge_spec", "require_gold", "require_unique_ids"], "workbench.runs.tasks"),
+    },
 )
-from workbench.runs.resume import (  # noqa: F401
-    RESULT_MARKER,
-    RESULT_VERSION,
-    is_our_result,
-    load_resume,
-    naming_path,
-    record_fingerprint,
-    trace_file_name,
-)
-from workbench.runs.tasks import judge_spec, require_gold, require_unique_ids
 
 
 @dataclass
@@ -143,70 +154,50 @@ def evaluate(
     questions: list[Question],
     judge: str | JudgeSpec = "lexical",
     params: Params | None = None,
-    *,
-    progress: bool = True,
-    resume_path: str | Path | None = None,
-    trace_dir: str | Path | None = None,
-    keep_traces: bool = False,
-    memo: JudgmentMemo | None = None,
-    judge_for=None,
-    keep_going: bool = False,
-    map_outcomes=None,
-    executor=None,
-    on_arrival=None,
-    **jev_options,
+    options: RunOptions | None = None,
 ) -> EvalResult:
-    """Run SAG2 (or the BM25 baseline) over `questions`.
+    """Run SAG2 (or the BM25 baseline) over `questions` with `judge` (its text or a `JudgeSpec`,
+    JEV's endpoint and cache among its options) and `params`; `options` (`RunOptions`) say how.
 
-    `resume_path`: a JSONL file that receives one record per finished question; a record is
-    reused when its `record_fingerprint` is unchanged, so an interrupted run resumes.
-    A failed question raises `QuestionFailed` (default) or, with `keep_going=True`, is listed
-    in `result.failures` and left out of the metrics. `judge_for(question) -> judge`: the
+    `options.resume_path`: a JSONL file that receives one record per finished question; a record
+    is reused when its `record_fingerprint` is unchanged, so an interrupted run resumes. A failed
+    question raises `QuestionFailed` (default) or, with `keep_going=True`, is listed in
+    `result.failures` and left out of the metrics. `hooks.judge_for(question) -> judge`: the
     judge to use instead of building `judge` (its `key` attribute names it for resume).
-    `map_outcomes(fn, questions)`: how the questions to run are mapped to `Outcome`s (default:
-    computed one by one as the loop asks; a thread pool's ordered map runs them at once);
-    outcomes are consumed in question order. `executor`: a workbench.executors executor
-    (`make_executor(concurrency=16)`, processes, Dask) that runs questions at once with
-    results identical to a sequential run; `on_arrival(outcome)` sees each of its task
-    outcomes as it arrives from a worker. `jev_options` go to the JEV judge.
+    `hooks.map_outcomes(fn, questions)`: how the questions to run are mapped to `Outcome`s
+    (default: computed one by one as the loop asks; a thread pool's ordered map runs them at
+    once); outcomes are consumed in question order. `executor`: a workbench.executors executor
+    (`make_executor(concurrency=16)`, processes, Dask) that runs questions at once with results
+    identical to a sequential run; `hooks.on_arrival(outcome)` sees each of its task outcomes as
+    it arrives from a worker. `label`: the judge's name in the result (default: as given).
 
+    >>> from pathlib import Path
     >>> _ = Path("j.py").write_text("def judge(question, candidates, context):\\n"
     ...                             "    if 'refund' in question: raise ValueError('boom')\\n"
     ...                             "    return [0.5] * len(candidates)\\n")
-    >>> result = evaluate(index, questions, "j.py:judge", keep_going=True, progress=False)
+    >>> result = evaluate(index, questions, "j.py:judge", options=RunOptions(keep_going=True, progress=False))
     >>> result.failures
     [{'question': 'docs-08', 'round': 0, 'error': "judge 'j.py:judge' raised ValueError: boom", 'kind': 'judge error'}]
     >>> result.metrics["scope"]
     'completed questions with gold only: 8 of 9 (1 failed)'
     """
+    options = options if options is not None else RunOptions()
     params = params or Params()
     require_unique_ids(questions)  # records, resume lines and TREC runs are keyed by id
     try:
-        spec = judge_spec(judge, jev_options)
+        spec = JudgeSpec.parse(judge)
     except JudgeError:
-        if judge_for is None:
+        if options.hooks.judge_for is None:
             raise
         spec = JudgeSpec("function", (("target", str(judge)),))  # only a name: the caller gives the judge
-    label = judge if isinstance(judge, str) else str(spec)
-    if judge_for is None:
-        require_gold(questions, spec)
-    experiment = Experiment.as_evaluation(
-        index,
-        questions,
-        Config("eval", params, spec),
-        desc=label,
-        judge_for=judge_for,
-        memo=memo,
-        resume_path=resume_path,
-        progress=progress,
-        keep_traces=keep_traces,
-        keep_going=keep_going,
+    label = options.label or (judge if isinstance(judge, str) else str(spec))
+    # gold required (the oracle) unless the caller's judge_for gives the judge
+    experiment = Experiment(
+        index, questions, [Config("eval", params, spec)], options.replace(label=label), shape=EVALUATION
     )
     built = experiment.judges.prepare([spec])  # built now: one judge (one JEV client) for every question
     # workers send their judgments back only when the caller will read the memo afterwards
-    tally = experiment.loop(
-        executor, map_outcomes=map_outcomes, trace_dir=trace_dir, on_arrival=on_arrival, send_judgments=memo is not None
-    )
+    tally = experiment.loop(options.executor, send_judgments=options.memo is not None)
     records = [rec for _, rec in tally.rows["eval"]]
     memo = experiment.memo
     config = {"judge": label, "params": params.to_dict(), "index": index.meta.get("fingerprint")}
@@ -222,5 +213,5 @@ def evaluate(
     }
     if tally.rebuilt:  # resumed questions whose traces were asked for: re-run (resume keeps no traces)
         stats["traces_rebuilt"] = tally.rebuilt
-    traces = experiment.traces.get("eval", {}) if keep_traces else {}
+    traces = experiment.traces.get("eval", {}) if options.keep_traces else {}
     return EvalResult(config, records, traces, stats, list(tally.failed.values()), len(questions))

@@ -31,7 +31,7 @@ from importlib import resources
 from pathlib import Path
 
 from workbench.engine import Run
-from workbench.index.corpora import Question
+from workbench.index.units import Question
 from workbench.params import Params
 
 TOP = 10

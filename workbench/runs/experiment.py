@@ -2,11 +2,12 @@
 results, paired bootstrap intervals, per type/hop tables, plots — and `sag2wb ablate`,
 the paper's comparisons (§4.2, §5.3, Appendix B) as one command. `Experiment.run` is the
 one loop of the run layer (resume, failures, keep_going, progress, Ctrl-C); an evaluation
-is an experiment with one configuration (workbench/runs/evaluation.py).
+is an experiment with one configuration and the evaluation's record shape
+(`Experiment(..., shape=EVALUATION)`, workbench/runs/evaluation.py).
 
 >>> configs = [Config("sag2", judge="lexical"),
 ...            Config("no_idf", Params(term_weighting="no_idf"), judge="lexical")]
->>> results = Experiment(index, questions, configs, resume_path="runs.jsonl", progress=False).run()
+>>> results = Experiment(index, questions, configs, RunOptions(resume_path="runs.jsonl", progress=False)).run()
 >>> results.summary()                      # one row per configuration
           R@5   R@10  AE@10  judgments  questions
 config
@@ -33,30 +34,47 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from workbench import safeio
+from workbench.deprecation import keep_old_names
 from workbench.executors import Sequential, heap_frozen, make_executor
-from workbench.index.corpora import Question
+from workbench.index.units import Question
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgmentMemo
 from workbench.params import Params
-from workbench.runs.policies import POLICIES, Config, final_only_trace  # noqa: F401  (public here too)
+from workbench.protocols import model_sha256
+from workbench.runs.options import RunOptions, from_keywords
+from workbench.runs.policies import Config
 from workbench.runs.progress import Progress
-from workbench.runs.records import ExperimentError, QuestionFailed  # noqa: F401  (public here too)
-from workbench.runs.results import (  # noqa: F401  (public here too)
-    ABLATION_ROWS,
-    EXTRA_COLUMNS,
-    FEEDBACK_ROWS,
-    FRAME_COLUMNS,
-    REFERENCE_ROW,
-    ROW_DEFINITIONS,
-    Results,
-    ablation_markdown,
-    ablation_report,
-    paired_interval,
-)
+from workbench.runs.records import EXPERIMENT, ExperimentError, RecordShape
+from workbench.runs.results import Results
 from workbench.runs.resume import ResumeFile, naming_path, record_fingerprint, trace_file_name
-from workbench.runs.tasks import InOrder, JudgeSource, Mapped, RunContext, Streamed, judge_spec, require_gold
+from workbench.runs.tasks import InOrder, JudgeSource, Mapped, Plan, RunContext, Streamed, judge_spec, require_gold
 from workbench.terms import variant_fingerprint
 from workbench.trace import Trace
+
+# names older code imported from here, readable with a DeprecationWarning (docs/deprecations.md)
+keep_old_names(
+    __name__,
+    {
+        "POLICIES": "workbench.runs.policies",
+        "final_only_trace": "workbench.runs.policies",
+        "QuestionFailed": "workbench.runs.records",
+        "_run_order": "workbench.runs.experiment:run_order",
+        **dict.fromkeys(
+            [
+                "ABLATION_ROWS",
+                "EXTRA_COLUMNS",
+                "FEEDBACK_ROWS",
+                "FRAME_COLUMNS",
+                "REFERENCE_ROW",
+                "ROW_DEFINITIONS",
+                "ablation_markdown",
+                "ablation_report",
+                "paired_interval",
+            ],
+            "workbench.runs.results",
+        ),
+    },
+)
 
 
 def judge_sha256(judge) -> str | None:
@@ -68,8 +86,7 @@ def judge_sha256(judge) -> str | None:
     >>> judge_sha256(Learned())[:12], judge_sha256(None)
     ('cd68c0e05dcb', None)
     """
-    sha256 = getattr(judge, "sha256", None)
-    return sha256 if isinstance(sha256, str) else None
+    return model_sha256(judge)
 
 
 def paper_ablation(
@@ -126,48 +143,6 @@ def run_order(configs: list[Config]) -> list[Config]:
     return out
 
 
-_run_order = run_order  # the name tests and older code use
-
-
-def check_experiment(questions: list[Question], configs: list[Config]) -> None:
-    """Refuse, naming the reason, an experiment that cannot run: no configurations or
-    questions, repeated names or ids, missing gold for the oracle, a source that is not a
-    judged sag2 row, a truncated row whose parameters are not its source's."""
-    if not configs:
-        raise ExperimentError("an experiment needs at least one configuration")
-    names = [c.name for c in configs]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ExperimentError(f"configuration names must be unique; repeated: {dupes}")
-    ids = [q.id for q in questions]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise ExperimentError(f"question ids must be unique; repeated: {dupes[:10]}")
-    if not questions:
-        raise ExperimentError("an experiment needs at least one question")
-    for spec in dict.fromkeys(c.judge for c in configs if c.judge.kind.needs_gold):
-        require_gold(questions, spec)
-    by_name = {c.name: c for c in configs}
-    for c in configs:
-        if not c.source:
-            continue
-        src = by_name.get(c.source)
-        if src is None:
-            raise ExperimentError(f"configuration {c.name!r}: source {c.source!r} is not among {names}")
-        if src.policy != "sag2" or src.judge.name == "bm25":
-            raise ExperimentError(f"configuration {c.name!r}: source {c.source!r} must be a judged sag2 configuration")
-        if c.policy == "truncated":
-            if src.judge != c.judge:
-                raise ExperimentError(
-                    f"configuration {c.name!r}: judge {str(c.judge)!r} differs from its source's {str(src.judge)!r}"
-                )
-            if src.params != c.params.replace(H=src.params.H) or c.params.H > src.params.H:
-                raise ExperimentError(
-                    f"configuration {c.name!r}: a truncated trajectory needs its source's parameters with "
-                    f"H <= {src.params.H}; got {c.params} vs {src.params}"
-                )
-
-
 @dataclass
 class Tally:
     """What one pass of the loop gave: each configuration's records in question order (with
@@ -185,17 +160,20 @@ class Tally:
 class Experiment:
     """Configurations × questions over one index, sharing one judgment memo.
 
-    `resume_path`: a JSONL file receiving one line per (configuration, question) as it
-    finishes; a line is reused when its fingerprint (question id, text, gold and type,
-    configuration, judge key, index) is unchanged, so an interrupted experiment resumes. Failed questions
-    are never written there. `judge_options` go to the JEV judge (endpoint, cache_dir, ...).
+    `options` (`RunOptions`): how the run goes. `resume_path`: a JSONL file receiving one line
+    per (configuration, question) as it finishes; a line is reused when its fingerprint
+    (question id, text, gold and type, configuration, judge key, index) is unchanged, so an
+    interrupted experiment resumes. Failed questions are never written there. A judge's
+    options (JEV's endpoint, cache_dir, ...) are in its configuration's `JudgeSpec`.
+    `shape`: the records' shape, chosen once (`EXPERIMENT`; `EVALUATION` is what `evaluate`
+    makes: one configuration, the evaluation's records, resume lines and fingerprints).
 
     A failed question (judge or term-weighting error) stops the run with `QuestionFailed`
     naming configuration, question and round; with `keep_going=True` the run goes on and
     every configuration's results cover only the questions that completed in all of them
     (so comparisons stay paired), with `results.failures` listing the rest.
 
-    >>> results = Experiment(index, questions, paper_ablation(judge="oracle"), progress=False).run()
+    >>> results = Experiment(index, questions, paper_ablation(judge="oracle"), RunOptions(progress=False)).run()
     >>> results
     Results(7 configurations × 9 questions: bm25, H=0, H=1, H=2, no-context, matched-budget, final-only)
     """
@@ -205,88 +183,39 @@ class Experiment:
         index,
         questions: list[Question],
         configs: list[Config],
+        options: RunOptions | None = None,
         *,
-        memo: JudgmentMemo | None = None,
-        resume_path: str | Path | None = None,
-        progress: bool = True,
-        judge_options: dict | None = None,
-        keep_traces: bool = False,
-        keep_going: bool = False,
+        shape: RecordShape = EXPERIMENT,
+        **keywords,
     ):
-        check_experiment(questions, configs)
-        self._setup(
-            index,
-            questions,
-            [replace(c, judge=judge_spec(c.judge, judge_options)) for c in configs],
-            memo=memo,
-            resume_path=resume_path,
-            progress=progress,
-            keep_traces=keep_traces,
-            keep_going=keep_going,
+        """`keywords`: the older form (`progress=`, `resume_path=`, `memo=`, `keep_traces=`,
+        `keep_going=`, `judge_options=`), deprecated: give `options` and put JEV's options in
+        the configurations' specs."""
+        unknown = sorted(
+            set(keywords) - {"memo", "resume_path", "progress", "keep_traces", "keep_going", "judge_options"}
         )
-
-    @classmethod
-    def as_evaluation(
-        cls,
-        index,
-        questions: list[Question],
-        config: Config,
-        *,
-        desc: str,
-        judge_for=None,
-        memo: JudgmentMemo | None = None,
-        resume_path=None,
-        progress: bool = True,
-        keep_traces: bool = False,
-        keep_going: bool = False,
-    ) -> Experiment:
-        """The one-configuration experiment `evaluate` runs: records, resume lines, failures and
-        fingerprints in the evaluation's shape, no refusals (any question list goes), the bar
-        named `desc`; `judge_for(question) -> judge` stands for the configuration's judge."""
-        self = cls.__new__(cls)
-        self._setup(
-            index,
-            questions,
-            [config],
-            memo=memo,
-            resume_path=resume_path,
-            progress=progress,
-            keep_traces=keep_traces,
-            keep_going=keep_going,
-            evaluation=True,
-            desc=desc,
-            factories={config.judge: judge_for} if judge_for is not None else None,
-        )
-        return self
-
-    def _setup(
-        self,
-        index,
-        questions,
-        configs,
-        *,
-        memo,
-        resume_path,
-        progress,
-        keep_traces,
-        keep_going,
-        evaluation=False,
-        desc="experiment",
-        factories=None,
-    ) -> None:
-        self.index = index
-        self.questions = list(questions)
-        self.configs = list(configs)
-        self.memo = memo or JudgmentMemo()
-        self.resume_path = Path(resume_path) if resume_path is not None else None
-        # an experiment's resume file gets its folder made; an evaluation's folder is the caller's
-        self.resume = ResumeFile(resume_path, make_folder=not evaluation) if resume_path is not None else None
-        self.progress = progress
-        self.keep_traces = keep_traces
-        self.keep_going = keep_going
-        self.evaluation, self.desc = evaluation, desc
-        self.judges = JudgeSource(index, factories)
-        self.context = RunContext(index, self.configs, self.judges, self.memo, evaluation=evaluation)
+        if unknown:
+            raise TypeError(f"Experiment() got unexpected keyword arguments: {', '.join(unknown)}")
+        options, rest = from_keywords(options, keywords, "Experiment")
+        judge_options = rest.get("judge_options")
+        configs = [replace(c, judge=judge_spec(c.judge, judge_options)) for c in configs] if judge_options else configs
+        shape.check(questions, configs)
+        only_one = options.one_configuration_only()
+        if only_one and len(configs) != 1:
+            raise ExperimentError(
+                f"{', '.join(only_one)}: only a run of one configuration takes it; this one has {len(configs)}"
+            )
+        self.index, self.questions, self.configs = index, list(questions), list(configs)
+        self.options, self.shape = options, shape
+        self.memo = options.memo if options.memo is not None else JudgmentMemo()
+        self.resume_path = Path(options.resume_path) if options.resume_path is not None else None
+        self.resume = ResumeFile(self.resume_path, make_folder=True) if self.resume_path is not None else None
+        judge_for = options.hooks.judge_for  # stands for the one configuration's judge
+        self.judges = JudgeSource(index, {self.configs[0].judge: judge_for} if judge_for is not None else None)
+        for spec in dict.fromkeys(c.judge for c in self.configs if c.judge.kind.needs_gold):
+            if spec not in self.judges.factories:  # a caller's judge_for brings its own gold
+                require_gold(self.questions, spec)
+        self.context = RunContext(index, self.configs, self.judges, self.memo, shape=shape)
         self.traces: dict[str, dict[str, Trace]] = self.context.traces  # kept traces, and the sources' rows read
         self._keys: dict[str, str] = {}
         self._rebuild = self._traces_wanted(None)  # set per loop: which resumed records are re-run for traces
@@ -317,7 +246,7 @@ class Experiment:
             config.params,
             self.judges.key(config.judge),
             self.index.meta.get("fingerprint"),
-            extra=None if self.evaluation else self.config_key(config),
+            extra=self.shape.fingerprint_extra(self.config_key(config)),
         )
 
     def judge_sha256(self) -> dict[str, str]:
@@ -336,8 +265,7 @@ class Experiment:
 
     def _save(self, fingerprint: str, config: Config, question: Question, record: dict) -> None:
         if self.resume is not None:
-            head = {"_id": question.id} if self.evaluation else {"config": config.name, "question": question.id}
-            self.resume.append(fingerprint, head, record)
+            self.resume.append(fingerprint, self.shape.head(config.name, question.id), record)
 
     # ---- all ---------------------------------------------------------------------------------
     def run(
@@ -346,9 +274,10 @@ class Experiment:
         """All configurations × questions. `concurrency=N` runs N questions at once on threads
         (default 8 when a configuration's judge waits on a service, JEV, else 1), `processes=N`
         on a process pool, `client=` (a dask.distributed Client or scheduler address) on a Dask
-        cluster; results, resume lines and traces are the same as a sequential run's
-        (workbench/executors.py)."""
+        cluster, `executor=` (default: the options') on that executor; results, resume lines and
+        traces are the same as a sequential run's (workbench/executors.py)."""
         t0 = time.perf_counter()
+        executor = executor or self.options.executor
         own = executor is None  # made here: closed here (a passed Client stays open either way)
         waits = next((c.judge for c in self.configs if c.judge.kind.waits), None)
         executor = executor or make_executor(concurrency, processes, client, judge=waits)
@@ -359,7 +288,7 @@ class Experiment:
                 executor.close()
         completed = [q.id for i, q in enumerate(self.questions) if i not in tally.failed]
         ordered = [rec for c in self.configs for i, rec in tally.rows[c.name] if i not in tally.failed]
-        stats = {
+        stats: dict = {
             "seconds": round(time.perf_counter() - t0, 3),
             "records_computed": tally.computed,
             "records_reused": tally.reused,
@@ -375,24 +304,23 @@ class Experiment:
             ordered, completed, self.configs, stats, failures=list(tally.failed.values()), total=len(self.questions)
         )
 
-    def loop(
-        self, executor=None, *, map_outcomes=None, trace_dir=None, on_arrival=None, send_judgments: bool = True
-    ) -> Tally:
+    def loop(self, executor=None, *, send_judgments: bool = True) -> Tally:
         """The one loop: every configuration (sources first) × every question, in that order,
-        reusing resumed records, computing the rest through `executor` (or a caller's
-        `map_outcomes(fn, questions)` for one configuration), saving each record as it comes,
+        reusing resumed records, computing the rest through `executor` (or the options'
+        `hooks.map_outcomes(fn, questions)` for one configuration), saving each record as it comes,
         stopping at a failure or, with keep_going, leaving that question out of every row.
         Ctrl-C saves what an executor finished out of order, then re-raises. Judges are asked
-        to explain only when traces are kept or written (records hold no explanations)."""
+        to explain only when traces are kept or written (records hold no explanations).
+        `send_judgments`: workers send their judgments back (to this run's memo)."""
         before = self.context.explain
-        self.context.explain = self.keep_traces or trace_dir is not None
+        self.context.explain = self.options.keep_traces or self.options.trace_dir is not None
         try:
-            return self._loop(executor, map_outcomes, trace_dir, on_arrival, send_judgments)
+            return self._loop(executor or Sequential(), send_judgments)
         finally:
             self.context.explain = before
 
-    def _loop(self, executor, map_outcomes, trace_dir, on_arrival, send_judgments) -> Tally:
-        executor = executor or Sequential()
+    def _loop(self, executor, send_judgments: bool) -> Tally:
+        map_outcomes, trace_dir = self.options.hooks.map_outcomes, self.options.trace_dir
         done = self.resume.load() if self.resume is not None else {}
         order = run_order(self.configs)
         questions, by_name = self.questions, {c.name: c for c in self.configs}
@@ -405,7 +333,9 @@ class Experiment:
             return prints[(config.name, i)]
 
         ahead = map_outcomes is not None or not isinstance(executor, Sequential)
-        planned = ahead or self.evaluation  # what is to do known now (else found as the loop goes)
+        # what is to do known now (else found as the loop goes, building each row's judge when it
+        # comes); one configuration's is cheap to know: its one judge is built first anyway
+        planned = ahead or len(order) == 1
         self._rebuild = self._traces_wanted(trace_dir)
         todo = {
             (c.name, i)
@@ -420,8 +350,8 @@ class Experiment:
             Path(trace_dir).mkdir(parents=True, exist_ok=True)
         bar = Progress(
             len(questions) * len(order),
-            self.desc,
-            self.progress,
+            self.options.label or "experiment",
+            self.options.progress,
             self.judges.prepare([c.judge for c in order if c.judge.kind.waits], first).values(),
         )
         fetch: InOrder = InOrder(self.context, questions)
@@ -435,18 +365,16 @@ class Experiment:
             )
         elif ahead:
             known = {k: done[f]["record"]["judgments"] for k, f in prints.items() if f in done}
+            plan = Plan(
+                order, questions, todo, known, self.options.keep_traces or trace_dir is not None, send_judgments
+            )
             fetch = Streamed(
                 executor,
                 self.context,
-                order,
-                questions,
-                todo,
-                known,
+                plan,
                 self.judges.prepare([c.judge for c in order], first),
-                keep_traces=self.keep_traces or trace_dir is not None,
-                send_judgments=send_judgments,
                 progress=bar,
-                on_arrival=on_arrival,
+                on_arrival=self.options.hooks.on_arrival,
             )
         tally = Tally({c.name: [] for c in order}, {})
         with heap_frozen():  # collections during the run skip what the caller held before it
@@ -457,7 +385,7 @@ class Experiment:
                         made = (
                             0
                             if i in tally.failed
-                            else self._step(config, i, fingerprint(config, i), done, fetch, tally, trace_dir)
+                            else self._step(config, i, fingerprint(config, i), done, fetch, tally)
                         )
                         bar.update(1, made)
             except KeyboardInterrupt:  # records finished out of order by an executor are kept for resume too
@@ -478,20 +406,20 @@ class Experiment:
         folder = Path(trace_dir) if trace_dir is not None else None
 
         def wanted(i: int) -> bool:
-            if self.keep_traces:
+            if self.options.keep_traces:
                 return True
             return folder is not None and not (folder / trace_file_name(self.questions[i].id)).exists()
 
         return wanted
 
-    def _step(self, config: Config, i: int, fp: str, done: dict, fetch: InOrder, tally: Tally, trace_dir) -> int:
+    def _step(self, config: Config, i: int, fp: str, done: dict, fetch: InOrder, tally: Tally) -> int:
         """One (configuration, question): its resumed record, or its outcome computed now and kept
         (record, trace, resume line) or counted as a failure. Returns the judgments made. A
         resumed record whose trace is asked for is re-run: the same record (deterministic judges)
         is counted resumed; a different one (a judge that answers differently now) replaces it."""
         q, rows = self.questions[i], tally.rows[config.name]
         resumed = done.get(fp)
-        if resumed is not None and resumed["record"].get("_id" if self.evaluation else "question") != q.id:
+        if resumed is not None and resumed["record"].get(self.shape.id_field) != q.id:
             resumed = None  # another question's record (cannot happen with the id in the key; never reused)
         if resumed is not None and not self._rebuild(i):
             rec = resumed["record"]
@@ -505,7 +433,7 @@ class Experiment:
             if k not in ("judgments", "memo_hits", "memo_misses"):
                 tally.usage[k] = tally.usage.get(k, 0) + v
         if out.failure is not None:
-            if not self.keep_going:
+            if not self.options.keep_going:
                 raise out.failure
             tally.failed[i] = out.failure.to_dict()
             return 0
@@ -518,23 +446,24 @@ class Experiment:
                 self.context.judgments[(config.name, q.id)] = rec["judgments"]
                 tally.reused += 1
                 tally.resumed.add(q.id)
-                self._keep_trace(config, q, trace, trace_dir)
+                self._keep_trace(config, q, trace)
                 return rec["judgments"]
         rows.append((i, rec))
         self.context.judgments[(config.name, q.id)] = rec["judgments"]
-        self._keep_trace(config, q, trace, trace_dir)
+        self._keep_trace(config, q, trace)
         self._save(fp, config, q, rec)
         tally.computed += 1
         return rec["judgments"]
 
-    def _keep_trace(self, config: Config, q: Question, trace: Trace | None, trace_dir) -> None:
-        if self.keep_traces and trace is not None:
+    def _keep_trace(self, config: Config, q: Question, trace: Trace | None) -> None:
+        trace_dir = self.options.trace_dir
+        if self.options.keep_traces and trace is not None:
             self.traces.setdefault(config.name, {})[q.id] = trace
         if trace_dir is not None and trace is not None:
             with naming_path(trace_dir):
                 safeio.atomic_write_text(Path(trace_dir) / trace_file_name(q.id), trace.to_json(), record="trace")
 
 
-def run_experiment(index, questions, configs, **options) -> Results:
-    """`Experiment(index, questions, configs, **options).run()`."""
-    return Experiment(index, questions, configs, **options).run()
+def run_experiment(index, questions, configs, options: RunOptions | None = None) -> Results:
+    """`Experiment(index, questions, configs, options).run()`."""
+    return Experiment(index, questions, configs, options).run()

@@ -1,8 +1,8 @@
 """Plots of experiment results (`Results.plot`): bars with 95% bootstrap intervals, like the
 paper's Figure 4. Plotly is imported when a plot is drawn, not with the run layer.
 
->>> from workbench.runs import Experiment, paper_ablation
->>> results = Experiment(index, questions, paper_ablation(judge="oracle"), progress=False).run()
+>>> from workbench.runs import Experiment, RunOptions, paper_ablation
+>>> results = Experiment(index, questions, paper_ablation(judge="oracle"), RunOptions(progress=False)).run()
 >>> figure = interval_bars(results, "R@10", reference="H=2")
 >>> figure.layout.title.text
 'R@10: paired difference to H=2 (95% interval, 9 questions)'

@@ -18,7 +18,7 @@ import time
 
 from tqdm.auto import tqdm
 
-from workbench.executors import usage_of
+from workbench.protocols import summed_usage
 
 
 class _Quiet:
@@ -47,14 +47,14 @@ class Progress:
         self.remote: dict = {}
         self.judgments = 0
         self.t0 = time.perf_counter()
-        self._start = usage_of(self.judges)
+        self._start = summed_usage(self.judges)
 
     def add_usage(self, usage: dict) -> None:
         for k, v in usage.items():
             self.remote[k] = self.remote.get(k, 0) + v
 
     def usage(self) -> dict:
-        out = {k: v - self._start.get(k, 0) for k, v in usage_of(self.judges).items()}
+        out = {k: v - self._start.get(k, 0) for k, v in summed_usage(self.judges).items()}
         for k, v in self.remote.items():
             out[k] = out.get(k, 0) + v
         return out

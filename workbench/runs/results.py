@@ -4,10 +4,10 @@ intervals, Markdown/HTML tables like the paper's B.1, plots (workbench/runs/plot
 the `sag2wb ablate` report.
 
 >>> from workbench.params import Params
->>> from workbench.runs import Config, Experiment
+>>> from workbench.runs import Config, Experiment, RunOptions
 >>> configs = [Config("sag2", judge="lexical"),
 ...            Config("no_idf", Params(term_weighting="no_idf"), judge="lexical")]
->>> results = Experiment(index, questions, configs, progress=False).run()
+>>> results = Experiment(index, questions, configs, RunOptions(progress=False)).run()
 >>> results.summary()                      # one row per configuration
           R@5   R@10  AE@10  judgments  questions
 config

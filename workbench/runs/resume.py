@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from workbench import safeio
-from workbench.index.corpora import Question
+from workbench.index.units import Question
 from workbench.params import Params
 from workbench.terms import variant_fingerprint
 

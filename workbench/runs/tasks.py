@@ -22,14 +22,15 @@ from pathlib import Path
 
 from workbench import safeio
 from workbench.engine import unit_infos
-from workbench.executors import Stream, TaskOutcome, recipe_for, sendable, usage_of
-from workbench.index.corpora import Question
+from workbench.executors import Stream, TaskOutcome, recipe_for, sendable
+from workbench.index.units import Question
 from workbench.judges.cached import CachedJudge
 from workbench.judges.registry import JudgeSpec, judge_key
 from workbench.judgment import JudgeError, JudgmentMemo
 from workbench.params import Params
+from workbench.protocols import summed_usage
 from workbench.runs.policies import POLICIES, READS_SOURCE_TRACE, Config
-from workbench.runs.records import Outcome, QuestionFailed, question_record, trace_failure
+from workbench.runs.records import EVALUATION, EXPERIMENT, Outcome, QuestionFailed, RecordShape, trace_failure
 from workbench.trace import Trace
 
 
@@ -143,10 +144,10 @@ class RunContext:
     """What computing a configuration on a question reads (the `run` a policy is given): the
     index, the judges, the judgment memo the run shares, and its sources' results — the traces
     of rows another reads (`truncated`), the judgment counts of records made or resumed
-    (`matched-budget`). `evaluation`: records and failures in the evaluation's shape."""
+    (`matched-budget`). `shape`: the records' and failures' shape (`records.RecordShape`)."""
 
-    def __init__(self, index, configs, judges, memo, *, evaluation: bool = False, explain: bool = True):
-        self.index, self.judges, self.memo, self.evaluation = index, judges, memo, evaluation
+    def __init__(self, index, configs, judges, memo, *, shape: RecordShape = EXPERIMENT, explain: bool = True):
+        self.index, self.judges, self.memo, self.shape = index, judges, memo, shape
         self.explain = explain  # False: traces are not kept, so judges are not asked why (records only)
         self.configs = {c.name: c for c in configs}
         self.needed = {c.source for c in configs if c.policy in READS_SOURCE_TRACE}
@@ -157,8 +158,8 @@ class RunContext:
         return self.judges(config.judge, question)
 
     def label(self, config) -> str | None:
-        """The configuration a failure names (an evaluation's name none)."""
-        return None if self.evaluation else config.name
+        """The configuration a failure names (an evaluation's names none)."""
+        return self.shape.failure_config(config.name)
 
     def source_trace(self, config, question) -> Trace:
         trace = self.traces.get(config.source, {}).get(question.id)
@@ -193,7 +194,7 @@ class RunContext:
             )
         self.judgments[(config.name, question.id)] = trace.judgments
         return Outcome(
-            question, question_record(question, trace, self.label(config)), trace, stats=trace.stats, config=config.name
+            question, self.shape.record(question, trace, config.name), trace, stats=trace.stats, config=config.name
         )
 
 
@@ -209,7 +210,7 @@ class QuestionTask:
     names: tuple  # the ones to compute, in run order
     question: Question
     known: tuple = ()  # (configuration name, judgments) of resumed records a row may read
-    evaluation: bool = False
+    shape: RecordShape = EXPERIMENT
     keep_traces: bool = True
 
     @classmethod
@@ -218,7 +219,7 @@ class QuestionTask:
     ) -> QuestionTask:
         """The task of one question of an evaluation with `judge` and `params`."""
         return cls(
-            (Config(name, params or Params(), judge),), (name,), question, evaluation=True, keep_traces=keep_traces
+            (Config(name, params or Params(), judge),), (name,), question, shape=EVALUATION, keep_traces=keep_traces
         )
 
     def run(self, context: RunContext) -> list[Outcome]:
@@ -236,9 +237,7 @@ class QuestionTask:
         def judges(spec, question):
             return question_judge(spec, question, env.judge, env.index)
 
-        context = RunContext(
-            env.index, self.configs, judges, memo, evaluation=self.evaluation, explain=self.keep_traces
-        )
+        context = RunContext(env.index, self.configs, judges, memo, shape=self.shape, explain=self.keep_traces)
         outcomes = self.run(context)
         return [_to_send(o, self.keep_traces) for o in outcomes]
 
@@ -313,6 +312,21 @@ def components(configs, run_order) -> list[list]:
 
 
 # ---- where the loop's outcomes come from -------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """What a pass of the loop has an executor compute: the configurations in run order, the
+    questions, `todo` (the (configuration name, position) pairs to compute), `known`
+    ({(name, position): judgments} of resumed records a row may read), whether workers send
+    traces back (`keep_traces`) and their judgments (`send_judgments`)."""
+
+    order: list
+    questions: list
+    todo: set
+    known: dict
+    keep_traces: bool
+    send_judgments: bool
+
+
 class InOrder:
     """Each outcome computed when the loop asks for it: the sequential run."""
 
@@ -354,29 +368,15 @@ class Streamed(InOrder):
     by sources, question), submitted in the order the loop consumes them; `get` returns (or
     raises) what the sequential computation would, at the same (configuration, question).
 
-    `todo`: the (configuration name, position) pairs to compute; `known`: {(name, position):
-    judgments} of resumed records. `judges`: {spec: the caller's shared judge}, built before any
-    thread starts (their counters give a thread run's usage; a cached one receives the
+    `plan`: what to compute (`Plan`). `judges`: {spec: the caller's shared judge}, built before
+    any thread starts (their counters give a thread run's usage; a cached one receives the
     workers' new store entries)."""
 
-    def __init__(
-        self,
-        executor,
-        context: RunContext,
-        order,
-        questions,
-        todo: set,
-        known: dict,
-        judges: dict,
-        *,
-        keep_traces: bool,
-        send_judgments: bool,
-        progress=None,
-        on_arrival=None,
-    ):
+    def __init__(self, executor, context: RunContext, plan: Plan, judges: dict, *, progress=None, on_arrival=None):
+        questions, todo, known = plan.questions, plan.todo, plan.known
         super().__init__(context, questions)
         configs = list(context.configs.values())
-        groups = components(configs, order)
+        groups = components(configs, plan.order)
         self.group_of = {c.name: g for g, group in enumerate(groups) for c in group}
         self.local = executor.local
         if not self.local:  # workers build the same judges from the specs (a cache folder made absolute)
@@ -387,10 +387,10 @@ class Streamed(InOrder):
                 names = tuple(c.name for c in group if (c.name, i) in todo)
                 if names:
                     seen = tuple((c.name, known[(c.name, i)]) for c in group if (c.name, i) in known)
-                    self.tasks[(g, i)] = QuestionTask(tuple(configs), names, q, seen, context.evaluation, keep_traces)
+                    self.tasks[(g, i)] = QuestionTask(tuple(configs), names, q, seen, context.shape, plan.keep_traces)
         self.results: dict = {}  # (config name, position) -> Outcome, not taken yet
         self.judges = list(judges.values())
-        self._start = usage_of(self.judges)
+        self._start = summed_usage(self.judges)
         if self.local:
             self.stream = Stream(executor, list(self.tasks), lambda key: self.tasks[key].run(context))
         else:
@@ -400,7 +400,7 @@ class Streamed(InOrder):
                 list(self.tasks),
                 None,
                 remote=self.tasks.__getitem__,
-                recipe=recipe_for(index, executor.workers, judgments=send_judgments),
+                recipe=recipe_for(index, executor.workers, judgments=plan.send_judgments),
                 index=index,
                 unpack=lambda outcomes: _with_units(outcomes, index),
                 absorb=absorb_judgments(
@@ -431,7 +431,7 @@ class Streamed(InOrder):
         for all threads: per-question differences overlap); None for remote executors."""
         if not self.local:
             return None
-        return {k: v - self._start.get(k, 0) for k, v in usage_of(self.judges).items()}
+        return {k: v - self._start.get(k, 0) for k, v in summed_usage(self.judges).items()}
 
     def close(self) -> None:
         self.stream.close()
