@@ -9,35 +9,20 @@ import time
 from pathlib import Path
 
 from workbench import safeio
-from workbench.cli.common import (
-    ABLATION_TABLE_MARKER,
-    CLIError,
-    add_output_options,
-    add_parallel_options,
-    add_run_options,
-    declare_run_options,
-    json_default,
-    judge_spec,
-    path_option,
-    report_failures,
-    run_params,
-    run_work,
-    write,
-)
-from workbench.feedback import GraphParams, corpus_graph
+from workbench.cli.errors import CLIError
+from workbench.cli.io_roles import declare_run_options, path_option
+from workbench.cli.options import add_output_options, add_parallel_options, add_run_options, judge_spec, run_params
+from workbench.cli.outputs import ABLATION_TABLE_MARKER, json_default, write
+from workbench.cli.status import report_failures, run_work
+from workbench.feedback.graph import GraphParams, corpus_graph
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
-from workbench.judges import auto_reason, resolve_judge
+from workbench.judges.registry import auto_reason, resolve_judge
 from workbench.metrics import is_missing
-from workbench.runs.evaluation import is_our_result, naming_path
-from workbench.runs.experiment import (
-    REFERENCE_ROW,
-    ROW_DEFINITIONS,
-    Experiment,
-    ablation_markdown,
-    ablation_report,
-    paper_ablation,
-)
+from workbench.runs.experiment import Experiment, paper_ablation
+from workbench.runs.options import RunOptions
+from workbench.runs.results import REFERENCE_ROW, ROW_DEFINITIONS, ablation_markdown, ablation_report
+from workbench.runs.resume import is_our_result, naming_path
 
 
 def add_parser(sub) -> None:
@@ -116,11 +101,9 @@ def cmd_ablate(args) -> int:
     experiment = Experiment(
         index,
         questions,
-        paper_ablation(params, judge_spec(args, index), feedback=True),
-        resume_path=resume,
-        progress=not args.quiet,
-        keep_going=args.keep_going,
-    )  # JEV's options: in the spec
+        paper_ablation(params, judge_spec(args, index), feedback=True),  # JEV's options: in the spec
+        RunOptions(resume_path=resume, progress=not args.quiet, keep_going=args.keep_going),
+    )
     results, code = run_work(args, resume, lambda executor: experiment.run(executor=executor))
     if code is not None:
         return code

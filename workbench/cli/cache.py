@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from workbench.cli.common import path_option
-from workbench.judges.jev.cache import _is_export, cache_main
+import sys
+
+from workbench import safeio
+from workbench.cli.io_roles import path_option
+from workbench.judges.jev.cache import cache_stats, export_cache, import_cache, is_export
+from workbench.judges.jev.errors import JEVInputError
 
 
 def add_parser(sub) -> None:
@@ -31,7 +35,7 @@ def declare_io(args, io) -> None:
     if args.action == "export":
         io.input("--cache-dir", args.cache_dir)
         if args.file:
-            io.output("--file", args.file, ours=_is_export)
+            io.output("--file", args.file, ours=is_export)
     elif args.action == "import":
         io.input("--file", args.file)
         io.output("--cache-dir", args.cache_dir, kind="dir")
@@ -41,4 +45,29 @@ def declare_io(args, io) -> None:
 
 
 def cmd_cache(args) -> int:
-    return cache_main(args)
+    """`sag2wb cache export|import|stats --cache-dir DIR [--file F] [--force] [--overwrite]`."""
+    if args.action in ("export", "import") and not args.file:
+        raise JEVInputError(f"sag2wb cache {args.action} needs --file FILE.jsonl")
+    if args.action == "export":
+        n = export_cache(args.cache_dir, args.file, force=args.force)
+        print(f"exported {n} judgments from {args.cache_dir} to {args.file}")
+    elif args.action == "import":
+        report = import_cache(args.cache_dir, args.file, overwrite=args.overwrite)
+        print(
+            f"imported {report.added + report.replaced} judgments from {args.file} into {args.cache_dir} "
+            f"({report.summary()})"
+        )
+        if report.conflicts_kept:
+            print(
+                f"warning: {report.conflicts_kept} judgments in {args.file} differ from the cache and were not "
+                f"imported; pass --overwrite to replace the cached values",
+                file=sys.stderr,
+            )
+    else:
+        s = cache_stats(args.cache_dir)
+        print(f"{args.cache_dir}: {s['judgments']} judgments, {s['bytes'] / 2**20:.2f} MiB, format {s['format']}")
+        for model, count in s["models"].items():
+            print(f"  answered by {model}: {count}")
+        if s["old_format_judgments"]:
+            print(f"  {s['old_format_judgments']} judgments of an older client (not used; rebuild the cache)")
+    return safeio.EXIT_OK

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from workbench import safeio
-from workbench.cli.common import number
+from workbench.cli.options import number
 from workbench.metrics import METRICS
 from workbench.runs.changes import compare
 

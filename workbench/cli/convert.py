@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workbench.cli.common import path_option
+from workbench.cli.io_roles import path_option
 from workbench.formats import convert, declare_convert_inputs
 from workbench.safeio import check_name
 

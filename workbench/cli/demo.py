@@ -6,20 +6,18 @@ import os
 from pathlib import Path
 
 from workbench import safeio
-from workbench.cli.common import (
-    SAMPLE_DOCS,
-    SAMPLE_DOCS_QUESTIONS,
-    explain,
-    path_option,
-    print_ranking,
-)
 from workbench.cli.index import is_index
+from workbench.cli.io_roles import path_option
+from workbench.cli.paths import SAMPLE_DOCS, SAMPLE_DOCS_QUESTIONS
+from workbench.cli.printing import explain, print_ranking
 from workbench.engine import Run
 from workbench.index.corpora import iter_corpus, load_questions
-from workbench.index.store import Index, IndexProblem, corpus_fingerprint, open_or_build
-from workbench.judges import JudgeSpec, default_judge
+from workbench.index.schema import IndexProblem
+from workbench.index.store import Index, corpus_fingerprint, open_or_build
+from workbench.judges.registry import JudgeSpec, default_judge
 from workbench.params import Params
 from workbench.runs.evaluation import evaluate
+from workbench.runs.options import RunOptions
 
 
 def add_parser(sub) -> None:
@@ -87,7 +85,7 @@ def cmd_demo(args) -> int:
     explain(trace)
     print("\ngold files in the top 10, per sample question:")
     names = ("bm25", "lexical", "semantic", "learned", "oracle")
-    results = {name: evaluate(index, questions, name, Params(), progress=False) for name in names}
+    results = {name: evaluate(index, questions, name, Params(), RunOptions(progress=False)) for name in names}
     print(f"  {'question':10s} {'gold':>4s} " + " ".join(f"{n:>{max(5, len(n))}s}" for n in names) + "  question text")
     for i, q in enumerate(questions):
         row = [round(results[n].records[i]["R@10"] * len(q.gold) / 100) for n in names]

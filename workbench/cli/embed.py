@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from workbench.cli.common import number, path_option
-from workbench.judges.embeddings import embed_main
+from workbench import safeio
+from workbench.cli.io_roles import path_option
+from workbench.cli.options import number
+from workbench.index.store import Index
+from workbench.judges.embeddings import Embedder, embed_index
 
 
 def add_parser(sub) -> None:
@@ -30,4 +33,16 @@ def declare_io(args, io) -> None:
 
 
 def cmd_embed(args) -> int:
-    return embed_main(args)
+    """`sag2wb embed --db DB [--cache-dir DIR] [--threads N]`: the whole corpus, once."""
+    index = Index(args.db)
+    embedder = Embedder(args.cache_dir, threads=args.threads)
+    try:
+        r = embed_index(index, embedder, progress=not args.quiet)
+    finally:
+        embedder.close()
+    rate = f", {r['passages_per_s']} passages/s" if r["passages_per_s"] else ""
+    print(
+        f"embedded {r['embedded']} of {r['units']} units ({r['cached']} already cached) in {r['seconds']} s{rate}"
+        f" -> {embedder.cache_dir} [{embedder.model_id}]"
+    )
+    return safeio.EXIT_OK

@@ -9,26 +9,27 @@ from pathlib import Path
 
 from workbench import safeio
 from workbench.cli import eval_estimate
-from workbench.cli.common import (
+from workbench.cli.io_roles import declare_run_options, path_option
+from workbench.cli.options import (
     add_ecosystem_options,
     add_output_options,
     add_parallel_options,
     add_run_options,
-    declare_run_options,
-    fmt,
     jev_options,
-    path_option,
-    report_failures,
     run_params,
-    run_work,
-    write,
+    with_timeout,
 )
+from workbench.cli.outputs import write
+from workbench.cli.printing import fmt
+from workbench.cli.status import report_failures, run_work
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
-from workbench.judges import auto_reason, resolve_judge
+from workbench.judges.registry import JudgeSpec, auto_reason, resolve_judge
 from workbench.measures import eval_extras
-from workbench.runs.evaluation import evaluate, is_our_result, naming_path, require_gold
-from workbench.runs.resume import trace_file_name
+from workbench.runs.evaluation import evaluate
+from workbench.runs.options import RunOptions
+from workbench.runs.resume import is_our_result, naming_path, trace_file_name
+from workbench.runs.tasks import require_gold
 from workbench.safeio import OutputError, check_name
 
 
@@ -135,14 +136,17 @@ def cmd_eval(args) -> int:
         lambda executor: evaluate(
             index,
             questions,
-            args.judge,
+            # FILE.py:NAME: --judge-timeout in its spec, for every worker; jev: its options in its spec
+            JudgeSpec.parse(with_timeout(args, args.judge), **jev_options(args)),
             params,
-            progress=not args.quiet,
-            resume_path=resume,
-            trace_dir=args.trace_dir,
-            keep_going=args.keep_going,
-            executor=executor,
-            **jev_options(args),
+            RunOptions(
+                progress=not args.quiet,
+                resume_path=resume,
+                trace_dir=args.trace_dir,
+                keep_going=args.keep_going,
+                executor=executor,
+                label=args.judge,  # the result names the judge as given
+            ),
         ),
     )
     if code is not None:

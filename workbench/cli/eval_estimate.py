@@ -6,12 +6,13 @@ from __future__ import annotations
 import sys
 
 from workbench import safeio
-from workbench.cli.common import number, path_option, run_params
+from workbench.cli.io_roles import path_option
+from workbench.cli.options import number, run_params
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
-from workbench.judges import JudgeSpec
 from workbench.judges.jev.estimate import DEFAULT_PROXY, estimate_cost, price_for, proxy_spec
-from workbench.runs.evaluation import require_gold
+from workbench.judges.registry import JudgeSpec
+from workbench.runs.tasks import require_gold
 from workbench.safeio import InputError
 
 # options that write or need a finished run: --estimate has neither, so they are refused

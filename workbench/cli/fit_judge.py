@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from workbench import safeio
-from workbench.cli.common import declare_judge_inputs, number, param_files, path_option
+from workbench.cli.io_roles import declare_judge_inputs, param_files, path_option
+from workbench.cli.options import number
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
 from workbench.judges.features import CONTEXT_WEIGHTS, FEATURES, MODEL_FEATURES, FeatureError, check_names

@@ -7,14 +7,13 @@ import time
 from pathlib import Path
 
 from workbench import safeio
-from workbench.cli.common import (
-    CLIError,
-    number,
-    path_option,
-    size,
-)
+from workbench.cli.errors import CLIError
+from workbench.cli.io_roles import path_option
+from workbench.cli.options import number
+from workbench.cli.printing import size
 from workbench.index.files import check_replaceable
-from workbench.index.store import Index, IndexProblem
+from workbench.index.schema import IndexProblem
+from workbench.index.store import Index
 from workbench.index.update import update_folder, update_passages
 
 

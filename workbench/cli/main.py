@@ -10,7 +10,6 @@ sag2wb convert --corpus corpus.json --questions Q.jsonl --to beir --out DIR
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
 import sys
 from importlib import metadata
@@ -28,26 +27,35 @@ from workbench.cli import (
     fit_judge,
     index,
     judge_server,
+    report,
     search,
 )
-from workbench.cli.common import (
-    CLIError,
-    Parser,
-    check_numbers,
-    declare_and_check,
-    os_error_message,
-    sqlite_error_message,
-)
-from workbench.index import CorpusError, IndexProblem
-from workbench.judges.base import JUDGE_TIMEOUT_VARIABLE, _check_timeout
+from workbench.cli.errors import CLIError, os_error_message, sqlite_error_message
+from workbench.cli.io_roles import declare_and_check
+from workbench.cli.options import Parser, check_numbers, timeout_option
+from workbench.index.schema import IndexProblem
+from workbench.index.units import CorpusError
 from workbench.judgment import JudgeError
 from workbench.params import ParamsError
-from workbench.runs.evaluation import QuestionFailed
-from workbench.runs.experiment import ExperimentError
+from workbench.runs.records import ExperimentError, QuestionFailed
 from workbench.terms import TermWeightingError
 
 # the order of `sag2wb --help`
-COMMANDS = (demo, index, search, eval, compare, convert, judge_server, cache, embed, ablate, dashboard, fit_judge)
+COMMANDS = (
+    demo,
+    index,
+    search,
+    eval,
+    compare,
+    report,
+    convert,
+    judge_server,
+    cache,
+    embed,
+    ablate,
+    dashboard,
+    fit_judge,
+)
 
 
 def version() -> str:
@@ -78,11 +86,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     prefix = f"sag2wb {args.command}: error:"
     try:
-        if getattr(args, "run_judge_timeout", None) is not None:
-            # checked here, passed on through the environment so that worker processes
-            # (--processes, --dask) apply the same limit
-            _check_timeout(args.run_judge_timeout, "--judge-timeout")
-            os.environ[JUDGE_TIMEOUT_VARIABLE] = args.run_judge_timeout
+        timeout_option(args)  # --judge-timeout checked now; it travels inside the judge's spec (options.py)
         check_numbers(args, args._parser)  # inf, nan, out of range: a named error, never a failing run
         # every output checked before any work; the command may declare more and check again
         args.io = declare_and_check(args, args._parser, args._module)

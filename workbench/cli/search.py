@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from workbench.cli.common import (
-    CLIError,
-    add_run_options,
-    declare_run_options,
-    explain,
-    judge_spec,
-    number,
-    path_option,
-    print_ranking,
-    run_params,
-)
+from workbench.cli.errors import CLIError
+from workbench.cli.io_roles import declare_run_options, path_option
+from workbench.cli.options import add_run_options, judge_spec, number, run_params
+from workbench.cli.printing import explain, print_ranking
 from workbench.engine import Run
 from workbench.index.store import Index
 

@@ -467,21 +467,3 @@ def embed_index(index, embedder: Embedder, *, progress: bool = True, batch: int 
         "seconds": round(seconds, 2),
         "passages_per_s": round(embedded / seconds, 1) if embedded and seconds > 0 else None,
     }
-
-
-def embed_main(args) -> int:
-    """`sag2wb embed --db DB [--cache-dir DIR] [--threads N]`: the whole corpus, once."""
-    from workbench.index.store import Index
-
-    index = Index(args.db)
-    embedder = Embedder(args.cache_dir, threads=args.threads)
-    try:
-        r = embed_index(index, embedder, progress=not args.quiet)
-    finally:
-        embedder.close()
-    rate = f", {r['passages_per_s']} passages/s" if r["passages_per_s"] else ""
-    print(
-        f"embedded {r['embedded']} of {r['units']} units ({r['cached']} already cached) in {r['seconds']} s{rate}"
-        f" -> {embedder.cache_dir} [{embedder.model_id}]"
-    )
-    return 0

@@ -11,7 +11,7 @@ retried, and cached on disk (one entry per judgment) by a CachedJudge around it.
 
 Modules: `payload` (instructions, request bodies, answers), `client` (endpoint, key, HTTP,
 retries), `cache` (judgment keys, the cache directory, export/import, `sag2wb cache`),
-`judge` (JEVJudge, make_jev_judge), `errors`, and `server` (a local Jev-compatible judge
+`judge` (JEVJudge, JEVCachedJudge, make_jev_judge), `errors`, and `server` (a local Jev-compatible judge
 server, imported on its own, with `reading`, its reading of a request, and `served`, what a
 served judge answers).
 """
@@ -23,7 +23,6 @@ from workbench.judges.jev.cache import (
     ImportReport,
     JudgmentStore,
     cache_errors,
-    cache_main,
     cache_stats,
     check_cache_dir,
     export_cache,
@@ -56,7 +55,7 @@ from workbench.judges.jev.errors import (
     JEVPayloadError,
 )
 from workbench.judges.jev.instructions import DEFAULT_INSTRUCTIONS, INSTRUCTIONS, Template, get_instructions
-from workbench.judges.jev.judge import USAGE_COUNTERS, JEVJudge, make_jev_judge
+from workbench.judges.jev.judge import USAGE_COUNTERS, JEVCachedJudge, JEVJudge, make_jev_judge
 from workbench.judges.jev.payload import (
     INSTRUCTION_VERSION,
     MAX_QUESTIONS,
@@ -94,6 +93,7 @@ __all__ = [
     "JEVAuthError",
     "JEVCacheError",
     "JEVCacheMiss",
+    "JEVCachedJudge",
     "JEVClient",
     "JEVError",
     "JEVInputError",
@@ -105,7 +105,6 @@ __all__ = [
     "base_state",
     "build_request",
     "cache_errors",
-    "cache_main",
     "cache_stats",
     "check_cache_dir",
     "context_items",

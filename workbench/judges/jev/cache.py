@@ -1,5 +1,5 @@
 """The JEV judgment cache on disk (diskcache, one entry per judgment): its keys, checking and
-opening a cache directory, export to and import from JSONL, and `sag2wb cache`.
+opening a cache directory, export to and import from JSONL (`sag2wb cache`: workbench/cli/cache.py).
 
 Each entry point has its example: `export_cache` (which also makes a cache from a local
 judge server), `import_cache`, `cache_stats`.
@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import sqlite3
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -250,7 +249,7 @@ def check_format(cache, cache_dir, *, write: bool = True) -> None:
 
 
 # ---- export, import, stats -----------------------------------------------------------------
-def _is_export(path: Path) -> bool:
+def is_export(path: Path) -> bool:
     """Whether `path` holds judgments as `export_cache` writes them (empty, or a first line with our
     key). What makes it replaceable is provenance (safeio: its folder's record holds its size and
     sha256); this only tells an export from another file sag2wb wrote there."""
@@ -290,7 +289,7 @@ def export_cache(cache_dir: str | Path, file: str | Path, *, force: bool = False
     if not file.parent.is_dir():
         raise JEVInputError(f"--file {file}: the folder {file.parent} does not exist; create it first")
     try:
-        check_output(file, inputs=[cache_dir / CACHE_FILE], ours=_is_export, force=force, what="--file")
+        check_output(file, inputs=[cache_dir / CACHE_FILE], ours=is_export, force=force, what="--file")
     except InputError as exc:
         raise JEVInputError(str(exc)) from None
     cache = open_cache(cache_dir, must_exist=True)
@@ -493,33 +492,3 @@ def cache_stats(cache_dir: str | Path) -> dict:
             }
     finally:
         cache.close()
-
-
-# ---- `sag2wb cache` ------------------------------------------------------------------------
-def cache_main(args) -> int:
-    """`sag2wb cache export|import|stats --cache-dir DIR [--file F] [--force] [--overwrite]`."""
-    if args.action in ("export", "import") and not args.file:
-        raise JEVInputError(f"sag2wb cache {args.action} needs --file FILE.jsonl")
-    if args.action == "export":
-        n = export_cache(args.cache_dir, args.file, force=getattr(args, "force", False))
-        print(f"exported {n} judgments from {args.cache_dir} to {args.file}")
-    elif args.action == "import":
-        report = import_cache(args.cache_dir, args.file, overwrite=getattr(args, "overwrite", False))
-        print(
-            f"imported {report.added + report.replaced} judgments from {args.file} into {args.cache_dir} "
-            f"({report.summary()})"
-        )
-        if report.conflicts_kept:
-            print(
-                f"warning: {report.conflicts_kept} judgments in {args.file} differ from the cache and were not "
-                f"imported; pass --overwrite to replace the cached values",
-                file=sys.stderr,
-            )
-    else:
-        s = cache_stats(args.cache_dir)
-        print(f"{args.cache_dir}: {s['judgments']} judgments, {s['bytes'] / 2**20:.2f} MiB, format {s['format']}")
-        for model, count in s["models"].items():
-            print(f"  answered by {model}: {count}")
-        if s["old_format_judgments"]:
-            print(f"  {s['old_format_judgments']} judgments of an older client (not used; rebuild the cache)")
-    return 0

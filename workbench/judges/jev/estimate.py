@@ -38,6 +38,7 @@ from workbench.judges.jev.payload import plan_requests, request_tokens
 from workbench.judges.jev.readonly import ReadOnlyStore
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError
+from workbench.protocols import close_judge
 from workbench.safeio import InputError, parse_json
 from workbench.trace import STOP_JUDGE_ERROR
 
@@ -245,9 +246,7 @@ class RequestCounter:
         )
 
     def close(self) -> None:
-        close = getattr(self.proxy, "close", None)
-        if callable(close):
-            close()
+        close_judge(self.proxy)
 
 
 def open_cache_read_only(cache_dir: str | Path):

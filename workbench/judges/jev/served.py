@@ -31,6 +31,7 @@ import json
 
 from workbench.judges.jev.reading import SagRequest
 from workbench.judgment import validate_scores
+from workbench.protocols import JudgesSagRequests
 
 
 def unit_float(*parts: str) -> float:
@@ -105,7 +106,9 @@ def data_hash(question: str, context: list[dict], candidate, batch, position) ->
 def judge_sag(judge, sag: SagRequest) -> list[float]:
     """A served judge's scores for a SAG2 request (a judge with `judge_sag` sees the batch layout)."""
     scores = (
-        judge.judge_sag(sag) if hasattr(judge, "judge_sag") else judge.judge(sag.question, sag.candidates, sag.context)
+        judge.judge_sag(sag)
+        if isinstance(judge, JudgesSagRequests)
+        else judge.judge(sag.question, sag.candidates, sag.context)
     )
     return validate_scores(getattr(judge, "name", "judge"), scores, len(sag.candidates))
 

@@ -50,7 +50,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import cast
 
 from workbench.index import Index
-from workbench.judges.base import FunctionJudge
+from workbench.judges.base import FunctionJudge, check_timeout
 from workbench.judges.jev.payload import estimate_tokens
 from workbench.judges.jev.reading import RequestError, parse_json, read_request
 from workbench.judges.jev.served import DataHashJudge, answer_generic, judge_sag, unit_float
@@ -504,38 +504,40 @@ def parse_fault(text: str) -> tuple[str, int, dict]:
     return kind, n, opts
 
 
-def serve_main(args) -> int:
-    """`sag2wb judge-server`: serve until interrupted."""
-    judge = make_server_judge(args.judge, args.db)
-    if getattr(args, "judge_timeout", None) is not None and isinstance(judge, FunctionJudge):
-        judge.timeout = FunctionJudge(judge.fn, judge.name, timeout=args.judge_timeout).timeout  # checked there
-    max_body_mb = getattr(args, "max_body_mb", DEFAULT_MAX_BODY / 2**20)
-    read_timeout = getattr(args, "read_timeout", DEFAULT_READ_TIMEOUT)
+def build_server(
+    judge: str,
+    db: str | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    delay_ms: float = 0.0,
+    faults: list[str] | tuple[str, ...] = (),
+    max_body_mb: float = DEFAULT_MAX_BODY / 2**20,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
+    judge_timeout: float | str | None = None,
+) -> JudgeServer:
+    """The server `sag2wb judge-server` runs, bound and not yet serving: `judge` by name
+    (`make_server_judge`), a function judge's time limit per call (`judge_timeout`: seconds, 0 or
+    "none": none; default $SAG2WB_JUDGE_TIMEOUT or 60), and `faults` (`parse_fault`) queued.
+
+    >>> server = build_server("hash", port=0, faults=["500x2"])
+    >>> len(server.faults), server.judge.name
+    (2, 'hash')
+    >>> server.httpd.server_close()
+    """
+    served = make_server_judge(judge, db)
+    if judge_timeout is not None and isinstance(served, FunctionJudge):
+        served.timeout = check_timeout(judge_timeout, "judge timeout")
     if not max_body_mb > 0 or not read_timeout > 0:
         raise JudgeServerError("--max-body-mb and --read-timeout must be > 0")
     server = JudgeServer(
-        judge,
-        args.host,
-        args.port,
-        delay=getattr(args, "delay_ms", 0) / 1000.0,
-        max_body=int(max_body_mb * 2**20),
-        read_timeout=read_timeout,
+        served, host, port, delay=delay_ms / 1000.0, max_body=int(max_body_mb * 2**20), read_timeout=read_timeout
     )
-    for text in getattr(args, "fault", None) or []:
+    for text in faults:
         try:
             kind, n, opts = parse_fault(text)
         except ValueError as exc:
+            server.httpd.server_close()
             raise JudgeError(str(exc)) from None
         server.add_fault(kind, n, **opts)
-    print(
-        f"serving judge {getattr(judge, 'name', args.judge)!r} at {server.url} "
-        f"(any path; use --jev-endpoint {server.url})",
-        flush=True,
-    )
-    try:
-        server.httpd.serve_forever()
-    except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
-    finally:
-        server.httpd.server_close()
-    return 0
+    return server
