@@ -24,7 +24,9 @@ from workbench.index.corpora import check_gold, load_corpus, load_questions  # n
 from workbench.index.store import Index  # noqa: E402
 from workbench.judges import JudgmentMemo  # noqa: E402
 from workbench.params import Params  # noqa: E402
-from workbench.runs.experiment import REFERENCE_ROW, Experiment, ablation_markdown, ablation_report, paper_ablation  # noqa: E402
+from workbench.runs.experiment import Experiment, paper_ablation  # noqa: E402
+from workbench.runs.options import RunOptions  # noqa: E402
+from workbench.runs.results import REFERENCE_ROW, ablation_markdown, ablation_report  # noqa: E402
 
 SHARED = Path(os.environ.get("SAG2WB_SHARED_DATA", REPO.parent / "shared" / "data"))
 
@@ -55,7 +57,9 @@ def main(argv=None) -> int:
     for judge in [j.strip() for j in args.judges.split(",") if j.strip()]:
         memo = JudgmentMemo()
         t0 = time.perf_counter()
-        results = Experiment(index, questions, paper_ablation(Params(), judge), memo=memo, progress=args.progress).run()
+        results = Experiment(
+            index, questions, paper_ablation(Params(), judge), RunOptions(memo=memo, progress=args.progress)
+        ).run()
         seconds = time.perf_counter() - t0
         report = ablation_report(results, judge)
         calls = memo.hits + memo.misses

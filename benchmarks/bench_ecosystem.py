@@ -29,6 +29,7 @@ from workbench.index.store import Index  # noqa: E402
 from workbench.measures import per_question, qrels_frame, topics_frame  # noqa: E402
 from workbench.pyterrier import BM25Retriever, SAG2Retriever  # noqa: E402
 from workbench.runs.evaluation import evaluate  # noqa: E402
+from workbench.runs.options import RunOptions  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
         f"{'pt R@10':>9s} {'values differing':>20s}"
     )
     for judge in ("bm25", "lexical", "oracle"):
-        result = evaluate(index, questions, judge, progress=False)
+        result = evaluate(index, questions, judge, options=RunOptions(progress=False))
         irm = per_question(result.records, questions, ["R@5", "R@10"])
         differ = sum(abs(irm[r["_id"]][m] * 100 - r[m]) > 1e-9 for r in result.records for m in ("R@5", "R@10"))
         system = BM25Retriever(index) if judge == "bm25" else SAG2Retriever(index, judge, qrels=qrels)
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
     evaluate_times, transform_times = [], []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        evaluate(index, questions, "lexical", progress=False)
+        evaluate(index, questions, "lexical", options=RunOptions(progress=False))
         t1 = time.perf_counter()
         SAG2Retriever(index, "lexical").transform(topics)
         t2 = time.perf_counter()

@@ -38,7 +38,10 @@ from _common import REPO, data_arg, need, peak_rss_mib
 from workbench.index.corpora import load_questions
 from workbench.index.store import open_or_build
 from workbench.params import Params
-from workbench.runs.experiment import Config, Experiment, paired_interval
+from workbench.runs.experiment import Experiment
+from workbench.runs.options import RunOptions
+from workbench.runs.policies import Config
+from workbench.runs.results import paired_interval
 
 JUDGES = ["bm25", "lexical", "lexical-bridge", "semantic", "learned", "oracle"]  # learned: the shipped default
 ABLATION = [
@@ -53,7 +56,7 @@ ABLATION = [
 def compare_judges(title: str, index, questions, judges, reference: str = "lexical", by_type: bool = True) -> None:
     configs = [Config(name, Params(), spec) for name, spec in judges]
     t0 = time.perf_counter()
-    results = Experiment(index, questions, configs, progress=False).run()
+    results = Experiment(index, questions, configs, RunOptions(progress=False)).run()
     seconds = time.perf_counter() - t0
     print(f"\n## {title}: {len(questions)} questions, H=2 ({seconds:.1f} s for all judges)\n")
     table = results.table(reference=reference if reference in results.names else None)

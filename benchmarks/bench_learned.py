@@ -37,7 +37,10 @@ from workbench.judges.features import FEATURES, FeatureExtractor
 from workbench.judges.learned import DEFAULT_L2, LearnedJudge, fit_logistic, save_model
 from workbench.judges.registry import make_judge
 from workbench.params import Params
-from workbench.runs.experiment import Config, Experiment, paired_interval
+from workbench.runs.experiment import Experiment
+from workbench.runs.options import RunOptions
+from workbench.runs.policies import Config
+from workbench.runs.results import paired_interval
 from workbench.runs.training import (
     collect_examples,
     collect_many,
@@ -91,7 +94,7 @@ def _r10(index, questions, judge) -> float:
 
 def section_2wiki(index, questions) -> None:
     t0 = time.perf_counter()
-    results = Experiment(index, questions, [Config(j, Params(), j) for j in FIXED], progress=False).run()
+    results = Experiment(index, questions, [Config(j, Params(), j) for j in FIXED], RunOptions(progress=False)).run()
     fixed_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     model, info = fit_judge(index, questions, teacher_for("oracle", index))
@@ -307,7 +310,9 @@ def section_cost(index, questions, repeats: int) -> None:
     for r in range(repeats):  # eval's own path: records only, so no judge is asked why
         for name in list(evals)[r % 2 :] + list(evals)[: r % 2]:
             t = time.perf_counter()
-            evaluate(index, qs[:20], "semantic" if name == "semantic" else "learned", progress=False)
+            evaluate(
+                index, qs[:20], "semantic" if name == "semantic" else "learned", options=RunOptions(progress=False)
+            )
             evals[name].append((time.perf_counter() - t) / 20)
     s, m = statistics.median(evals["semantic"]), statistics.median(evals["learned (shipped, 12)"])
     ratios = sorted(a / b - 1 for a, b in zip(evals["learned (shipped, 12)"], evals["semantic"]))

@@ -38,7 +38,9 @@ from workbench.executors import Dask, Processes, Threads
 from workbench.index.corpora import load_corpus, load_questions
 from workbench.index.store import Index
 from workbench.judges import JudgmentMemo
+from workbench.judges.registry import JudgeSpec
 from workbench.runs.evaluation import evaluate
+from workbench.runs.options import Hooks, RunOptions
 
 
 def fingerprint(result) -> str:
@@ -133,7 +135,9 @@ def main() -> int:
     print(
         f"{n} 2Wiki dev questions; {args.repeats} repeats (JEV, Dask), {args.lexical_repeats} (lexical); {load_line()}"
     )
-    evaluate(index, questions, "lexical", progress=False)  # warm-up: this process's index caches and jieba
+    evaluate(
+        index, questions, "lexical", options=RunOptions(progress=False)
+    )  # warm-up: this process's index caches and jieba
     rows = []
 
     # (a) JEV: a judge that waits
@@ -143,7 +147,8 @@ def main() -> int:
 
             def jev_run(executor, k):
                 opts = {"endpoint": url, "cache_dir": str(tmp / f"cache-{k}"), "timeout": 60}
-                return evaluate(index, questions, "jev", progress=False, keep_traces=True, executor=executor, **opts)
+                options = RunOptions(progress=False, keep_traces=True, executor=executor)
+                return evaluate(index, questions, JudgeSpec.parse("jev", **opts), options=options)
 
             seq_t, par_t, same, requests = [], [], [], None
             for r in range(args.repeats):
@@ -176,11 +181,13 @@ def main() -> int:
         # as `sag2wb eval --processes 2` runs without --traces: workers send records, not traces
         rec_seq, rec_pool, rec_same = [], [], []
         for r in range(args.lexical_repeats):
-            t, base = timed(lambda: evaluate(index, questions, "lexical", progress=False))
+            t, base = timed(lambda: evaluate(index, questions, "lexical", options=RunOptions(progress=False)))
             rec_seq.append(t)
             pool = Processes(2)
             try:
-                t, got = timed(lambda: evaluate(index, questions, "lexical", progress=False, executor=pool))
+                t, got = timed(
+                    lambda: evaluate(index, questions, "lexical", options=RunOptions(progress=False, executor=pool))
+                )
                 rec_pool.append(t)
             finally:
                 pool.close(wait=True)
@@ -202,18 +209,24 @@ def main() -> int:
         seq_t, cold_t, warm_t, same, seq_cpu, pool_cpu = [], [], [], [], [], []
         for r in range(args.lexical_repeats):
             c0 = time.process_time()
-            t, base = timed(lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True))
+            t, base = timed(
+                lambda: evaluate(index, questions, "lexical", options=RunOptions(progress=False, keep_traces=True))
+            )
             seq_t.append(t)
             seq_cpu.append(time.process_time() - c0)
             pool = Processes(2)
             c0, k0 = time.process_time(), children_cpu()
             try:
                 t, cold = timed(
-                    lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True, executor=pool)
+                    lambda: evaluate(
+                        index, questions, "lexical", options=RunOptions(progress=False, keep_traces=True, executor=pool)
+                    )
                 )
                 cold_t.append(t)
                 t, warm = timed(
-                    lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True, executor=pool)
+                    lambda: evaluate(
+                        index, questions, "lexical", options=RunOptions(progress=False, keep_traces=True, executor=pool)
+                    )
                 )
                 warm_t.append(t)
             finally:
@@ -264,9 +277,16 @@ def main() -> int:
             ) as cluster,
             Client(cluster) as client,
         ):
-            t_seq, base = timed(lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True))
+            t_seq, base = timed(
+                lambda: evaluate(index, questions, "lexical", options=RunOptions(progress=False, keep_traces=True))
+            )
             t_dask, got = timed(
-                lambda: evaluate(index, questions, "lexical", progress=False, keep_traces=True, executor=Dask(client))
+                lambda: evaluate(
+                    index,
+                    questions,
+                    "lexical",
+                    options=RunOptions(progress=False, keep_traces=True, executor=Dask(client)),
+                )
             )
             rows.append(
                 (
@@ -280,7 +300,14 @@ def main() -> int:
             server, url = start_server(200)
             try:
                 opts = {"endpoint": url, "cache_dir": str(tmp / "cache-dask-seq"), "timeout": 60}
-                t_seq, base = timed(lambda: evaluate(index, questions, "jev", progress=False, keep_traces=True, **opts))
+                t_seq, base = timed(
+                    lambda: evaluate(
+                        index,
+                        questions,
+                        JudgeSpec.parse("jev", **opts),
+                        options=RunOptions(progress=False, keep_traces=True),
+                    )
+                )
                 killed = []
 
                 def kill_one(outcome):
@@ -297,13 +324,14 @@ def main() -> int:
                     lambda: evaluate(
                         index,
                         questions,
-                        "jev",
-                        progress=False,
-                        keep_traces=True,
-                        memo=JudgmentMemo(),
-                        executor=Dask(client),
-                        on_arrival=kill_one,
-                        **opts,
+                        JudgeSpec.parse("jev", **opts),
+                        options=RunOptions(
+                            progress=False,
+                            keep_traces=True,
+                            memo=JudgmentMemo(),
+                            executor=Dask(client),
+                            hooks=Hooks(on_arrival=kill_one),
+                        ),
                     )
                 )
                 rows.append(

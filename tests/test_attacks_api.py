@@ -26,20 +26,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import FILM_WORLD, build_index
+from tests.conftest import FILM_WORLD, REPO, build_index
 from workbench.cli.main import main
 from workbench.engine import Run
 from workbench.feedback import GraphParams, build_graph, corpus_graph, graph_path, graph_status
 from workbench.feedback.graph import GraphProblem
 from workbench.index import Index, update_folder
-from workbench.index.corpora import Question
+from workbench.index.units import Question
 from workbench.judges import JudgeError, JudgeSpec, LexicalJudge
 from workbench.judges.learned import LearnedModelError, _canonical, default_model_path, load_model
 from workbench.params import ParamsError
 from workbench.safeio import TEMP_PREFIX, InputError
 from workbench.terms import TermWeightingError
 
-REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "sample_corpora" / "internal_docs"
 QUESTIONS = REPO / "sample_corpora" / "internal_docs.questions.jsonl"
 PY = sys.executable

@@ -8,30 +8,18 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from workbench.cli.main import main
 from workbench.index.corpora import load_questions
-from workbench.index.store import open_or_build
 from workbench.runs import Config, Experiment
 from workbench.runs.evaluation import evaluate
+from workbench.runs.options import RunOptions
 from workbench.runs.resume import trace_file_name
 
-REPO = Path(__file__).resolve().parent.parent
-ENC = REPO / "sample_corpora" / "encyclopedia"
-
-
-def sag2wb(*args, cwd) -> subprocess.CompletedProcess:
-    """The real command in its own process."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "workbench.cli", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env
-    )
+from .conftest import ENC, sag2wb
 
 
 def refused(capsys, args, *fragments) -> str:
@@ -47,18 +35,12 @@ def refused(capsys, args, *fragments) -> str:
 
 
 @pytest.fixture(scope="module")
-def enc(tmp_path_factory):
-    index, _ = open_or_build(ENC / "corpus.json", tmp_path_factory.mktemp("enc") / "enc.sqlite")
-    return index
-
-
-@pytest.fixture(scope="module")
-def runs(enc, tmp_path_factory):
+def runs(enc_index, tmp_path_factory):
     """Two real eval results on 6 questions (lexical with its traces, oracle) and the questions file."""
     folder = tmp_path_factory.mktemp("runs")
     questions = folder / "q6.jsonl"
     questions.write_text("".join((ENC / "questions.jsonl").read_text(encoding="utf-8").splitlines(True)[:6]))
-    base = ["eval", "--db", str(enc.path), "--questions", str(questions), "--quiet"]
+    base = ["eval", "--db", str(enc_index.path), "--questions", str(questions), "--quiet"]
     assert main([*base, "--judge", "lexical", "--out", str(folder / "A.json"), "--trace-dir", str(folder / "ta")]) == 0
     assert main([*base, "--judge", "oracle", "--out", str(folder / "B.json")]) == 0
     return folder
@@ -203,15 +185,15 @@ def _without_gold(src: Path, dst: Path, every: int) -> Path:
 
 
 @pytest.mark.parametrize("every, count", [(2, 20), (1, 40)], ids=["half without gold", "none with gold"])
-def test_fit_judge_with_the_oracle_refuses_questions_without_gold(enc, tmp_path, capsys, every, count):
+def test_fit_judge_with_the_oracle_refuses_questions_without_gold(enc_index, tmp_path, capsys, every, count):
     questions = _without_gold(ENC / "questions.jsonl", tmp_path / "q.jsonl", every)
     before = questions.read_bytes()
     out = tmp_path / "J.json"
-    args = ["fit-judge", "--db", enc.path, "--questions", questions, "--teacher", "oracle", "--out", out]
+    args = ["fit-judge", "--db", enc_index.path, "--questions", questions, "--teacher", "oracle", "--out", out]
     refused(capsys, args, f"{questions}: {count} question(s) have no gold labels")
     assert not out.exists() and questions.read_bytes() == before
     # eval says the same of the same file with the oracle
-    args = ["eval", "--db", enc.path, "--questions", questions, "--judge", "oracle", "--out", tmp_path / "o.json"]
+    args = ["eval", "--db", enc_index.path, "--questions", questions, "--judge", "oracle", "--out", tmp_path / "o.json"]
     refused(capsys, args, f"{questions}: {count} question(s) have no gold labels")
 
 
@@ -226,40 +208,42 @@ BAD_TEACHERS = {
 
 
 @pytest.mark.parametrize("what", BAD_TEACHERS)
-def test_fit_judge_names_a_teacher_it_cannot_use(enc, tmp_path, capsys, what):
+def test_fit_judge_names_a_teacher_it_cannot_use(enc_index, tmp_path, capsys, what):
     damaged = tmp_path / "damaged"
     damaged.mkdir()
     (damaged / "cache.db").write_bytes(b"not a database" * 100)
     teacher, says = BAD_TEACHERS[what]
     out = tmp_path / "J.json"
-    args = ["fit-judge", "--db", enc.path, "--questions", ENC / "questions.jsonl", "--out", out, "--no-model"]
+    args = ["fit-judge", "--db", enc_index.path, "--questions", ENC / "questions.jsonl", "--out", out, "--no-model"]
     refused(capsys, [*args, "--teacher", teacher.format(tmp=tmp_path)], says)
     assert not out.exists() and (damaged / "cache.db").read_bytes() == b"not a database" * 100
 
 
-def test_fit_judge_refuses_a_teacher_that_scores_every_candidate_alike(runs, enc, tmp_path, capsys):
+def test_fit_judge_refuses_a_teacher_that_scores_every_candidate_alike(runs, enc_index, tmp_path, capsys):
     (tmp_path / "teach.py").write_text("def same(question, candidates, context):\n    return [0.0] * len(candidates)\n")
     out = tmp_path / "J.json"
-    args = ["fit-judge", "--db", enc.path, "--questions", runs / "q6.jsonl", "--out", out, "--no-model"]
+    args = ["fit-judge", "--db", enc_index.path, "--questions", runs / "q6.jsonl", "--out", out, "--no-model"]
     refused(capsys, [*args, "--teacher", f"{tmp_path / 'teach.py'}:same", "--quiet"], "scored all", "nothing to learn")
     assert not out.exists()
 
 
-def test_fit_judge_distils_questions_without_gold_and_says_it_could_not_cross_validate(runs, enc, tmp_path, capsys):
+def test_fit_judge_distils_questions_without_gold_and_says_it_could_not_cross_validate(
+    runs, enc_index, tmp_path, capsys
+):
     questions = _without_gold(runs / "q6.jsonl", tmp_path / "q.jsonl", 1)
     out = tmp_path / "J.json"
-    args = ["fit-judge", "--db", enc.path, "--questions", questions, "--teacher", "lexical", "--out", out]
+    args = ["fit-judge", "--db", enc_index.path, "--questions", questions, "--teacher", "lexical", "--out", out]
     assert main([str(a) for a in args] + ["--no-model", "--quiet"]) == 0
     assert "not cross-validated" in capsys.readouterr().err
     model = json.loads(out.read_text(encoding="utf-8"), parse_constant=pytest.fail)  # strict JSON: no NaN
     assert model["cv"]["folds"] == 0
 
 
-def test_fit_judge_refuses_repeated_question_ids(runs, enc, tmp_path, capsys):
+def test_fit_judge_refuses_repeated_question_ids(runs, enc_index, tmp_path, capsys):
     lines = (runs / "q6.jsonl").read_text(encoding="utf-8").splitlines()
     questions = tmp_path / "dup.jsonl"
     questions.write_text("\n".join([*lines, lines[0]]) + "\n", encoding="utf-8")
-    args = ["fit-judge", "--db", enc.path, "--questions", questions, "--out", tmp_path / "J.json", "--no-model"]
+    args = ["fit-judge", "--db", enc_index.path, "--questions", questions, "--out", tmp_path / "J.json", "--no-model"]
     refused(capsys, args, str(questions), "enc-01")
 
 
@@ -275,57 +259,61 @@ BAD_TEMPLATES = {
 }
 
 
-def jev_eval(enc, questions, template, out) -> list:
+def jev_eval(enc_index, questions, template, out) -> list:
     # nothing listens on the endpoint: a template is read before any request
-    return ["eval", "--db", enc.path, "--questions", questions, "--judge", "jev", "--jev-instructions", template,
+    return ["eval", "--db", enc_index.path, "--questions", questions, "--judge", "jev", "--jev-instructions", template,
             "--jev-endpoint", "http://127.0.0.1:9/", "--out", out, "--quiet"]  # fmt: skip
 
 
 @pytest.mark.parametrize("what", BAD_TEMPLATES)
-def test_a_template_that_cannot_be_read_is_named(runs, enc, tmp_path, capsys, what):
+def test_a_template_that_cannot_be_read_is_named(runs, enc_index, tmp_path, capsys, what):
     name, data, says = BAD_TEMPLATES[what]
     template = tmp_path / name
     template.write_bytes(data)
     out = tmp_path / "o.json"
-    refused(capsys, jev_eval(enc, runs / "q6.jsonl", template, out), f"--jev-instructions {template}", says)
+    refused(capsys, jev_eval(enc_index, runs / "q6.jsonl", template, out), f"--jev-instructions {template}", says)
     assert template.read_bytes() == data and not out.exists()
 
 
 # ---- which model answered ------------------------------------------------------------------
-def test_out_json_records_the_learned_models_sha256_and_a_refit_is_a_new_judge(runs, enc, tmp_path, capsys):
+def test_out_json_records_the_learned_models_sha256_and_a_refit_is_a_new_judge(runs, enc_index, tmp_path, capsys):
     questions = runs / "q6.jsonl"
     model, out = tmp_path / "J.json", tmp_path / "out.json"
     partial = tmp_path / "out.json.partial.jsonl"  # eval's resume file for --out out.json
 
     def fit(l2: str) -> str:
-        args = ["fit-judge", "--db", enc.path, "--questions", questions, "--out", model, "--no-model"]
+        args = ["fit-judge", "--db", enc_index.path, "--questions", questions, "--out", model, "--no-model"]
         assert main([str(a) for a in args] + ["--features", "coverage,bridge", "--l2", l2, "--quiet"]) == 0
         return json.loads(model.read_text(encoding="utf-8"))["sha256"]
 
     def eval_() -> dict:
-        args = ["eval", "--db", enc.path, "--questions", questions, "--judge", f"learned:{model}", "--out", out]
+        args = ["eval", "--db", enc_index.path, "--questions", questions, "--judge", f"learned:{model}", "--out", out]
         assert main([str(a) for a in args] + ["--quiet"]) == 0, capsys.readouterr().err
         return json.loads(out.read_text(encoding="utf-8"))
 
     old = fit("1")
     qs = load_questions(questions)
-    evaluate(enc, qs, f"learned:{model}", progress=False, resume_path=partial)  # an interrupted run's lines
+    evaluate(
+        enc_index, qs, f"learned:{model}", options=RunOptions(progress=False, resume_path=partial)
+    )  # an interrupted run's lines
     data = eval_()
     assert data["config"]["judge_sha256"] == old
     assert data["stats"]["resumed_questions"] == 6  # the same model: resumed
-    evaluate(enc, qs, f"learned:{model}", progress=False, resume_path=partial)
+    evaluate(enc_index, qs, f"learned:{model}", options=RunOptions(progress=False, resume_path=partial))
     new = fit("0.01")  # refitted in place
     assert new != old
     data = eval_()
     assert data["config"]["judge_sha256"] == new
     assert data["stats"]["resumed_questions"] == 0  # another model: another judge, nothing resumed
     # an experiment (ablate's loop) says which model each learned row read
-    results = Experiment(enc, qs[:2], [Config("learned", judge=f"learned:{model}")], progress=False).run()
+    results = Experiment(
+        enc_index, qs[:2], [Config("learned", judge=f"learned:{model}")], RunOptions(progress=False)
+    ).run()
     assert results.stats["judge_sha256"] == {"learned": new}
 
 
 # ---- the same, from the outside --------------------------------------------------------------
-def test_each_kind_in_a_real_process_exits_2_in_one_line_without_a_traceback(runs, enc, tmp_path):
+def test_each_kind_in_a_real_process_exits_2_in_one_line_without_a_traceback(runs, enc_index, tmp_path):
     data = json.loads((runs / "A.json").read_text(encoding="utf-8"))
     data["questions"][0]["judgments"] = "87"
     wrong = tmp_path / "wrong.json"
@@ -336,8 +324,8 @@ def test_each_kind_in_a_real_process_exits_2_in_one_line_without_a_traceback(run
     cases = [
         (["compare", wrong, runs / "B.json"], "'judgments' is '87'"),
         (["compare", runs / "A.json", deep], "nested too deeply"),
-        (["fit-judge", "--db", enc.path, "--questions", no_gold, "--out", tmp_path / "J.json"], "no gold labels"),
-        (jev_eval(enc, runs / "q6.jsonl", deep, tmp_path / "o.json"), "nested too deeply"),
+        (["fit-judge", "--db", enc_index.path, "--questions", no_gold, "--out", tmp_path / "J.json"], "no gold labels"),
+        (jev_eval(enc_index, runs / "q6.jsonl", deep, tmp_path / "o.json"), "nested too deeply"),
     ]
     for args, says in cases:
         proc = sag2wb(*args, cwd=tmp_path)

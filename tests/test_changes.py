@@ -15,18 +15,15 @@ from workbench.index import Index, load_corpus, load_questions
 from workbench.metrics import question_metrics
 from workbench.params import Params
 from workbench.runs import Config, Experiment
-from workbench.runs.changes import (
-    NEEDS_TRACES_ENTRY,
-    NEEDS_TRACES_GOLD,
-    ChangesError,
-    compare,
-)
+from workbench.runs.changes import NEEDS_TRACES_ENTRY, NEEDS_TRACES_GOLD, compare
+from workbench.runs.eval_records import ChangesError
 from workbench.runs.evaluation import evaluate
+from workbench.runs.options import RunOptions
 from workbench.runs.resume import trace_file_name
 from workbench.trace import Candidate, RoundState, Seed, Term, Trace, UnitInfo
 
-REPO = Path(__file__).resolve().parents[1]
-ENC = REPO / "sample_corpora" / "encyclopedia"
+from .conftest import ENC, REPO
+
 FILLER = [f"Filler {i}" for i in range(1, 21)]
 
 
@@ -283,14 +280,18 @@ def test_cli_compare_exit_codes(hand_made, tmp_path, capsys):
 
 # ---- two real runs -------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def enc_runs(tmp_path_factory):
+def enc_runs(enc_index, tmp_path_factory):
     folder = tmp_path_factory.mktemp("changes")
-    index = Index.build(load_corpus(ENC / "corpus.json"), folder / "enc.sqlite", source="encyclopedia")
+    index = enc_index
     questions = load_questions(ENC / "questions.jsonl")
     out = {}
     for name in ("sag2", "no_query_connection"):
         res = evaluate(
-            index, questions, "lexical", Params(term_weighting=name), progress=False, trace_dir=folder / name
+            index,
+            questions,
+            "lexical",
+            Params(term_weighting=name),
+            RunOptions(progress=False, trace_dir=folder / name),
         )
         path = folder / f"{name}.json"
         path.write_text(json.dumps(res.to_dict(), ensure_ascii=False), encoding="utf-8")
@@ -329,7 +330,7 @@ def test_results_changes_matches_the_file_comparison(enc_runs):
         Config("sag2", judge="lexical"),
         Config("nqc", Params(term_weighting="no_query_connection"), judge="lexical"),
     ]
-    exp = Experiment(index, questions, configs, progress=False, keep_traces=True)
+    exp = Experiment(index, questions, configs, RunOptions(progress=False, keep_traces=True))
     results = exp.run()
     files = compare(
         runs["sag2"][0],
@@ -426,7 +427,11 @@ def test_experiments_doc_output_is_what_compare_gives(tmp_path, monkeypatch):
     questions = load_questions(ENC / "questions.jsonl")
     for out, rule in (("paper", "sag2"), ("nqc", "no_query_connection")):
         res = evaluate(
-            index, questions, "semantic", Params(term_weighting=rule), progress=False, trace_dir=f"traces-{out}"
+            index,
+            questions,
+            "semantic",
+            Params(term_weighting=rule),
+            RunOptions(progress=False, trace_dir=f"traces-{out}"),
         )
         Path(f"{out}.json").write_text(json.dumps(res.to_dict(), ensure_ascii=False), encoding="utf-8")
     assert (

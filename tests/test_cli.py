@@ -84,7 +84,7 @@ def test_eval_contract(corpus, tmp_path):
     assert [r["round"] for r in q1["rounds"]] == [0, 1, 2]
     assert set(q1["rounds"][1]) >= {"round", "candidates", "terms", "pool", "context", "scores", "stop"}
     assert q1["rounds"][1]["candidates"] == ["Mara Quell"] and "mara quell" in q1["rounds"][1]["terms"]
-    from workbench.runs.evaluation import trace_file_name
+    from workbench.runs.resume import trace_file_name
 
     assert (tmp_path / "traces" / trace_file_name("q1")).exists() and trace_file_name("q1").startswith("q1-")
     assert not (tmp_path / "out.json.partial.jsonl").exists()

@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from workbench.index.corpora import CorpusError, check_gold, document_units, load_corpus, load_folder, load_questions
+from workbench.index.corpora import check_gold, document_units, load_corpus, load_folder, load_questions
+from workbench.index.units import CorpusError
 
 
 def write(path, text, encoding="utf-8"):

@@ -7,12 +7,11 @@ choose and refuse (the page itself: tests/browser/test_dashboard_cli_browser.py)
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pytest
 
 from workbench.cli import dashboard as dashboard_cli
-from workbench.cli.common import CLIError
+from workbench.cli.errors import CLIError
 from workbench.cli.main import main
 from workbench.engine import Run
 from workbench.index import CorpusError, load_corpus, load_questions, open_or_build
@@ -27,7 +26,8 @@ from workbench.runs.examples import (
     teaching_examples,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+from .conftest import REPO
+
 # each bundled corpus under its own default judge (workbench.judges.default_judge)
 BUNDLED = {"encyclopedia": "semantic", "internal_docs": "lexical"}
 
@@ -156,15 +156,15 @@ def _choices(argv):
 
 
 def test_cli_resolves_relative_paths_and_defaults(monkeypatch):
-    monkeypatch.chdir(ROOT / "sample_corpora")
+    monkeypatch.chdir(REPO / "sample_corpora")
     got = _choices(["internal_docs", "--question", "docs-09"])
-    assert got["SAG2WB_DASHBOARD_CORPUS"] == str(ROOT / "sample_corpora" / "internal_docs")
-    assert got["SAG2WB_DASHBOARD_QUESTIONS"] == str(ROOT / "sample_corpora" / "internal_docs.questions.jsonl")
+    assert got["SAG2WB_DASHBOARD_CORPUS"] == str(REPO / "sample_corpora" / "internal_docs")
+    assert got["SAG2WB_DASHBOARD_QUESTIONS"] == str(REPO / "sample_corpora" / "internal_docs.questions.jsonl")
     assert got["SAG2WB_DASHBOARD_QUESTION"] == "docs-09" and got["SAG2WB_DASHBOARD_JUDGE"] == "auto"
     ex = default_example()
     assert _choices([])["SAG2WB_DASHBOARD_QUESTION"] == ex.question_id
     assert _choices(["--judge", "lexical"])["SAG2WB_DASHBOARD_JUDGE"] == "lexical"
-    assert dashboard_cli.dashboard_notebook() == ROOT / "notebooks" / "dashboard.ipynb"
+    assert dashboard_cli.dashboard_notebook() == REPO / "notebooks" / "dashboard.ipynb"
 
 
 def test_cli_refuses_bad_input_before_serving(tmp_path, monkeypatch, capsys):

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+from .conftest import REPO
+
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 # a repository path: one of these roots, not inside a longer path (../shared/data/..., ~/.cache/...)
 PATH = re.compile(
@@ -59,7 +60,7 @@ print(json.dumps(out))
 @lru_cache(maxsize=1)
 def cli_help() -> dict[str, str]:
     proc = subprocess.run(
-        [sys.executable, "-c", HELP_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", HELP_SCRIPT], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
@@ -72,7 +73,7 @@ def code_text(markdown: str) -> list[str]:
     return blocks + [m.group(1) for m in SPAN.finditer(prose)]
 
 
-def missing_paths(markdown: str, base: Path, root: Path = ROOT) -> list[str]:
+def missing_paths(markdown: str, base: Path, root: Path = REPO) -> list[str]:
     """Repository paths and relative links a text names that are not on disk."""
     out = []
     for m in PATH.finditer(markdown):
@@ -118,12 +119,12 @@ def missing_commands(markdown: str, helps: dict[str, str]) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_path_named_exists(document):
     assert missing_paths(document.read_text(encoding="utf-8"), document.parent) == []
 
 
-@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_command_and_option_named_exists(document):
     assert missing_commands(document.read_text(encoding="utf-8"), cli_help()) == []
 
@@ -141,7 +142,7 @@ def test_every_command_and_option_named_exists(document):
     ],
 )
 def test_a_missing_path_is_found(text, missing):
-    assert missing_paths(text, ROOT) == missing
+    assert missing_paths(text, REPO) == missing
 
 
 @pytest.mark.parametrize(

@@ -415,3 +415,15 @@ def test_diversity_only_touches_top_n(tmp_path):
     ranking = tuple(range(1, 13))
     out = diversify(ix, ranking, {u: 1.0 - u / 100 for u in ranking}, n=10)
     assert out[10:] == ranking[10:] and set(out[:10]) == set(ranking[:10]) and out[0] == 1
+
+
+def test_step_records_a_round_computed_outside_the_run_and_stops_with_it(tmp_path):
+    """The hook final-only uses (workbench/runs/policies.py): rounds a policy computed itself are
+    recorded in order through `step(state)`; nothing outside Run assigns its rounds."""
+    index = build_index(tmp_path, BRIDGE_WORLD)
+    question = "Where was the director of Glass Harbour born?"
+    computed = Run(index, question, Params(H=2), title_judge({"Mara Quell": 0.9})).run().rounds
+    run = Run(index, question, Params(H=2), title_judge({"Mara Quell": 0.9}))
+    assert [run.step(state) for state in computed] == list(computed)
+    assert run.finished and run.step(computed[0]) is None
+    assert run.trace().rounds == computed

@@ -26,14 +26,16 @@ from workbench.feedback import (
 )
 from workbench.feedback.rm3 import passage_counts, relevance_model, term_allowed
 from workbench.index import Index, load_questions, update_folder
-from workbench.index.corpora import Question
 from workbench.index.store import query_expression, quote
+from workbench.index.units import Question
 from workbench.judges import OracleJudge
+from workbench.judges.registry import JudgeSpec
 from workbench.params import Params, ParamsError
 from workbench.runs import Config, Experiment, ExperimentError
+from workbench.runs.options import RunOptions
 from workbench.trace import Trace
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_corpora"
+from .conftest import SAMPLES
 
 # 20 passages: "alpha" is in p01 (strongly) and p02 only; 10% of 20 units is 2.
 PASSAGES = [
@@ -309,7 +311,7 @@ def test_policies_run_through_the_experiment(docs):
         Config("rm3+oracle", judge="oracle", policy="rm3"),
         Config("gar+oracle", judge="oracle", policy="gar", feedback=GARParams(batch_size=8)),
     ]
-    results = Experiment(index, questions, configs, progress=False, keep_traces=True).run()
+    results = Experiment(index, questions, configs, RunOptions(progress=False, keep_traces=True)).run()
     table = results.summary()
     assert list(table["judgments"][:3]) == [0, 0, 0]
     assert all(0 < n <= 100 * len(questions) for n in table["judgments"][3:])
@@ -333,7 +335,7 @@ def test_existing_policies_are_unchanged(docs):
 
     index, questions = docs
     configs = [Config("sag2", judge="lexical"), Config("fo", judge="lexical", policy="final-only")]
-    exp = Experiment(index, questions, configs, progress=False, keep_traces=True)
+    exp = Experiment(index, questions, configs, RunOptions(progress=False, keep_traces=True))
     exp.run()
     for q in questions:
         judge = LexicalJudge(index)
@@ -354,7 +356,8 @@ def test_question_object_and_text_give_the_same_rm3(docs):
 # ---- PyTerrier ---------------------------------------------------------------------------------
 def test_pyterrier_transformers_give_the_traces_rankings(docs):
     pt = pytest.importorskip("pyterrier")
-    from workbench.pyterrier import GARRetriever, RM3Retriever, qrels_frame, topics_frame
+    from workbench.measures import qrels_frame, topics_frame
+    from workbench.pyterrier import GARRetriever, RM3Retriever
 
     index, questions = docs
     topics, qrels = topics_frame(questions), qrels_frame(questions)
@@ -379,15 +382,19 @@ def test_rm3_and_gar_judge_with_jev_through_its_cache(docs, tmp_path, monkeypatc
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("SAG2WB_JEV_CACHE", raising=False)
     index, questions = docs
-    configs = [Config("rm3+jev", judge="jev", policy="rm3"), Config("gar+jev", judge="jev", policy="gar")]
+
+    def configs(**options):  # JEV's options in its spec
+        jev = JudgeSpec.parse("jev", **options)
+        return [Config("rm3+jev", judge=jev, policy="rm3"), Config("gar+jev", judge=jev, policy="gar")]
+
     srv = JudgeServer(LexicalJudge(index)).start()
     try:
         opts = {"endpoint": srv.url, "cache_dir": str(tmp_path / "cache")}
-        first = Experiment(index, questions[:3], configs, progress=False, judge_options=opts).run()
+        first = Experiment(index, questions[:3], configs(**opts), RunOptions(progress=False)).run()
     finally:
         srv.stop()
     assert all(0 < r["judgments"] <= 100 for r in first.records)
-    replay = Experiment(index, questions[:3], configs, progress=False, judge_options={**opts, "cache_only": True}).run()
+    replay = Experiment(index, questions[:3], configs(**opts, cache_only=True), RunOptions(progress=False)).run()
     assert replay.records == first.records
 
 

@@ -7,22 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, shared_data
+from tests.conftest import ENC, shared_data
 from workbench.cli.main import main
-from workbench.formats import (
+from workbench.formats import write_trec_run
+from workbench.index.corpora import load_corpus, load_questions
+from workbench.index.readers import (
     FormatError,
     decode_id,
     encode_id,
     load_beir_questions,
     read_trec_qrels,
     read_trec_run,
-    write_trec_run,
 )
-from workbench.index.corpora import CorpusError, load_corpus, load_questions
 from workbench.index.store import Index
+from workbench.index.units import CorpusError
 from workbench.runs.evaluation import evaluate
+from workbench.runs.options import RunOptions
 
-ENC = REPO / "sample_corpora" / "encyclopedia"
 ENC_CORPUS, ENC_QUESTIONS = ENC / "corpus.json", ENC / "questions.jsonl"
 
 
@@ -97,7 +98,9 @@ def test_beir_index_and_trec_run_round_trip(tmp_path):
         )
         == 0
     )
-    direct = evaluate(Index(tmp_path / "enc.sqlite"), load_questions(ENC_QUESTIONS), "bm25", progress=False)
+    direct = evaluate(
+        Index(tmp_path / "enc.sqlite"), load_questions(ENC_QUESTIONS), "bm25", options=RunOptions(progress=False)
+    )
     records = json.loads((tmp_path / "r.json").read_text())["questions"]
     assert [r["ranking"] for r in records] == [r["ranking"] for r in direct.records]
     run = read_trec_run(tmp_path / "r.trec")
@@ -357,7 +360,7 @@ def test_irds_questions_and_corpus_from_a_locally_registered_dataset(tmp_path, m
             BeirQrels(LocalDownload(tmp_path / "beir" / "qrels" / "test.tsv"), qrels_defs={}),
         ),
     )
-    from workbench.formats import load_irds
+    from workbench.index.readers import load_irds
 
     questions = load_irds(name)
     assert [q.id for q in questions] == [q.id for q in load_questions(ENC_QUESTIONS)]
@@ -418,7 +421,7 @@ def test_ir_measures_recall_equals_ours_on_2wiki_dev(judge, wiki_index):
     from workbench.measures import per_question
 
     questions = load_questions(shared_data("2wiki", "questions-dev.jsonl"))
-    result = evaluate(wiki_index, questions, judge, progress=False)
+    result = evaluate(wiki_index, questions, judge, options=RunOptions(progress=False))
     values = per_question(result.records, questions, ["R@5", "R@10"])
     assert len(values) == len(result.records) == 100
     for rec in result.records:
@@ -475,7 +478,7 @@ def test_eval_outputs_must_be_distinct_files(tmp_path, capsys):
 def test_an_external_run_is_scored_in_trec_eval_order(tmp_path):
     """The gold document has rank 1 but the lowest score: trec_eval (and we) put it 6th."""
     from workbench.formats import score_run
-    from workbench.index.corpora import Question
+    from workbench.index.units import Question
 
     lines = ["q1 Q0 G 1 0.5 x"] + [f"q1 Q0 D{i} {i + 1} {9 - i}.0 x" for i in range(5)]
     (tmp_path / "x.trec").write_text("\n".join(lines) + "\n")

@@ -101,7 +101,7 @@ def test_sag2wb_demo_runs_from_the_installed_package_outside_the_checkout(instal
 def test_the_installed_package_reads_its_files_from_the_venv_not_the_checkout(installed):
     probe = (
         "import importlib, importlib.resources as r, json, sys, widgets, workbench\n"
-        "cli = importlib.import_module('workbench.cli.common')\n"
+        "cli = importlib.import_module('workbench.cli.paths')\n"
         "print(json.dumps({'workbench': workbench.__file__, 'widgets': widgets.__file__,"
         " 'corpora': str(r.files('workbench.sample_corpora')), 'demo_docs': str(cli.SAMPLE_DOCS),"
         " 'demo_questions': str(cli.SAMPLE_DOCS_QUESTIONS), 'path': sys.path}))\n"

@@ -36,8 +36,8 @@ import pytest
 
 from workbench.cli.main import main as cli_main
 from workbench.engine import Run
-from workbench.index.corpora import Unit
 from workbench.index.store import Index
+from workbench.index.units import Unit
 from workbench.judges import jev
 from workbench.params import Params
 

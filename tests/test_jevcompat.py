@@ -16,8 +16,8 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from workbench.index.corpora import Unit
 from workbench.index.store import Index
+from workbench.index.units import Unit
 from workbench.judges.jev.server import JudgeServer, make_server_judge
 
 jevcompat_runner = pytest.importorskip("jevcompat.runner", reason="jevcompat is in the dev extra")

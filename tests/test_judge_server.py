@@ -12,8 +12,8 @@ import pytest
 
 from tests import comparison_judges
 from tests.comparison_judges import hash_judge
-from workbench.index.corpora import Unit
 from workbench.index.store import Index
+from workbench.index.units import Unit
 from workbench.judges import FunctionJudge, jev
 from workbench.judges.jev.reading import RequestError, read_payload, read_request
 from workbench.judges.jev.served import DataHashJudge, choice_confidence, score_confidence

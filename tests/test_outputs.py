@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from workbench import safeio
-from workbench.cli.common import IO_ROLE, path_option
+from workbench.cli.io_roles import IO_ROLE, path_option
 from workbench.runs.resume import trace_file_name
 
 from .conftest import REPO
-from .reliability_world import env, eval_args, make_world, one_line_error, sag2wb
+from .reliability_world import env, eval_args, one_line_error, sag2wb
 
 cli_main = import_module("workbench.cli.main")  # the module (workbench.cli's `main` is its function)
 ENCYCLOPEDIA = REPO / "sample_corpora" / "encyclopedia"
@@ -44,11 +44,6 @@ def digest(folder: Path) -> dict[str, str]:
         for p in sorted(folder.rglob("*"))
         if p.is_file()
     }
-
-
-@pytest.fixture
-def world(tmp_path):
-    return make_world(tmp_path / "w")
 
 
 @pytest.fixture

@@ -29,11 +29,15 @@ from workbench.executors import (
 )
 from workbench.index.corpora import load_questions
 from workbench.judges.jev.server import JudgeServer
-from workbench.runs.evaluation import QuestionFailed, evaluate
-from workbench.runs.experiment import Experiment, paper_ablation
+from workbench.judges.registry import JudgeSpec
+from workbench.runs.evaluation import evaluate
+from workbench.runs.experiment import Experiment, paper_ablation, run_order
+from workbench.runs.options import Hooks, RunOptions
+from workbench.runs.records import QuestionFailed
 from workbench.runs.tasks import QuestionTask, components
 
-REPO = Path(__file__).resolve().parent.parent
+from .conftest import REPO
+
 DOCS = REPO / "sample_corpora" / "internal_docs"
 DOCS_QUESTIONS = REPO / "sample_corpora" / "internal_docs.questions.jsonl"
 
@@ -111,16 +115,24 @@ def _no_stats(text: str) -> dict:
     return data
 
 
-def run_eval(tmp: Path, name: str, index, questions, judge="lexical", **kw):
-    """evaluate() with a resume file and trace files; returns what must be identical."""
+def run_eval(tmp: Path, name: str, index, questions, judge="lexical", **options):
+    """evaluate() with a resume file and trace files (`options`: more RunOptions fields); returns
+    what must be identical."""
     resume, traces = tmp / f"{name}.partial.jsonl", tmp / f"{name}-traces"
-    result = evaluate(index, questions, judge, progress=False, resume_path=resume, trace_dir=traces, **kw)
+    result = evaluate(
+        index, questions, judge, options=RunOptions(progress=False, resume_path=resume, trace_dir=traces, **options)
+    )
     files = {p.name: _no_stats(p.read_text(encoding="utf-8")) for p in sorted(traces.glob("*.json"))}
     return _no_stats(json.dumps(result.to_dict())), resume.read_bytes(), files
 
 
 def jev_options(server, cache_dir, **extra):
     return {"endpoint": server.url, "cache_dir": str(cache_dir), "timeout": 20, **extra}
+
+
+def jev(server, cache_dir, **extra) -> JudgeSpec:
+    """The JEV judge of `server` as a value, its options in the spec."""
+    return JudgeSpec.parse("jev", **jev_options(server, cache_dir, **extra))
 
 
 # ---- choosing an executor ----------------------------------------------------------------------
@@ -139,24 +151,22 @@ def test_make_executor_defaults_and_conflicts():
 
 def test_components_keep_a_row_with_its_source():
     configs = paper_ablation(judge="oracle")
-    from workbench.runs.experiment import _run_order
 
-    groups = [[c.name for c in g] for g in components(configs, _run_order(configs))]
+    groups = [[c.name for c in g] for g in components(configs, run_order(configs))]
     assert groups == [["bm25"], ["H=2", "H=0", "H=1", "matched-budget"], ["no-context"], ["final-only"]]
 
 
 # ---- threads: a judge that waits ----------------------------------------------------------------
 def test_threads_against_a_judge_server_equal_sequential_and_keep_the_request_limit(tmp_path, index, questions, server):
-    seq = run_eval(tmp_path, "seq", index, questions, "jev", **jev_options(server, tmp_path / "c1", concurrency=3))
+    seq = run_eval(tmp_path, "seq", index, questions, jev(server, tmp_path / "c1", concurrency=3))
     server.judge.reset()
     par = run_eval(
         tmp_path,
         "par",
         index,
         questions,
-        "jev",
+        jev(server, tmp_path / "c2", concurrency=3),
         executor=Threads(8),
-        **jev_options(server, tmp_path / "c2", concurrency=3),
     )
     assert par == seq
     # one client serves the 8 threads: its limit of 3 requests in flight holds, and is used
@@ -166,7 +176,7 @@ def test_threads_against_a_judge_server_equal_sequential_and_keep_the_request_li
 def test_threads_count_jev_usage_once(tmp_path, index, questions, server):
     server.judge.reset()
     result = evaluate(
-        index, questions, "jev", progress=False, executor=Threads(4), **jev_options(server, tmp_path / "c")
+        index, questions, jev(server, tmp_path / "c"), options=RunOptions(progress=False, executor=Threads(4))
     )
     assert result.stats["requests"] == server.judge.calls > 0
 
@@ -189,9 +199,11 @@ def test_records_only_pool_run_equals_sequential_and_sends_no_traces(tmp_path, i
     from workbench.executors import load_outcome, recipe_for, run_remote
     from workbench.params import Params
 
-    def run(name, **kw):
+    def run(name, **options):
         resume = tmp_path / f"{name}.jsonl"
-        result = evaluate(index, questions, "lexical", progress=False, resume_path=resume, **kw)
+        result = evaluate(
+            index, questions, "lexical", options=RunOptions(progress=False, resume_path=resume, **options)
+        )
         assert result.traces == {}
         return _no_stats(json.dumps(result.to_dict())), resume.read_bytes()
 
@@ -322,9 +334,9 @@ def test_forked_workers_adopt_the_callers_warm_index_on_their_own_connection(ind
 def test_experiment_on_threads_and_processes_writes_the_sequential_resume_file(tmp_path, index, questions, pool):
     def run(name, **kw):
         resume = tmp_path / f"{name}.jsonl"
-        results = Experiment(index, questions, paper_ablation(judge="lexical"), resume_path=resume, progress=False).run(
-            **kw
-        )
+        results = Experiment(
+            index, questions, paper_ablation(judge="lexical"), RunOptions(resume_path=resume, progress=False)
+        ).run(**kw)
         return results.records, resume.read_bytes()
 
     seq = run("seq")
@@ -334,26 +346,27 @@ def test_experiment_on_threads_and_processes_writes_the_sequential_resume_file(t
 
 def test_process_workers_send_jev_judgments_to_the_callers_cache(tmp_path, index, questions, server, pool):
     cache = tmp_path / "cache"
-    first = run_eval(tmp_path, "pool", index, questions, "jev", executor=pool, **jev_options(server, cache))
+    first = run_eval(tmp_path, "pool", index, questions, jev(server, cache), executor=pool)
     server.judge.reset()
     # replay: every judgment must now be in the caller's cache under the sequential run's keys
-    replay = run_eval(tmp_path, "replay", index, questions, "jev", **jev_options(server, cache, cache_only=True))
+    replay = run_eval(tmp_path, "replay", index, questions, jev(server, cache, cache_only=True))
     assert server.judge.calls == 0
     assert replay == first
 
 
 def test_experiment_on_processes_sends_jev_judgments_to_the_callers_cache(tmp_path, index, questions, server, pool):
     from workbench.params import Params
-    from workbench.runs.experiment import Config
+    from workbench.runs.policies import Config
 
-    configs = [Config("H=2", Params(), "jev"), Config("H=0", Params(H=0), "jev", "truncated", source="H=2")]
     cache = tmp_path / "cache"
-    first = Experiment(index, questions, configs, progress=False, judge_options=jev_options(server, cache)).run(
-        executor=pool
-    )
+
+    def configs(spec):
+        return [Config("H=2", Params(), spec), Config("H=0", Params(H=0), spec, "truncated", source="H=2")]
+
+    first = Experiment(index, questions, configs(jev(server, cache)), RunOptions(progress=False)).run(executor=pool)
     server.judge.reset()
     replay = Experiment(
-        index, questions, configs, progress=False, judge_options=jev_options(server, cache, cache_only=True)
+        index, questions, configs(jev(server, cache, cache_only=True)), RunOptions(progress=False)
     ).run()
     assert server.judge.calls == 0
     assert replay.records == first.records
@@ -377,14 +390,17 @@ def test_failures_stop_and_keep_going_exactly_as_sequential(tmp_path, index, que
     def stop(name, ex):
         resume = tmp_path / f"{name}.jsonl"
         with pytest.raises(QuestionFailed) as info:
-            evaluate(index, questions, spec, progress=False, resume_path=resume, executor=ex)
+            evaluate(index, questions, spec, options=RunOptions(progress=False, resume_path=resume, executor=ex))
         return info.value.to_dict(), resume.read_bytes()
 
     seq = stop("seq", None)
     assert seq[0]["question"] == "docs-05" and seq[0]["round"] == 1 and "boom" in seq[0]["error"]
     assert seq[1].count(b"\n") == 4  # the four questions before it, nothing after
     assert stop("par", executor) == seq
-    kept = [evaluate(index, questions, spec, progress=False, keep_going=True, executor=ex) for ex in (None, executor)]
+    kept = [
+        evaluate(index, questions, spec, options=RunOptions(progress=False, keep_going=True, executor=ex))
+        for ex in (None, executor)
+    ]
     assert kept[0].failures == kept[1].failures and [f["question"] for f in kept[0].failures] == ["docs-05"]
     assert kept[0].records == kept[1].records and len(kept[0].records) == 8
 
@@ -397,13 +413,13 @@ def test_dask_local_cluster_equals_sequential(tmp_path, index, questions, dask_c
     assert run_eval(tmp_path, "shipped", index, questions, executor=Dask(dask_client, ship_index=True)) == seq
     configs = paper_ablation(judge="lexical")
     assert (
-        Experiment(index, questions, configs, progress=False).run(client=dask_client).records
-        == Experiment(index, questions, configs, progress=False).run().records
+        Experiment(index, questions, configs, RunOptions(progress=False)).run(client=dask_client).records
+        == Experiment(index, questions, configs, RunOptions(progress=False)).run().records
     )
 
 
 def test_dask_worker_killed_mid_run_loses_nothing(tmp_path, index, questions, server, dask_client):
-    seq = run_eval(tmp_path, "seq", index, questions, "jev", **jev_options(server, tmp_path / "c1"))
+    seq = run_eval(tmp_path, "seq", index, questions, jev(server, tmp_path / "c1"))
     killed = []
 
     def kill_a_busy_worker(outcome):
@@ -416,19 +432,19 @@ def test_dask_worker_killed_mid_run_loses_nothing(tmp_path, index, questions, se
             killed.append(pid)
 
     executor = Dask(dask_client)
-    opts = jev_options(server, tmp_path / "c2")
     resume, traces = tmp_path / "dask.partial.jsonl", tmp_path / "dask-traces"
 
     result = evaluate(
         index,
         questions,
-        "jev",
-        progress=False,
-        resume_path=resume,
-        trace_dir=traces,
-        executor=executor,
-        on_arrival=kill_a_busy_worker,
-        **opts,
+        jev(server, tmp_path / "c2"),
+        options=RunOptions(
+            progress=False,
+            resume_path=resume,
+            trace_dir=traces,
+            executor=executor,
+            hooks=Hooks(on_arrival=kill_a_busy_worker),
+        ),
     )
     assert killed, "no worker was busy when the first result arrived"
     files = {p.name: _no_stats(p.read_text(encoding="utf-8")) for p in sorted(traces.glob("*.json"))}
@@ -457,7 +473,7 @@ def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tm
     judge = GatedHashJudge({questions[0].question.strip()})
     server = JudgeServer(judge).start()
     try:
-        seq = evaluate(index, questions, "jev", progress=False, **jev_options(server, tmp_path / "c1")).to_dict()
+        seq = evaluate(index, questions, jev(server, tmp_path / "c1"), options=RunOptions(progress=False)).to_dict()
         out = tmp_path / "par.json"
         partial = out.with_name(out.name + ".partial.jsonl")
         args = [
@@ -564,7 +580,7 @@ def test_runs_keep_the_collector_off_what_the_caller_held_and_give_it_back(index
 
     from workbench.judges import FunctionJudge
     from workbench.judges.lexical import LexicalJudge
-    from workbench.runs.experiment import Config
+    from workbench.runs.policies import Config
 
     seen = []
     real = LexicalJudge.judge
@@ -576,8 +592,8 @@ def test_runs_keep_the_collector_off_what_the_caller_held_and_give_it_back(index
     monkeypatch.setattr(LexicalJudge, "judge", probe)
     held = [[i] for i in range(20_000)]  # containers the caller holds through the runs
     assert gc.get_freeze_count() == 0
-    evaluate(index, questions[:2], "lexical", progress=False)
-    Experiment(index, questions[:2], [Config("sag2", judge="lexical")], progress=False).run()
+    evaluate(index, questions[:2], "lexical", options=RunOptions(progress=False))
+    Experiment(index, questions[:2], [Config("sag2", judge="lexical")], RunOptions(progress=False)).run()
     assert len(seen) >= 4 and min(seen) >= len(held)  # frozen while the questions ran
     assert gc.get_freeze_count() == 0  # and the collector's again afterwards
 
@@ -587,12 +603,12 @@ def test_runs_keep_the_collector_off_what_the_caller_held_and_give_it_back(index
     failing = lambda q: FunctionJudge(boom, "boom")  # noqa: E731
     failing.key = "boom"
     with pytest.raises(QuestionFailed):
-        evaluate(index, questions[:1], "boom", progress=False, judge_for=failing)
+        evaluate(index, questions[:1], "boom", options=RunOptions(progress=False, hooks=Hooks(judge_for=failing)))
     assert gc.get_freeze_count() == 0
 
     gc.freeze()
     try:
-        evaluate(index, questions[:1], "lexical", progress=False)
+        evaluate(index, questions[:1], "lexical", options=RunOptions(progress=False))
         assert gc.get_freeze_count() >= len(held)  # the caller's own freeze stands (not unfrozen by the run)
     finally:
         gc.unfreeze()

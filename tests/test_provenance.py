@@ -225,7 +225,7 @@ def test_convert_keeps_the_users_file_of_every_name_it_writes(made, tmp_path, to
     before = digest(tmp_path / "mine")
     r = run("convert", "--to", to, *sources, "--out", tmp_path / "mine")
     assert r.returncode == 2
-    one_line_error(r, f"--out {mine} exists", "no record that sag2wb wrote it", "--force")
+    one_line_error(r, f"--out {mine} exists", "not recorded as written by sag2wb", "--force")
     assert digest(tmp_path / "mine") == before
     assert run("convert", "--to", to, *sources, "--out", tmp_path / "ours").returncode == 0  # its own: replaced
 
@@ -279,7 +279,7 @@ def test_a_deleted_record_makes_our_files_the_users(made, tmp_path):
     out, args = _own_result(made, tmp_path)
     (tmp_path / RECORD).unlink()
     before = out.read_bytes()
-    one_line_error(run(*args), f"--out {out} exists", "no record that sag2wb wrote it", "--force")
+    one_line_error(run(*args), f"--out {out} exists", "not recorded as written by sag2wb", "--force")
     assert out.read_bytes() == before
 
 

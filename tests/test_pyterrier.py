@@ -11,16 +11,16 @@ import pytest
 pt = pytest.importorskip("pyterrier", reason="PyTerrier is in the [pyterrier] and [dev] extras")
 from pyterrier.measures import R, nDCG  # noqa: E402
 
-from tests.conftest import BRIDGE_WORLD, REPO, build_index, title_judge  # noqa: E402
+from tests.conftest import BRIDGE_WORLD, ENC, REPO, build_index, title_judge  # noqa: E402
 from workbench.cli.main import main  # noqa: E402
 from workbench.engine import Run  # noqa: E402
 from workbench.index.corpora import load_questions  # noqa: E402
 from workbench.index.store import Index, open_or_build  # noqa: E402
+from workbench.measures import qrels_frame, topics_frame  # noqa: E402
 from workbench.params import Params  # noqa: E402
-from workbench.pyterrier import RESULT_COLUMNS, BM25Retriever, SAG2Retriever, qrels_frame, topics_frame  # noqa: E402
+from workbench.pyterrier import RESULT_COLUMNS, BM25Retriever, SAG2Retriever  # noqa: E402
 from workbench.runs.evaluation import evaluate  # noqa: E402
-
-ENC = REPO / "sample_corpora" / "encyclopedia"
+from workbench.runs.options import RunOptions  # noqa: E402
 
 
 def test_columns_say_which_round_and_term_brought_each_passage(tmp_path):
@@ -141,5 +141,5 @@ def test_oracle_takes_its_gold_from_qrels(tmp_path):
     table = pt.Experiment(
         [SAG2Retriever(index, "oracle", qrels=qrels)], topics_frame(questions), qrels, eval_metrics=[R @ 10]
     )
-    records = evaluate(index, questions, "oracle", progress=False).records
+    records = evaluate(index, questions, "oracle", options=RunOptions(progress=False)).records
     assert table["R@10"][0] * 100 == pytest.approx(sum(r["R@10"] for r in records) / len(records), abs=1e-9)

@@ -7,7 +7,6 @@ are what `evaluate` computes; the Step example runs, and what it says renders as
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from workbench.engine import Run
 from workbench.index.corpora import load_corpus, load_questions
@@ -15,12 +14,13 @@ from workbench.index.store import open_or_build
 from workbench.judges.lexical import LexicalJudge
 from workbench.params import Params
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "sample_corpora" / "internal_docs"
+from .conftest import REPO
+
+DOCS = REPO / "sample_corpora" / "internal_docs"
 
 
 def test_readme_demo_names_the_terms_the_trace_records(tmp_path):
-    readme = ROOT / "README.md"
+    readme = REPO / "README.md"
     text = " ".join(readme.read_text(encoding="utf-8").split())
     m = re.search(
         r"the Chinese role table through the term “([^”]+)” and the English gateway file through the "
@@ -32,7 +32,7 @@ def test_readme_demo_names_the_terms_the_trace_records(tmp_path):
     index, _ = open_or_build(load_corpus(DOCS), tmp_path / "docs.sqlite")
     question = next(
         q
-        for q in load_questions(ROOT / "sample_corpora" / "internal_docs.questions.jsonl")
+        for q in load_questions(REPO / "sample_corpora" / "internal_docs.questions.jsonl")
         if q.question.startswith("用户登录以后")
     )
     p = Run(index, question, Params(), LexicalJudge(index)).run().frames()["passages"]
@@ -47,8 +47,9 @@ def test_readme_demo_figures_are_what_the_demo_computes(tmp_path):
     """The per-judge R@10 figures the README quotes for the demo's 9 sample questions are
     the ones `evaluate` (which the demo prints from) gives now."""
     from workbench.runs.evaluation import evaluate
+    from workbench.runs.options import RunOptions
 
-    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    text = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
     m = re.search(
         r"BM25 R@10 (\d+\.\d+), SAG2 with the offline lexical judge (\d+\.\d+), with the semantic judge "
         r"(\d+\.\d+), with the shipped learned judge (\d+\.\d+) .*?the oracle ceiling (\d+\.\d+)",
@@ -57,8 +58,10 @@ def test_readme_demo_figures_are_what_the_demo_computes(tmp_path):
     assert m, "README: the demo's figures sentence changed; update this test with it"
     claimed = dict(zip(("bm25", "lexical", "semantic", "learned", "oracle"), map(float, m.groups())))
     index, _ = open_or_build(load_corpus(DOCS), tmp_path / "docs.sqlite")
-    questions = load_questions(ROOT / "sample_corpora" / "internal_docs.questions.jsonl")
-    got = {name: evaluate(index, questions, name, Params(), progress=False).metrics["R@10"] for name in claimed}
+    questions = load_questions(REPO / "sample_corpora" / "internal_docs.questions.jsonl")
+    got = {
+        name: evaluate(index, questions, name, Params(), RunOptions(progress=False)).metrics["R@10"] for name in claimed
+    }
     assert got == claimed
 
 
@@ -69,12 +72,12 @@ def test_readme_step_example_runs_and_every_object_renders_as_a_table(tmp_path):
     import subprocess
     import sys
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
     m = re.search(r"in a notebook (.*?) render as\s+a compact table:\s*```python\n(.*?)```", readme, re.S)
     assert m, "README: the Step example (and its 'render as a compact table' claim) changed; update this test with it"
     named = re.findall(r"`(\w+)`", m.group(1))
     assert named == ["Params", "Run", "RoundState", "Trace"]
-    (tmp_path / "sample_corpora").symlink_to(ROOT / "sample_corpora", target_is_directory=True)
+    (tmp_path / "sample_corpora").symlink_to(REPO / "sample_corpora", target_is_directory=True)
     check = (
         "\nfor obj in (run.params, run, state, trace):\n"
         "    page = obj._repr_html_()\n"

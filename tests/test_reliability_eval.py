@@ -13,17 +13,11 @@ from .reliability_world import (
     QUESTIONS,
     default_sigint,
     env,
-    make_world,
     one_line_error,
     sag2wb,
     set_mode,
     write_questions,
 )
-
-
-@pytest.fixture
-def world(tmp_path):
-    return make_world(tmp_path / "w")
 
 
 def _eval(world, out, *extra, process=False):

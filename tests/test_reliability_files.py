@@ -15,16 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from workbench.runs.evaluation import trace_file_name
+from workbench.runs.resume import trace_file_name
 from workbench.safeio import TEMP_PREFIX
 
-from .reliability_world import QUESTIONS, env, eval_args, make_world, one_line_error, sag2wb, write_questions
-
-
-@pytest.fixture
-def world(tmp_path):
-    return make_world(tmp_path / "w")
-
+from .reliability_world import QUESTIONS, env, eval_args, one_line_error, sag2wb, write_questions
 
 # ---- kill -9 during the final write -------------------------------------------------------------
 # Pauses the process when it calls `POINT` (write, fsync or replace) on the target file —

@@ -33,24 +33,10 @@ from workbench.params import Params
 from workbench.safeio import InputError
 from workbench.trace import STOP_JUDGE_ERROR
 
-from .conftest import FILM_WORLD, build_index
+from .conftest import FILM_WORLD, REPO, build_index, sag2wb
 from .echo_server import start_echo_server
 
-REPO = Path(__file__).resolve().parent.parent
 CANDIDATE = {"unit_id": 1, "title": "Glass Harbour", "text": "A film.", "document": "Glass Harbour"}
-
-
-def sag2wb(*args, env=None, timeout=60, cwd=None) -> subprocess.CompletedProcess:
-    """The real CLI in a child process (bounded by `timeout`, so a hang fails the test)."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "workbench.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=full_env,
-        cwd=cwd or REPO,
-    )
 
 
 # ---- 1. function judges get a time limit per call -------------------------------------------

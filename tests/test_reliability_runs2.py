@@ -19,17 +19,17 @@ from pathlib import Path
 import pytest
 
 from workbench.executors import Processes, Threads
-from workbench.index.corpora import Question, load_corpus, load_questions
+from workbench.index.corpora import load_questions
 from workbench.index.store import Index
+from workbench.index.units import Question
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError, JudgmentMemo, validate_scores
 from workbench.runs.evaluation import evaluate
+from workbench.runs.options import RunOptions
 from workbench.safeio import InputError, atomic_write_text
 
-from .conftest import REPO
+from .conftest import ENC
 from .reliability_world import env, sag2wb, write_questions
-
-ENC = REPO / "sample_corpora" / "encyclopedia"
 
 # word overlap (deterministic); files beside it switch on faults:
 #   stop_after N   raise KeyboardInterrupt when question N+1 (by first call) starts
@@ -73,13 +73,6 @@ def judge(question, candidates, context):
         return [getattr(np, kind.read_text())(s) if kind.read_text() != "array" else np.array(s) for s in scores]
     return scores
 """
-
-
-@pytest.fixture(scope="module")
-def enc_db(tmp_path_factory) -> Path:
-    db = tmp_path_factory.mktemp("enc") / "enc.sqlite"
-    Index.build(load_corpus(ENC / "corpus.json"), db, source="encyclopedia").close()
-    return db
 
 
 @pytest.fixture
@@ -208,8 +201,8 @@ def test_two_questions_with_the_same_text_and_gold_keep_their_own_ids(world, tmp
     q = load_questions(world["q"])[:2]
     twins = [q[0], Question("twin", q[0].question, q[0].gold, q[0].type, q[0].hops), q[1]]
     resume = tmp_path / "r.jsonl"
-    first = evaluate(ix, twins, "lexical", progress=False, resume_path=resume)
-    again = evaluate(ix, twins, "lexical", progress=False, resume_path=resume)
+    first = evaluate(ix, twins, "lexical", options=RunOptions(progress=False, resume_path=resume))
+    again = evaluate(ix, twins, "lexical", options=RunOptions(progress=False, resume_path=resume))
     assert [r["_id"] for r in first.records] == [r["_id"] for r in again.records] == [q[0].id, "twin", q[1].id]
     assert again.stats["resumed_questions"] == 3
     assert {json.loads(x)["_id"] for x in resume.read_text().splitlines()} == {q[0].id, "twin", q[1].id}
@@ -227,14 +220,14 @@ def test_duplicate_question_ids_are_refused_up_front_naming_ids_and_lines(world)
     # the API (questions from any loader or made in code): every repeated id and its lines
     qs = [Question("a", "x?", line=1), Question("b", "y?", line=2), Question("a", "z?", line=5), Question("b", "w?")]
     with pytest.raises(InputError, match=r"'a' \(lines 1, 5\), 'b' \(2 times\)"):
-        evaluate(Index(world["db"]), qs, "lexical", progress=False)
+        evaluate(Index(world["db"]), qs, "lexical", options=RunOptions(progress=False))
 
 
 # ---- traces with a resume file --------------------------------------------------------------------
 def _interrupted(world, ix, qs, resume, after: int) -> None:
     _flag(world, "stop_after", str(after))
     with pytest.raises(KeyboardInterrupt):
-        evaluate(ix, qs, world["judge"], progress=False, resume_path=resume)
+        evaluate(ix, qs, world["judge"], options=RunOptions(progress=False, resume_path=resume))
     _unflag(world, "stop_after")
     assert len(resume.read_text().splitlines()) == after
 
@@ -245,10 +238,15 @@ def test_keep_traces_with_a_resume_file_rebuilds_the_resumed_questions_traces(wo
     qs = load_questions(world["q"])
     resume = tmp_path / "r.jsonl"
     _interrupted(world, ix, qs, resume, after=3)
-    clean = evaluate(ix, qs, world["judge"], progress=False, keep_traces=True)
+    clean = evaluate(ix, qs, world["judge"], options=RunOptions(progress=False, keep_traces=True))
     pool = {"sequential": None, "threads": Threads(2), "processes": Processes(2)}[executor]
     try:
-        resumed = evaluate(ix, qs, world["judge"], progress=False, keep_traces=True, resume_path=resume, executor=pool)
+        resumed = evaluate(
+            ix,
+            qs,
+            world["judge"],
+            options=RunOptions(progress=False, keep_traces=True, resume_path=resume, executor=pool),
+        )
     finally:
         if pool is not None:
             pool.close()
@@ -258,7 +256,7 @@ def test_keep_traces_with_a_resume_file_rebuilds_the_resumed_questions_traces(wo
     assert json.loads(json.dumps(resumed.records)) == json.loads(json.dumps(clean.records))
     assert resumed.stats["resumed_questions"] == 3 and resumed.stats["traces_rebuilt"] == 3
     # without traces asked for, resume reuses the records and re-runs nothing
-    plain = evaluate(ix, qs, world["judge"], progress=False, resume_path=resume)
+    plain = evaluate(ix, qs, world["judge"], options=RunOptions(progress=False, resume_path=resume))
     assert plain.traces == {} and "traces_rebuilt" not in plain.stats and plain.stats["resumed_questions"] == 6
 
 
@@ -271,12 +269,12 @@ def test_an_experiment_with_keep_traces_and_a_resume_file_has_every_trace(world,
     resume = tmp_path / "exp.jsonl"
     _flag(world, "stop_after", "2")
     with pytest.raises(KeyboardInterrupt):
-        Experiment(ix, qs, configs, resume_path=resume, progress=False).run()
+        Experiment(ix, qs, configs, RunOptions(resume_path=resume, progress=False)).run()
     _unflag(world, "stop_after")
     assert resume.read_text().strip()
-    clean = Experiment(ix, qs, configs, progress=False, keep_traces=True)
+    clean = Experiment(ix, qs, configs, RunOptions(progress=False, keep_traces=True))
     clean_results = clean.run()
-    again = Experiment(ix, qs, configs, resume_path=resume, progress=False, keep_traces=True)
+    again = Experiment(ix, qs, configs, RunOptions(resume_path=resume, progress=False, keep_traces=True))
     results = again.run()
     assert results.stats["records_reused"] > 0 and results.stats["traces_rebuilt"] == results.stats["records_reused"]
     assert {k: set(v) for k, v in again.traces.items()} == {k: set(v) for k, v in clean.traces.items()}

@@ -7,32 +7,25 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from workbench.cli.main import main
 from workbench.engine import Run
-from workbench.index.store import open_or_build
 from workbench.judges import embeddings
 from workbench.judges.embeddings import DIM, Embedder, EmbeddingModelError, MiniLM, load_model
 from workbench.judges.registry import make_judge
 from workbench.judges.semantic import SemanticJudge
 
-REPO = Path(__file__).resolve().parent.parent
+from .conftest import REPO
+
 ENCYCLOPEDIA = REPO / "sample_corpora" / "encyclopedia" / "corpus.json"
 
 
 @pytest.fixture(scope="session")
 def model():
     return load_model()
-
-
-@pytest.fixture(scope="session")
-def enc_index(tmp_path_factory):
-    index, _ = open_or_build(ENCYCLOPEDIA, tmp_path_factory.mktemp("enc") / "enc.sqlite")
-    return index
 
 
 def test_vectors_are_normalised_and_rank_the_related_text_first(model, tmp_path):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from .conftest import REPO
+
 BIN = Path(sys.executable).parent
 SOURCES = ["workbench", "widgets", "tests", "benchmarks", "conftest.py"]
 
@@ -19,7 +20,7 @@ def _tool(name: str, *args: str) -> subprocess.CompletedProcess:
     exe = BIN / name
     if not exe.exists():
         pytest.fail(f"{name} is not installed in {BIN}: install the dev extra (pip install -e '.[dev]')")
-    return subprocess.run([str(exe), *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run([str(exe), *args], cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
 def test_layers_have_no_upward_imports():
@@ -46,9 +47,9 @@ def test_mypy_finds_no_type_errors():
 
 def test_no_module_is_over_600_lines():
     long = {
-        str(p.relative_to(ROOT)): n
+        str(p.relative_to(REPO)): n
         for d in ("workbench", "widgets")
-        for p in (ROOT / d).rglob("*.py")
+        for p in (REPO / d).rglob("*.py")
         if (n := p.read_text(encoding="utf-8").count("\n")) > 600
     }
     assert long == {}, long
@@ -59,9 +60,9 @@ def test_the_layer_contract_can_fail(tmp_path):
     import shutil
 
     copy = tmp_path / "repo"
-    shutil.copytree(ROOT / "workbench", copy / "workbench", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "widgets", copy / "widgets", ignore=shutil.ignore_patterns("__pycache__", "*.js"))
-    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    shutil.copytree(REPO / "workbench", copy / "workbench", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "widgets", copy / "widgets", ignore=shutil.ignore_patterns("__pycache__", "*.js"))
+    shutil.copy(REPO / "pyproject.toml", copy / "pyproject.toml")
     upward = copy / "workbench" / "index" / "units.py"
     upward.write_text(upward.read_text(encoding="utf-8") + "\n\ndef _late():\n    import workbench.runs  # noqa\n")
     proc = subprocess.run(

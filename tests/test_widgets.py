@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import html
 import math
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
 from widgets import Dashboard, DashboardModel, dashboard_for, data
-from workbench.index.corpora import Question, load_corpus, load_questions
+from workbench.index.corpora import load_corpus, load_questions
 from workbench.index.store import open_or_build
+from workbench.index.units import Question
 from workbench.judges.lexical import LexicalJudge
 from workbench.params import Params
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = ROOT / "sample_corpora" / "internal_docs"
-DOCS_QUESTIONS = ROOT / "sample_corpora" / "internal_docs.questions.jsonl"
-ENC = ROOT / "sample_corpora" / "encyclopedia"
+from .conftest import ENC, REPO
+
+DOCS = REPO / "sample_corpora" / "internal_docs"
+DOCS_QUESTIONS = REPO / "sample_corpora" / "internal_docs.questions.jsonl"
 
 
 @pytest.fixture(autouse=True)
@@ -302,7 +302,7 @@ def test_empty_states_say_why_and_data_returns(dash):
 def test_dashboard_notebook_is_stored_without_outputs_or_widget_state():
     import json
 
-    nb = json.loads((ROOT / "notebooks" / "dashboard.ipynb").read_text(encoding="utf-8"))
+    nb = json.loads((REPO / "notebooks" / "dashboard.ipynb").read_text(encoding="utf-8"))
     assert "widgets" not in nb["metadata"]
     for cell in nb["cells"]:
         if cell["cell_type"] == "code":
@@ -483,12 +483,6 @@ def test_term_label_adds_the_token_form_only_when_the_surface_holds_more():
     assert data.term_label("é lodie marchetti", "Élodie Marchetti") == "Élodie Marchetti"
     assert data.term_label("ț", "Brațov") == "Brațov (ț)"
     assert data.term_label("role_id", None) == "role_id"
-
-
-@pytest.fixture(scope="module")
-def enc_index(tmp_path_factory):
-    index, _ = open_or_build(load_corpus(ENC / "corpus.json"), tmp_path_factory.mktemp("enc") / "enc.sqlite")
-    return index
 
 
 def test_surface_forms_in_the_frames_sankey_and_terms_chart_on_the_encyclopedia(enc_index):

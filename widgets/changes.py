@@ -3,10 +3,10 @@ listed by change, sortable by the metric's delta, and two trajectories side by s
 dashboard's own Sankey and final-top-10 views, read-only, over each side's trace).
 
 >>> from workbench.params import Params
->>> from workbench.runs import Config, Experiment
+>>> from workbench.runs import Config, Experiment, RunOptions
 >>> configs = [Config("sag2", judge="lexical"),
 ...            Config("no_idf", Params(term_weighting="no_idf"), judge="lexical")]
->>> experiment = Experiment(index, questions, configs, progress=False, keep_traces=True)
+>>> experiment = Experiment(index, questions, configs, RunOptions(progress=False, keep_traces=True))
 >>> view = ChangesView(experiment.run().changes("sag2", "no_idf", traces=experiment.traces))
 >>> view.list.options[0][1], view.list.value    # the largest change first, opened
 ('docs-09', 'docs-09')

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from workbench.index.corpora import Question, check_gold, find_questions, load_corpus, load_questions
+from workbench.index.corpora import check_gold, find_questions, load_corpus, load_questions
 from workbench.index.store import open_or_build
+from workbench.index.units import Question
 from workbench.judgment import describe_value
 from workbench.params import Params
 from workbench.runs.examples import bundled_paths, default_example, examine

@@ -24,10 +24,11 @@ import weakref
 from dataclasses import dataclass, replace
 
 from workbench import text as textlib
-from workbench.index.corpora import Question
 from workbench.index.store import UNIT_CACHE_LIMIT, Index, normalize_title, query_expression, quote
-from workbench.judgment import JudgeError, JudgmentMemo, judge_usage
+from workbench.index.units import Question
+from workbench.judgment import JudgeError, JudgmentMemo
 from workbench.params import Params, earliest_affected_round
+from workbench.protocols import can_explain, usage_of
 from workbench.run_arguments import judge_from, params_from, pin_change_rounds, pins_from, round_from
 from workbench.terms import SeedView, TermWeightingError, analyze_body, choose_terms, get_term_weighting
 from workbench.trace import (
@@ -367,13 +368,12 @@ class Run:
     ):
         self.question_id: str | None
         if isinstance(question, Question):
-            self.question, self.question_id, self.gold = question.question, question.id, question.gold
+            self.question_as_given, self.question_id, self.gold = question.question, question.id, question.gold
         else:
-            self.question, self.question_id, self.gold = str(question), None, ()
-        # the judge sees the question as written, less surrounding whitespace, as the reference's:
-        # its search request strips the query before BM25 and its JEV state see it (found as a
-        # black box, tests/test_jev_question_exact.py); the JEV judge then sends it as given
-        self.question = self.question.strip()
+            self.question_as_given, self.question_id, self.gold = str(question), None, ()
+        # BM25, terms and the trace read the question less surrounding whitespace; every judge call
+        # receives it as given (SPEC §3: "as the user wrote it"; issue 34: JEV's original_question)
+        self.question = self.question_as_given.strip()
         self.index = index
         self.params = params_from(params, Params())
         get_term_weighting(self.params.term_weighting)  # unknown variant: fail now, listing the known ones
@@ -383,7 +383,7 @@ class Run:
         self.rounds: list[RoundState] = list(rounds)
         # explanations never change a score: a run whose trace nobody reads can skip them
         self.explain = explain
-        self._usage_start = judge_usage(judge)
+        self._usage_start = usage_of(judge)
         self._memo_start = (self.memo.hits, self.memo.misses)
 
     # ---- reading ------------------------------------------------------------------------
@@ -399,12 +399,14 @@ class Run:
         return self.rounds[round_no]
 
     # ---- stepping -----------------------------------------------------------------------
-    def step(self) -> RoundState | None:
-        """Compute the next round (None once the run has stopped)."""
+    def step(self, state: RoundState | None = None) -> RoundState | None:
+        """Compute the next round (None once the run has stopped), or record `state`, a round a
+        policy computed itself (workbench/runs/policies.py final_only_trace), as the next one."""
         if self.finished:
             return None
         r = len(self.rounds)
-        state = self._round_zero() if r == 0 else self._expansion_round(r)
+        if state is None:
+            state = self._round_zero() if r == 0 else self._expansion_round(r)
         self.rounds.append(state)
         return state
 
@@ -432,15 +434,17 @@ class Run:
         context = build_context(r, state.candidates, hist, self.params)
         pins = {u: s for (pr, u), s in self.pins.items() if pr == r}
         try:
-            scores, judgments = score_round(self.index, self.judge, self.memo, self.question, pool, context, pins)
+            scores, judgments = score_round(
+                self.index, self.judge, self.memo, self.question_as_given, pool, context, pins
+            )
         except JudgeError as exc:
             return replace(
                 state, pool=pool, context=context, ranking=hist.previous_ranking, stop=STOP_JUDGE_ERROR, error=str(exc)
             )
         explanations = ()
-        if self.explain and getattr(self.judge, "explains", False):
+        if self.explain and can_explain(self.judge):
             try:
-                explanations = explain_round(self.index, self.judge, self.question, pool, context, pins)
+                explanations = explain_round(self.index, self.judge, self.question_as_given, pool, context, pins)
             except Exception as exc:
                 return replace(
                     state,
@@ -527,7 +531,7 @@ class Run:
             "memo_hits": self.memo.hits - self._memo_start[0],
             "memo_misses": self.memo.misses - self._memo_start[1],
         }
-        now = judge_usage(self.judge)
+        now = usage_of(self.judge)
         for k, v in now.items():
             out[k] = v - self._usage_start.get(k, 0)
         return out
@@ -539,7 +543,7 @@ class Run:
         params: Params | dict | None = None,
         judge="unchanged",
         pins: dict | None = None,
-    ) -> "Run":
+    ) -> Run:
         """A new Run that keeps rounds before `from_round` (default: the first round the
         change can affect) and steps again from there, reusing this run's judgments.
         `params`: a Params or a dict of overrides (`{"L": 10}`); `judge`: a judge object, a
@@ -574,13 +578,14 @@ class Run:
         return run
 
     def _question_obj(self):
-        return Question(self.question_id or "", self.question, tuple(self.gold)) if self.question_id else self.question
+        given = self.question_as_given
+        return Question(self.question_id or "", given, tuple(self.gold)) if self.question_id else given
 
     def _repr_html_(self) -> str:
         return self.trace()._repr_html_()
 
 
-_UNIT_INFOS: "weakref.WeakKeyDictionary[Index, dict[int, UnitInfo]]" = weakref.WeakKeyDictionary()
+_UNIT_INFOS: weakref.WeakKeyDictionary[Index, dict[int, UnitInfo]] = weakref.WeakKeyDictionary()
 
 
 def unit_infos(index: Index, unit_ids) -> dict[int, UnitInfo]:

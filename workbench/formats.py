@@ -4,13 +4,14 @@ with the paper's metrics.
 
 The readers (BEIR, JSON Lines, TREC, ir_datasets; `encode_id` / `decode_id`) live in the
 index layer, workbench/index/readers.py, whose docstring says how documents are named and
-why names are percent-encoded in TREC files; they are re-exported here, so
-`from workbench.formats import load_beir_corpus` keeps working.
+why names are percent-encoded in TREC files; `from workbench.formats import load_beir_corpus`
+and the other readers' old names here still work, with a DeprecationWarning.
 
->>> from workbench.runs import evaluate
+>>> from workbench.index.readers import load_beir_corpus, load_beir_questions
+>>> from workbench.runs import RunOptions, evaluate
 >>> units = load_beir_corpus(enc_beir)          # enc_beir: the encyclopedia as a BEIR folder
 >>> questions = load_beir_questions(enc_beir, split="test")
->>> result = evaluate(enc_index, questions, "bm25", progress=False)
+>>> result = evaluate(enc_index, questions, "bm25", options=RunOptions(progress=False))
 >>> write_trec_run("bm25.trec", run_rows(result.records), tag="bm25")
 PosixPath('bm25.trec')
 >>> Path("bm25.trec").read_text().splitlines()[0]
@@ -23,38 +24,59 @@ import errno
 import json
 from pathlib import Path
 
-from workbench.index.corpora import Question, Unit, load_corpus, load_questions
-from workbench.index.readers import (  # noqa: F401  (the readers, re-exported: see the docstring)
+from workbench.deprecation import keep_old_names
+from workbench.index.corpora import load_corpus, load_questions
+from workbench.index.readers import (
     BEIR_CORPUS,
     BEIR_QRELS_DIR,
     BEIR_QUERIES,
-    IRDS_PREFIX,
     TREC_QRELS,
     TREC_TOPICS,
     FormatError,
-    corpus_loader,
-    decode_id,
     encode_id,
     is_beir_folder,
-    load_beir_corpus,
-    load_beir_questions,
-    load_irds,
-    load_irds_corpus,
-    load_jsonl_corpus,
-    load_trec_questions,
-    qrels_split_path,
-    questions_loader,
-    read_beir_qrels,
-    read_topics_tsv,
-    read_trec_qrels,
     read_trec_run,
 )
+from workbench.index.units import Question, Unit
 from workbench.metrics import question_metrics
 
 # the run layer's result: a scored run is written in exactly the shape `sag2wb eval` writes
 # (EvalResult.to_dict; interop sits above runs, so this arrow points down)
 from workbench.runs.evaluation import EvalResult
 from workbench.safeio import OutputError, Outputs, atomic_writer, check_name
+
+# the readers, which older code imported from here: readable with a DeprecationWarning
+keep_old_names(
+    __name__,
+    dict.fromkeys(
+        [
+            "BEIR_CORPUS",
+            "BEIR_QRELS_DIR",
+            "BEIR_QUERIES",
+            "IRDS_PREFIX",
+            "TREC_QRELS",
+            "TREC_TOPICS",
+            "FormatError",
+            "corpus_loader",
+            "decode_id",
+            "encode_id",
+            "is_beir_folder",
+            "load_beir_corpus",
+            "load_beir_questions",
+            "load_irds",
+            "load_irds_corpus",
+            "load_jsonl_corpus",
+            "load_trec_questions",
+            "qrels_split_path",
+            "questions_loader",
+            "read_beir_qrels",
+            "read_topics_tsv",
+            "read_trec_qrels",
+            "read_trec_run",
+        ],
+        "workbench.index.readers",
+    ),
+)
 
 TREC_RUN = "run.trec"
 RUN_DEPTH = 100  # the depth `eval` records keep (question_record's ranking[:100])
@@ -216,8 +238,8 @@ def run_rows(records: list[dict], depth: int = RUN_DEPTH):
     """(qid, docno, rank, score) for every question record of an evaluation (its ranking of
     unique documents, first occurrences kept: the R@k dedup).
 
-    >>> from workbench.runs import evaluate
-    >>> next(run_rows(evaluate(index, questions, "bm25", progress=False).records))
+    >>> from workbench.runs import RunOptions, evaluate
+    >>> next(run_rows(evaluate(index, questions, "bm25", options=RunOptions(progress=False)).records))
     ('docs-01', 'onboarding/new_engineers.md', 1, 12.0)
     """
     for rec in records:

@@ -8,8 +8,8 @@ document counts 0 (as `trec_eval -c` and pt.Experiment count it); a question wit
 is left out (as R@k leaves it out). Values stay on ir_measures' own scale (0-1), while the
 paper's metrics stay percentages, computed by workbench/metrics.py exactly as before.
 
->>> from workbench.runs import evaluate
->>> result = evaluate(index, questions, "lexical", progress=False)
+>>> from workbench.runs import RunOptions, evaluate
+>>> result = evaluate(index, questions, "lexical", options=RunOptions(progress=False))
 >>> compute_measures(result.records, questions, ["nDCG@10", "RR"])
 {'nDCG@10': 0.74939..., 'RR': 0.84259...}
 """
@@ -19,8 +19,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from workbench.formats import FormatError, run_rows, write_trec_qrels, write_trec_run
-from workbench.index.corpora import Question
+from workbench.formats import run_rows, write_trec_qrels, write_trec_run
+from workbench.index.readers import FormatError
+from workbench.index.units import Question
 from workbench.safeio import Outputs
 
 
@@ -120,8 +121,8 @@ def eval_extras(
     and qrels files, and each measure per question (`record["measures"]`) and as a mean (in
     `result.stats["measures"]`). Returns lines for the CLI to print.
 
-    >>> from workbench.runs import evaluate
-    >>> result = evaluate(index, questions, "lexical", progress=False)
+    >>> from workbench.runs import RunOptions, evaluate
+    >>> result = evaluate(index, questions, "lexical", options=RunOptions(progress=False))
     >>> eval_extras(result, questions, run="sag2.trec", measures=["nDCG@10"])
     ['nDCG@10 0.7494', 'run -> sag2.trec (9 questions)']
     """

@@ -32,6 +32,7 @@ from dataclasses import fields
 
 from workbench.judgment import JudgeError, describe_value
 from workbench.params import Params, ParamsError
+from workbench.protocols import is_judge_object
 from workbench.safeio import InputError
 
 # an integer parameter past this is no count of passages or terms (and SQLite's LIMIT overflows)
@@ -77,7 +78,7 @@ def judge_from(value, *, index, gold):
             f"judge={value!r} is a judge's name; give a judge: JudgeSpec.parse({value!r}) (from workbench.judges; "
             f"it is built for the run's index), a judge object, or None for BM25"
         )
-    if value is None or callable(getattr(value, "judge", None)):
+    if value is None or is_judge_object(value):
         return value
     if callable(getattr(value, "build", None)):
         return value.build(index, tuple(gold) or None)

@@ -67,7 +67,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 EXIT_OK = 0
@@ -241,6 +241,7 @@ class Records:
 
     folder: Path
     files: dict[str, set[tuple[int, str, str]]]  # name -> {(size, sha256, what wrote it)}
+    stats: dict[str, str] = field(default_factory=dict)  # repr([name, size, [mtime, ctime, inode, dev], by]) -> sha256
     problem: str | None = None
 
     @property
@@ -281,6 +282,7 @@ def read_records(folder) -> Records:
                 e = _entry(line) if line.endswith("\n") else None
                 if e is not None:
                     rec.files.setdefault(e["name"], set()).add((e["size"], e["sha256"], str(e.get("by"))))
+                    rec.stats[repr([e["name"], e["size"], e.get("stat"), e.get("by")])] = e["sha256"]
     except UnicodeDecodeError:
         rec.problem = "it is not UTF-8 text"
     except OSError as exc:
@@ -304,9 +306,10 @@ def not_ours(path, records: Records | None = None, by: str | None = None) -> str
         others = sorted({b for _, _, b in records.files[path.name]})
         return f"sag2wb wrote it as {' and '.join(others)}, not as {by}"
     if not known:
-        return f"no record that sag2wb wrote it in {records.path}"
-    size = path.stat().st_size
-    if not any(size == s for s, _ in known) or file_sha256(path) not in {h for s, h in known if s == size}:
+        return f"not recorded as written by sag2wb in {records.path}"
+    st = path.stat()  # the stat recorded with a sha256 (record_output) spares reading the file, as git does
+    stat, hashes = [st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev], {h for s, h in known if s == st.st_size}
+    if not hashes or (records.stats.get(repr([path.name, st.st_size, stat, by])) or file_sha256(path)) not in hashes:
         return "it was changed after sag2wb wrote it, so it is yours now"
     return None
 
@@ -353,11 +356,11 @@ def _appendable(path: Path) -> bool:
         return False
 
 
-def _record(path: Path, by: str, size: int, sha256: str) -> None:
+def _record(path: Path, by: str, size: int, sha256: str, **more) -> None:
     import json
 
     folder = _folder_of(path)
-    line = json.dumps({"name": path.name, "size": size, "sha256": sha256, "by": by}, ensure_ascii=False)
+    line = json.dumps({"name": path.name, "size": size, "sha256": sha256, "by": by, **more}, ensure_ascii=False)
     with _folder_lock(folder):
         record = folder / OUTPUTS_RECORD
         if _appendable(record):
@@ -381,8 +384,10 @@ def _record(path: Path, by: str, size: int, sha256: str) -> None:
 
 def record_output(path, by: str) -> None:
     """Record an existing file (written by sag2wb without `atomic_writer`, e.g. an index) as ours."""
-    path = Path(path)
-    _record(path, by, path.stat().st_size, file_sha256(path))
+    path, st = Path(path), os.stat(path)
+    stat = [st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]  # then not_ours need not read it while it stays
+    if repr([path.name, st.st_size, stat, by]) not in read_records(_folder_of(path)).stats:  # else recorded as it is
+        _record(path, by, st.st_size, file_sha256(path), stat=stat)
 
 
 def same_file(a, b) -> bool:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from workbench.deprecation import keep_old_names
 from workbench.index.readers import BEIR_CORPUS, BEIR_QRELS_DIR, BEIR_QUERIES, corpus_loader, questions_loader
 from workbench.index.units import (
     DOCUMENT_SUFFIXES,
@@ -27,6 +28,10 @@ from workbench.index.units import (
     json_objects,
     json_problem,
 )
+
+# what a corpus is made of lives in workbench/index/units.py; older code imported it from here
+# (readable with a DeprecationWarning; this module's own code uses the names as before)
+keep_old_names(__name__, dict.fromkeys(["CorpusError", "Question", "Unit"], "workbench.index.units"))
 
 
 def load_corpus(path: str | Path) -> list[Unit]:
