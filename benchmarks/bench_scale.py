@@ -3,6 +3,8 @@ opened, queried and updated. Prints figures; asserts nothing.
 
     python benchmarks/bench_scale.py [--sizes 6000,60000,300000,600000] [--work /tmp/sag2wb-scale]
         [--code DIR]   # another checkout's workbench/ (e.g. the code before this change)
+        [--peer bm25s] # also index the same texts with bm25s (`pip install .[bench]`), right after
+                       # each build, and print the ratio of the two build times
 
 Each corpus is the 6,119 2Wiki originals (so the 100 dev questions keep their gold) plus
 distractors: copies of random originals with ~30% of the words replaced (by words of the
@@ -101,6 +103,24 @@ print(json.dumps({"open_first": open_first, "open_first_cpu": open_first_cpu, "c
 """
 
 
+PEER_BM25S = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+import bm25s
+with open(sys.argv[1], encoding="utf-8") as f:
+    texts = [item["title"] + "\\n" + item["text"] for item in json.load(f)]
+t = time.perf_counter()
+tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+t_tok = time.perf_counter() - t
+index = bm25s.BM25()
+index.index(tokens, show_progress=False)
+t_index = time.perf_counter() - t
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"tokenize": t_tok, "index": t_index, "total": time.perf_counter() - t0,
+                  "cpu": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024}))
+"""
+
+
 def child(code: str, *args: str, env=None, cwd=None) -> dict:
     # run outside the checkout: the current folder would shadow PYTHONPATH (--code)
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=cwd)
@@ -119,6 +139,7 @@ def main() -> None:
     )
     ap.add_argument("--work", default="/tmp/sag2wb-scale", help="folder for corpora and indexes (reused)")
     ap.add_argument("--code", default=None, help="a checkout whose workbench/ to measure instead of this one")
+    ap.add_argument("--peer", choices=["bm25s"], default=None, help="index the same texts with a peer, side by side")
     ap.add_argument("--keep", action="store_true", help="keep the indexes (corpora are always kept)")
     args = ap.parse_args()
     corpus = need(Path(args.data) / "2wiki" / "corpus.json")
@@ -154,6 +175,19 @@ def main() -> None:
         if "error" in build:
             print(f"| {size:,} | build failed: {build['error']} |")
             continue
+        if args.peer == "bm25s":
+            peer = child(PEER_BM25S, str(path), cwd=work)
+            if "error" in peer:
+                print(f"    (bm25s failed: {peer['error']})", file=sys.stderr)
+            else:
+                print(
+                    f"    (bm25s on the same texts, just after: tokenize + index {peer['index']:.1f} s "
+                    f"(CPU {peer['cpu']:.0f} s, {peer['rss_mib']:.0f} MiB, {peer['total']:.1f} s with reading "
+                    f"the JSON); sag2wb index / bm25s: {build['wall'] / peer['index']:.2f}x wall, "
+                    f"{build['cpu'] / peer['cpu']:.2f}x CPU)",
+                    file=sys.stderr,
+                    flush=True,
+                )
         query = child(QUERY, str(db), str(questions), env=env, cwd=work)
         update, after = "-", {}
         extra = work / f"extra-{size}.json"

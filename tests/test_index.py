@@ -162,7 +162,7 @@ def test_half_built_file_is_not_an_index(tmp_path):
 
 
 def test_diversity_df_counts_original_documents(tmp_path):
-    from workbench.index.corpora import Unit
+    from workbench.index.units import Unit
 
     units = [
         Unit("A", "", "Alpha beta", "doc1", "s", "l1"),
@@ -188,3 +188,38 @@ def test_bm25_restricted_to_some_rows_gives_the_same_scores(tmp_path):
 def test_units_reads_many_at_once_in_the_order_asked(tmp_path):
     ix = build_index(tmp_path, [("A", "a"), ("B", "b"), ("C", "c")])
     assert [r.title for r in ix.units([3, 1, 3])] == ["C", "A", "C"]
+
+
+def test_ascii_dictionary_words_read_from_the_file_equal_jiebas():
+    from workbench import text as textlib
+
+    textlib._jieba()
+    loaded = {w for w, f in textlib.jieba.dt.FREQ.items() if f > 0 and w.isascii()}
+    assert set(textlib._ascii_dictionary_words()) == loaded
+
+
+# plain ASCII, accents and punctuation (no jieba), then 'c++' (a dictionary sub-word) and Chinese (jieba)
+LAZY = "José Martí's role_id: 3.5% (1998), a.b-c. AT&T a+b x#y && +1 R&B.\n| c++ and C# | 北京大学是一所大学"
+LAZY_SCRIPT = f"""
+import json, jieba
+from workbench import text
+head, tail = {LAZY!r}.split("|", 1)
+first = text.tokenize(head)
+loaded_after_ascii = bool(jieba.dt.initialized)
+rest = text.tokenize(tail)
+print(json.dumps([first, rest, loaded_after_ascii, text.tokenize_plain(head), text.tokenize_plain(tail)]))
+"""
+
+
+def test_ascii_text_is_tokenized_without_loading_jieba():
+    """Opening an index and asking an English question does not pay jieba's dictionary load
+    (~1 s); text that needs the dictionary loads it, and the tokens equal the plain rule's."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", LAZY_SCRIPT], capture_output=True, text=True, check=True)
+    first, rest, loaded_after_ascii, plain_first, plain_rest = json.loads(done.stdout)
+    assert not loaded_after_ascii
+    assert first == plain_first and "role_id" in first and "3.5%" in first and "r" in first
+    assert rest == plain_rest and "c++" in rest and "北京大学" in rest

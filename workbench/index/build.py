@@ -39,9 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from workbench import text as textlib
-from workbench.index.corpora import Unit
 from workbench.index.postings import COLUMNS, read_instances
 from workbench.index.schema import DIVERSITY_TOKEN, SCHEMA_VERSION, fold_accents, normalize_title, tokenizer_signature
+from workbench.index.units import Unit
 
 CHUNK_UNITS = 2048
 SCHEMA = """
