@@ -1,16 +1,26 @@
-"""Shared fixtures: small hand-checkable indexes built from inline passages."""
+"""Shared pieces of the tests: the repository's paths (`REPO`, `SAMPLES`, `ENC`), small
+hand-checkable indexes built from inline passages, the encyclopedia sample's index (built once
+per session: `enc_db`, `enc_index`), the reliability suite's `world`, and the two ways to run the
+command: `sag2wb(...)` (a real process) and `sag2wb_here(...)` (workbench.cli's main in this one)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from workbench.index.corpora import Unit
+from workbench.index.corpora import load_corpus
 from workbench.index.store import Index
+from workbench.index.units import Unit
 
 REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "sample_corpora"
+ENC = SAMPLES / "encyclopedia"
 SHARED_DATA = Path(os.environ.get("SAG2WB_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
@@ -85,3 +95,72 @@ def _embedding_cache_in_tmp(tmp_path_factory):
         os.environ.pop("SAG2WB_EMBED_CACHE", None)
     else:
         os.environ["SAG2WB_EMBED_CACHE"] = old
+
+
+@pytest.fixture(scope="session")
+def enc_db(tmp_path_factory) -> Path:
+    """The encyclopedia sample's index file (169 passages), built once per session: read it, never change it."""
+    db = tmp_path_factory.mktemp("encyclopedia") / "enc.sqlite"
+    Index.build(load_corpus(ENC / "corpus.json"), db, source="encyclopedia").close()
+    return db
+
+
+@pytest.fixture(scope="session")
+def enc_index(enc_db) -> Index:
+    """`enc_db` opened once per session (shared: never close or update it)."""
+    return Index(enc_db)
+
+
+@pytest.fixture
+def world(tmp_path) -> dict:
+    """tests/reliability_world.py's small world (index, questions, a switchable judge) under tmp_path."""
+    from .reliability_world import make_world
+
+    return make_world(tmp_path / "w")
+
+
+def cli_env(env: dict | None = None) -> dict:
+    """This environment with the checkout importable, then `env` over it (a None value removes a variable)."""
+    out = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    for name, value in (env or {}).items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = str(value)
+    return out
+
+
+def sag2wb(*args, cwd=None, env=None, input=None, timeout=300) -> subprocess.CompletedProcess:
+    """`sag2wb ARGS` as a real process (`python -m workbench.cli`): its exit code and output as
+    the user sees them. `env`: variables over this environment; `timeout` bounds a hang."""
+    return subprocess.run(
+        [sys.executable, "-m", "workbench.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd or REPO,
+        env=cli_env(env),
+        input=input,
+        timeout=timeout,
+    )
+
+
+def sag2wb_here(*args, cwd=None, env=None, input=None) -> subprocess.CompletedProcess:
+    """`sag2wb ARGS` through workbench.cli's main in this process (its error mapping included; no
+    interpreter start): the same CompletedProcess as `sag2wb`. An exception escaping main fails the test."""
+    from workbench.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = dict(os.environ)
+    stdin = sys.stdin
+    try:
+        os.environ.clear()
+        os.environ.update(cli_env(env))
+        if input is not None:
+            sys.stdin = io.StringIO(input)
+        with contextlib.chdir(cwd or os.getcwd()), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main([str(a) for a in args])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        sys.stdin = stdin
+    return subprocess.CompletedProcess([str(a) for a in args], rc, out.getvalue(), err.getvalue())

@@ -5,8 +5,6 @@ that no traceback ever reaches the user."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import signal
@@ -14,10 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workbench.index.corpora import Question
 from workbench.index.store import Index
+from workbench.index.units import Question
 
-from .conftest import BRIDGE_WORLD, REPO, units_from
+from .conftest import BRIDGE_WORLD, REPO, sag2wb_here, units_from
+from .conftest import sag2wb as sag2wb_process
 
 QUESTIONS = [
     {
@@ -106,20 +105,13 @@ def sag2wb(
     test), or as a real process with `process=True` or a `python_prelude` (code that installs a
     fault at a controlled point before `main` runs)."""
     argv = [str(a) for a in args]
-    if not process and python_prelude is None:
-        from workbench.cli.main import main
-
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(argv)
-        proc = subprocess.CompletedProcess(argv, rc, out.getvalue(), err.getvalue())
+    if python_prelude is None:
+        run = sag2wb_process if process else sag2wb_here
+        proc = run(*argv, cwd=cwd, timeout=timeout) if process else run(*argv, cwd=cwd)
         assert "Traceback" not in proc.stderr, proc.stderr
         return proc
-    if python_prelude is None:
-        cmd = [sys.executable, "-m", "workbench.cli", *argv]
-    else:
-        code = python_prelude + "\nimport sys\nfrom workbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-        cmd = [sys.executable, "-c", code, *argv]
+    code = python_prelude + "\nimport sys\nfrom workbench.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    cmd = [sys.executable, "-c", code, *argv]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env())
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc

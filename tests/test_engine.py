@@ -422,8 +422,9 @@ def test_step_records_a_round_computed_outside_the_run_and_stops_with_it(tmp_pat
     recorded in order through `step(state)`; nothing outside Run assigns its rounds."""
     index = build_index(tmp_path, BRIDGE_WORLD)
     question = "Where was the director of Glass Harbour born?"
-    computed = Run(index, question, Params(H=2), title_judge({"Mara Quell": 0.9})).run().rounds
-    run = Run(index, question, Params(H=2), title_judge({"Mara Quell": 0.9}))
+    judge = FunctionJudge(title_judge({"Mara Quell": 0.9}))
+    computed = Run(index, question, Params(H=2), judge).run().rounds
+    run = Run(index, question, Params(H=2), judge)
     assert [run.step(state) for state in computed] == list(computed)
     assert run.finished and run.step(computed[0]) is None
     assert run.trace().rounds == computed
