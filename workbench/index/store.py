@@ -31,7 +31,7 @@ import regex
 
 from workbench import text as textlib
 from workbench.index.build import Fingerprint, write_index
-from workbench.index.corpora import Unit, iter_corpus, skipped_files
+from workbench.index.corpora import iter_corpus, skipped_files
 from workbench.index.files import check_replaceable, remove_stale_builds
 from workbench.index.postings import Postings, phrases_of
 from workbench.index.readers import corpus_loader
@@ -49,6 +49,7 @@ from workbench.index.schema import (  # noqa: F401  (quote and query_expression:
     write_failure,
 )
 from workbench.index.sqlite import Aliases, Memo, ReadConnection, StoredSet
+from workbench.index.units import Unit
 from workbench.index.update import write_manifest
 
 _LETTER_OR_NUMBER = regex.compile(r"[\p{L}\p{N}]")

@@ -42,8 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from workbench.index.build import Fingerprint, insert_units, tokenize_rows, write_aliases
-from workbench.index.corpora import CorpusError, Unit, file_units, folder_files, iter_corpus, skipped_files
+from workbench.index.corpora import file_units, folder_files, iter_corpus, skipped_files
 from workbench.index.schema import IndexProblem, write_failure
+from workbench.index.units import CorpusError, Unit
 from workbench.safeio import file_sha256
 
 _UNIT_COLUMNS = "title, heading, body, document, source, location"
