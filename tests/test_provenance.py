@@ -146,6 +146,8 @@ CASES = {
         lambda m, d, t: ("index", m["world"]["corpus"], "--db", t / "i.sqlite"),
     ),
     ("demo", "--db"): ("ix.sqlite", "i.sqlite", lambda m, d, t: ("demo", "--db", t / "i.sqlite")),
+    # a page of ours at the path: ablate's HTML table stands in (any HTML page sag2wb did not record there)
+    ("report", "--out"): ("abl.html", "p.html", lambda m, d, t: ("report", m["trace"], "--out", t / "p.html")),
     ("embed", "--cache-dir"): (
         "export.jsonl",
         "ec",
