@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import gc
 import hashlib
 import io
 import json
@@ -19,7 +18,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import weakref
 import zipfile
 from pathlib import Path
 
@@ -507,20 +505,31 @@ def test_kill_9_while_a_stale_graph_is_replaced_leaves_a_temp_the_next_run_remov
 
 # ---- item 8: RankingView is a class, one view per model ---------------------------------------------
 def test_ranking_view_is_a_class_and_lets_its_model_go(docs_db):
-    import ipywidgets
+    # in its own process: closing every widget there cannot close one a later test shares
+    code = f"""
+import gc, weakref
+import ipywidgets
+from pathlib import Path
+from widgets import Dashboard, views
+from workbench.index.store import Index
+from workbench.index.units import Question
+db, docs = Path({str(docs_db)!r}), Path({str(DOCS)!r})
+index = Index(db) if db.exists() else Index.build(docs, db)
+questions = [Question("a", "How are refunds approved?")]
+dash = Dashboard(index, questions, judge="lexical")
+assert isinstance(dash.ranking, views.RankingView) and issubclass(views.RankingView, views.TableView)
+other = views.RankingView(dash.model)
+assert other is not dash.ranking  # a view per call, not one cached per model
+model = Dashboard(index, questions, judge="lexical").model
+gone = weakref.ref(model)
+views.RankingView(model)
+del model, dash, other
+ipywidgets.Widget.close_all()  # the widget registry lets go of every view ...
+gc.collect()
+assert gone() is None  # ... and nothing else keeps a closed dashboard's model (its index, its trace) alive
+"""
+    import subprocess
+    import sys
 
-    from widgets import Dashboard, views
-
-    index = Index(docs_db) if docs_db.exists() else Index.build(DOCS, docs_db)
-    questions = [Question("a", "How are refunds approved?")]
-    dash = Dashboard(index, questions, judge="lexical")
-    assert isinstance(dash.ranking, views.RankingView) and issubclass(views.RankingView, views.TableView)
-    other = views.RankingView(dash.model)
-    assert other is not dash.ranking  # a view per call, not one cached per model
-    model = Dashboard(index, questions, judge="lexical").model
-    gone = weakref.ref(model)
-    views.RankingView(model)
-    del model, dash, other
-    ipywidgets.Widget.close_all()  # the widget registry lets go of every view ...
-    gc.collect()
-    assert gone() is None  # ... and nothing else keeps a closed dashboard's model (its index, its trace) alive
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
