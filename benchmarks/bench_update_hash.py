@@ -1,124 +1,166 @@
-"""What a folder update pays to see every edit: deciding which files changed by size and
-mtime only (the old rule, blind to `cp -p` / `rsync -a` / `touch -r` edits) vs. hashing
-every file whose size matches (`workbench.index.update.compare_files`), at the paper's scale.
-Prints figures; asserts nothing.
+"""A no-change folder update beside a bare `os.scandir` + `stat` walk of the same tree, at
+50k and 600k files (issue 33). Prints figures; asserts nothing.
 
-    python benchmarks/bench_update_hash.py [--size 600000] [--per-file 1] [--repeat 5]
-        [--work /tmp/sag2wb-update-hash]
+    python benchmarks/bench_update_hash.py [--sizes 50000 600000] [--repeat 3]
+        [--work /tmp/sag2wb-update-hash] [--old /tmp/old-s2]
 
-The corpus is bench_scale.py's (the 2Wiki originals plus seeded distractors), written as a
-folder of .md files, `--per-file` passages each (1: one file per passage, the most files).
-Both rules are timed on the same unchanged folder against the manifest a build records
-(size, mtime, sha256), with a warm page cache (the figure an update repeated in a session
-sees; a cold cache adds the disk's read time for the bytes hashed, printed below). Each
-figure is the median of `--repeat` runs; the folder listing both rules share is timed apart.
+The folder is bench_scale.py's corpus (the 2Wiki originals plus seeded distractors) written
+as .md files, one passage each, in subfolders of 1,000; it and its index (`sag2wb index
+FOLDER --db DB`) are made once and kept in `--work`. Then, in turns, `--repeat` times: the
+bare walk (os.scandir, one `stat` per file, nothing else), `sag2wb index FOLDER --db DB` as a
+process on the unchanged folder (its whole time: start-up, the provenance check of the DB,
+the walk, the decision, the report; and its peak RSS), and the decision alone in this
+process (`update_folder`). Medians, warm page cache. The sha256 of the whole DB is timed
+once: what a provenance check pays when it must hash. `--old`: a checkout of the code before
+(`git worktree add /tmp/old-s2 2cc047c`); its no-change update of the same folder (its own
+index, built once) is timed the same way, for the smaller sizes only (it hashes every file).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import data_arg, need
+from _common import REPO, data_arg, need
 from bench_scale import write_corpus
 
-from workbench.index.corpora import folder_files
-from workbench.index.update import compare_files
+from workbench.index.update import update_folder
 from workbench.safeio import file_sha256
 
 
-def write_folder(corpus: Path, folder: Path, per_file: int) -> None:
-    """The corpus's passages as .md files (a heading and the text), `per_file` to a file,
-    in subfolders of 1,000 files; skipped when the folder is complete."""
+def write_folder(corpus: Path, folder: Path) -> None:
+    """The corpus's passages as .md files (a heading and the text), one to a file, in
+    subfolders of 1,000 files; skipped when the folder is complete."""
     done = folder / ".complete"
     if done.exists():
         return
     import ijson
 
     with open(corpus, "rb") as f:
-        buffer: list[str] = []
-        n = 0
-        for item in ijson.items(f, "item"):
-            buffer.append(f"# {item['title']}\n\n{item['text']}\n")
-            if len(buffer) == per_file:
-                path = folder / f"{n // 1000:04d}" / f"{n:07d}.md"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text("\n".join(buffer), encoding="utf-8")
-                buffer, n = [], n + 1
-        if buffer:
+        for n, item in enumerate(ijson.items(f, "item")):
             path = folder / f"{n // 1000:04d}" / f"{n:07d}.md"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("\n".join(buffer), encoding="utf-8")
+            path.write_text(f"# {item['title']}\n\n{item['text']}\n", encoding="utf-8")
     done.write_text("")
 
 
-def stat_only(root: Path, files: list[Path], known: dict) -> list[str]:
-    """The old rule: a file is unchanged when its size and mtime are the manifest's."""
-    different = []
-    for file in files:
-        rel = file.relative_to(root).as_posix()
-        st = file.stat()
-        before = known.get(rel)
-        if not before or before[:2] != (st.st_size, st.st_mtime_ns):
-            different.append(rel)
-    return different
+def bare_walk(root: str) -> int:
+    """Every entry of the tree listed and every file stat-ed once: the floor an update stands on."""
+    n, pending = 0, [root]
+    while pending:
+        with os.scandir(pending.pop()) as listing:
+            for entry in listing:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                else:
+                    entry.stat()
+                    n += 1
+    return n
 
 
-def median_seconds(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def run_process(argv: list[str], env: dict | None = None) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MiB) and stdout of one process."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - t
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(argv)} failed ({proc.returncode}):\n{out}")
+    return seconds, usage.ru_maxrss / 1024, out
+
+
+# -P: the code comes from PYTHONPATH (`env_for`), never from the current folder
+SAG2WB = [sys.executable, "-P", "-c", "import sys; from workbench.cli.main import main; sys.exit(main())"]
+
+
+def env_for(code: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": str(code)}
+
+
+def build_once(code: Path, folder: Path, db: Path) -> None:
+    marker = db.with_name(db.name + ".complete")
+    if marker.exists():
+        return
+    t = time.perf_counter()
+    seconds, rss, _ = run_process([*SAG2WB, "index", str(folder), "--db", str(db)], env_for(code))
+    marker.write_text("")
+    print(f"  built {db} in {seconds:.0f} s (peak RSS {rss:.0f} MiB), {time.perf_counter() - t:.0f} s")
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     data_arg(ap)
-    ap.add_argument("--size", type=int, default=600_000)
-    ap.add_argument("--per-file", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[50_000, 600_000])
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--work", default="/tmp/sag2wb-update-hash")
+    ap.add_argument("--old", default=None, help="a checkout of the old code (git worktree add DIR 2cc047c)")
+    ap.add_argument("--old-max", type=int, default=50_000, help="largest size the old code is timed at")
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    corpus = work / f"corpus-{args.size}.json"
-    if not corpus.exists():
-        originals = json.loads(need(Path(args.data) / "2wiki" / "corpus.json").read_text(encoding="utf-8"))
-        write_corpus(originals, args.size, corpus)
-    folder = work / f"folder-{args.size}-{args.per_file}"
-    t = time.perf_counter()
-    write_folder(corpus, folder, args.per_file)
-    print(f"folder {folder} ready in {time.perf_counter() - t:.1f} s")
-
-    files = folder_files(folder)
-    total = sum(f.stat().st_size for f in files)
-    known = {}
-    for f in files:  # the manifest a build records
-        st = f.stat()
-        known[f.relative_to(folder).as_posix()] = (st.st_size, st.st_mtime_ns, file_sha256(f))
-    listing = median_seconds(lambda: folder_files(folder), args.repeat)
-    stat = median_seconds(lambda: stat_only(folder, files, known), args.repeat)
-    hashed = median_seconds(lambda: compare_files(folder, files, known), args.repeat)
-    t = time.perf_counter()
-    digest_only = [file_sha256(f) for f in files[: min(len(files), 20_000)]]
-    per_file_hash = (time.perf_counter() - t) / len(digest_only)
-    assert not stat_only(folder, files, known) and not compare_files(folder, files, known).different
-    size = f"{total / 2**20:.0f} MiB"
-    print(f"{args.size} passages in {len(files)} files ({size}), median of {args.repeat} runs, warm cache")
-    print(f"  listing the folder (both rules)     {listing:7.2f} s")
-    print(f"  decide by size+mtime (old, blind)   {stat:7.2f} s")
-    print(f"  decide by size+sha256 (every edit)  {hashed:7.2f} s   ({hashed / max(stat, 1e-9):.1f}x the stat pass)")
-    print(f"  update total, old vs new            {listing + stat:7.2f} s vs {listing + hashed:.2f} s")
-    print(
-        f"  sha256 alone: {per_file_hash * 1e6:.0f} us per file; {total / 2**20:.0f} MiB read to hash on a cold cache"
-    )
+    originals = None
+    for size in args.sizes:
+        corpus = work / f"corpus-{size}.json"
+        if not corpus.exists():
+            if originals is None:
+                originals = json.loads(need(Path(args.data) / "2wiki" / "corpus.json").read_text(encoding="utf-8"))
+            write_corpus(originals, size, corpus)
+        folder = work / f"folder-{size}"
+        write_folder(corpus, folder)
+        db = work / f"index-{size}.sqlite"
+        build_once(REPO, folder, db)
+        old_db = work / f"index-{size}-old.sqlite"
+        old = Path(args.old) if args.old and size <= args.old_max else None
+        if old is not None:
+            build_once(old, folder, old_db)
+        walk, process, rss, decide, old_process, old_rss = [], [], [], [], [], []
+        out = ""
+        for _ in range(args.repeat):  # in turns, so a busy minute weighs on each the same
+            t = time.perf_counter()
+            files = bare_walk(str(folder))
+            walk.append(time.perf_counter() - t)
+            seconds, peak, out = run_process([*SAG2WB, "index", str(folder), "--db", str(db)], env_for(REPO))
+            process.append(seconds)
+            rss.append(peak)
+            t = time.perf_counter()
+            changes = update_folder(db, folder)
+            decide.append(time.perf_counter() - t)
+            assert not (changes.added or changes.changed or changes.removed)
+            if old is not None:
+                seconds, peak, _ = run_process([*SAG2WB, "index", str(folder), "--db", str(old_db)], env_for(old))
+                old_process.append(seconds)
+                old_rss.append(peak)
+        t = time.perf_counter()
+        file_sha256(db)
+        db_hash = time.perf_counter() - t
+        w = median(walk)
+        print(f"{size} passages in {files} files, median of {args.repeat} runs, warm cache")
+        print(f"  bare os.scandir + stat walk          {w:7.2f} s")
+        print(
+            f"  sag2wb index FOLDER --db DB, no change {median(process):7.2f} s "
+            f"({median(process) / w:.2f}x the walk; peak RSS {max(rss):.0f} MiB)"
+        )
+        print(f"  update_folder in this process        {median(decide):7.2f} s ({median(decide) / w:.2f}x the walk)")
+        if old_process:
+            print(
+                f"  old code (2cc047c), same command     {median(old_process):7.2f} s "
+                f"({median(old_process) / w:.2f}x the walk; peak RSS {max(old_rss):.0f} MiB)"
+            )
+        print(f"  sha256 of the whole DB ({db.stat().st_size / 2**30:.2f} GiB)   {db_hash:7.2f} s")
+        print(f"  the command said: {out.splitlines()[0] if out else ''}")
 
 
 if __name__ == "__main__":

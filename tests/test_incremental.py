@@ -14,16 +14,10 @@ from workbench.index.store import Index, query_expression
 from workbench.judges.lexical import LexicalJudge
 from workbench.params import Params
 
-from .conftest import REPO
+from .conftest import REPO, sag2wb
 
 DOCS = REPO / "sample_corpora" / "internal_docs"
 ENCYCLOPEDIA = REPO / "sample_corpora" / "encyclopedia"
-
-
-def sag2wb(*args, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "workbench.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
 
 
 def identity(index: Index) -> dict[int, tuple]:

@@ -1,13 +1,17 @@
-"""The index file on disk: never build over what is not ours; clear the builds a killed process left."""
+"""The index file on disk: never build over what is not ours; clear the builds a killed process
+left. The folder an index was built from: one walk that lists its files with their stat."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sqlite3
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.index.schema import IndexProblem
+from workbench.index.units import DOCUMENT_SUFFIXES
 
 
 def check_replaceable(path: Path) -> None:
@@ -73,3 +77,118 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+# ---- the folder an index was built from: one walk, one stat per document ------------------------
+Stat = tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, inode, device: what an update compares
+
+
+def stat_of(st: os.stat_result) -> Stat:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+@dataclass
+class Walk:
+    """A folder as an update sees it: its document files (relative path, stat) in index order,
+    and the files of other kinds it skips (relative, sorted, hidden ones left out)."""
+
+    documents: list[tuple[str, Stat]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+_NOT_THERE = {errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP}  # what Path.is_file reads as "no file"
+
+
+def walk_folder(root: Path, ordered: bool = True) -> Walk:
+    """The files `folder_files` and `skipped_files` list, in their order (`ordered=False`: in
+    the order the folders list them, which costs no sorting; `index_order` sorts them later),
+    found by one `os.scandir` walk: a regular file costs no system call to classify and one `stat` (a
+    symbolic link is followed, as `Path.is_file` does; a linked folder is not entered, as
+    `rglob` does not). A file or folder that vanishes during the walk is not there; an
+    unreadable folder is passed over, as `rglob` passes over it.
+
+    >>> Path("w/sub").mkdir(parents=True)
+    >>> for name in ("b.md", "a-c.txt", "sub/a.MD", "x.pdf", ".md"):
+    ...     _ = Path("w", name).write_text("text")
+    >>> walk = walk_folder(Path("w"))
+    >>> [rel for rel, _ in walk.documents], walk.skipped
+    (['a-c.txt', 'b.md', 'sub/a.MD'], ['x.pdf'])
+    """
+    documents: list[tuple[str, Stat]] = []
+    skipped: list[str] = []
+    folders = [("", os.fspath(root))]
+    while folders:
+        prefix, directory = folders.pop()
+        hidden = prefix.startswith(".") or "/." in prefix
+        try:
+            listing = os.scandir(directory)
+        except PermissionError:
+            continue  # an unreadable folder, passed over as rglob does
+        except (FileNotFoundError, NotADirectoryError):
+            if not prefix:
+                raise
+            continue  # removed while we walked
+        with listing:
+            for entry in listing:
+                name = entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append((f"{prefix}{name}/", entry.path))
+                        continue
+                    if not entry.is_file():
+                        continue
+                    i = name.rfind(".")  # the suffix as PurePath.suffix reads it: ".md" alone has none
+                    if 0 < i < len(name) - 1 and name[i:].lower() in DOCUMENT_SUFFIXES:
+                        st = entry.stat()
+                        documents.append(
+                            (prefix + name, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev))
+                        )
+                    elif not hidden and name[0] != ".":
+                        skipped.append(prefix + name)
+                except OSError as exc:  # vanished between the listing and its stat, a link loop: not a file
+                    if exc.errno not in _NOT_THERE:
+                        raise
+    return Walk(index_order(documents) if ordered else documents, sorted(skipped))
+
+
+def index_order(documents: list[tuple[str, Stat]]) -> list[tuple[str, Stat]]:
+    """Documents of an unordered walk in Path order, as sorted(rglob) gives it: part by part
+    ("\\0" sorts a separator before any character)."""
+    return sorted(documents, key=lambda d: d[0].replace("/", "\0"))
+
+
+# A stat taken in the same timestamp tick as a later edit of the same length cannot tell the
+# two apart (git calls such files "racy"): a file whose recorded mtime or ctime is not older
+# than the recording walk's start, less the timestamps' granularity, is hashed at the next
+# update, and is settled once an update that starts later than that has checked it. The
+# granularity is read from the stamps themselves: a file whose mtime or ctime has no
+# sub-second part lives where stamps are whole seconds (ext3, HFS+, FAT's 2-s mtimes, many
+# network mounts): 2 s. Sub-second stamps come from the kernel's coarse clock, at most one
+# scheduler tick (1-10 ms) behind the wall clock the walk's start is read from: 100 ms, ten
+# ticks, also covers a small clock difference with a network file server.
+WHOLE_SECOND_WINDOW_NS = 2_000_000_000
+FINE_WINDOW_NS = 100_000_000
+
+
+def racy_window_ns(mtime_ns: int, ctime_ns: int) -> int:
+    whole = mtime_ns % 1_000_000_000 == 0 or ctime_ns % 1_000_000_000 == 0
+    return WHOLE_SECOND_WINDOW_NS if whole else FINE_WINDOW_NS
+
+
+def unchanged_by_stat(recorded: tuple, now: Stat, checked_at_ns: int | None) -> bool:
+    """True when a file can be taken as unchanged without reading it: its size, mtime, ctime,
+    inode and device are what a walk that started at `checked_at_ns` recorded, and it was not
+    racy then. An edit keeps none of it: `touch -r` restores the mtime but moves the ctime,
+    `cp -p` and `rsync -a` keep the mtime but bring a new ctime (and `rsync` a new inode).
+    A record without ctime (an index of an older workbench) or without a walk start never is.
+
+    >>> old = (5, 10**18 + 1, 10**18 + 1, 7, 1)
+    >>> unchanged_by_stat(old, old, 10**18 + 10**9), unchanged_by_stat(old, old, 10**18 + 10**6)
+    (True, False)
+    >>> unchanged_by_stat(old, (5, 10**18 + 1, 10**18 + 2, 7, 1), 10**18 + 10**9)   # touch -r: ctime moved
+    False
+    """
+    if checked_at_ns is None or recorded[2] is None or tuple(recorded) != now:
+        return False
+    mtime, ctime = recorded[1], recorded[2]
+    return max(mtime, ctime) < checked_at_ns - racy_window_ns(mtime, ctime)

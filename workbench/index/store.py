@@ -21,6 +21,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
@@ -502,6 +503,7 @@ class Index:
         if tmp.exists():
             tmp.unlink()
         existed = path.exists()
+        started_ns = time.time_ns()  # files changed after this are checked again (update.write_manifest)
         try:
             meta = write_index(
                 units,
@@ -515,7 +517,7 @@ class Index:
                 raise IndexProblem(f"{source or path}: nothing to index (no units)")
             if folder is not None:  # what `sag2wb index FOLDER` compares to update in place
                 with sqlite3.connect(tmp) as db:
-                    write_manifest(db, folder)
+                    write_manifest(db, folder, started_ns)
                 db.close()
             os.replace(tmp, path)
         except BaseException as exc:

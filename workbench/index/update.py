@@ -23,7 +23,7 @@ Index('docs.sqlite', units=24, documents=19)
 (['ops/oncall.md'], ['auth/sso.md'], ['CHANGELOG.md'])
 >>> changes.summary()
 '1 added, 1 changed, 1 removed document(s), 4 renumbered; 12 units tokenized;
- 18 files stat-checked, 17 hashed; ... s'
+ 18 files stat-checked, ... hashed; ... s'
 >>> Index("docs.sqlite")
 Index('docs.sqlite', units=24, documents=19)
 """
@@ -31,7 +31,8 @@ Index('docs.sqlite', units=24, documents=19)
 from __future__ import annotations
 
 import glob
-import os
+import hashlib
+import io
 import sqlite3
 import time
 from collections import Counter
@@ -41,8 +42,17 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.index.build import Fingerprint, insert_units, tokenize_rows, write_aliases
-from workbench.index.corpora import file_units, folder_files, iter_corpus, skipped_files
+from workbench.index.build import Fingerprint, insert_units, tokenize_rows, unit_digest, write_aliases
+from workbench.index.corpora import document_units, folder_files, iter_corpus
+from workbench.index.files import (
+    WHOLE_SECOND_WINDOW_NS,
+    Stat,
+    index_order,
+    racy_window_ns,
+    stat_of,
+    unchanged_by_stat,
+    walk_folder,
+)
 from workbench.index.schema import IndexProblem, write_failure
 from workbench.index.units import CorpusError, Unit
 from workbench.safeio import file_sha256
@@ -62,8 +72,8 @@ class Changes:
     renumbered: list[str] = field(default_factory=list)
     units_tokenized: int = 0
     seconds: float = 0.0
-    checked: int = 0  # files of the manifest whose size and mtime were read (folder updates)
-    hashed: int = 0  # of those, files whose content hash was computed to decide
+    checked: int = 0  # files of the manifest whose stat was compared with the recorded one (folder updates)
+    hashed: int = 0  # of those, files whose content hash was computed to decide (stat moved, or racy)
     skipped: list[str] = field(default_factory=list)  # files of a kind that is not indexed (.pdf, ...)
     stale: list[str] = field(default_factory=list)  # files built from the index beside it, now out of date
 
@@ -86,19 +96,67 @@ def derived_files(path: Path) -> list[str]:
     return sorted(p.name for p in path.parent.glob(f"{glob.escape(path.name)}.graph-*.npz"))
 
 
-def write_manifest(db: sqlite3.Connection, root: Path) -> None:
-    """The folder's files as indexed (size, mtime, content hash, unit ids): what an update
-    compares against."""
+CHECKED_AT = "files_checked_at_ns"  # meta: when the walk that last checked every file began (time.time_ns())
+_INSERT_FILE = (
+    "INSERT OR REPLACE INTO files (path, size, mtime_ns, ctime_ns, inode, device, sha256) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _manifest_table(db: sqlite3.Connection) -> None:
+    """The `files` table: each document file as last checked (size, mtime, ctime, inode,
+    device, content hash). An index of an older workbench has no ctime, inode or device:
+    they are added empty, so each of its files is hashed once and then recorded."""
     db.execute(
-        "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER NOT NULL, "
-        "mtime_ns INTEGER NOT NULL, sha256 TEXT NOT NULL) WITHOUT ROWID"
+        "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, "
+        "sha256 TEXT NOT NULL, ctime_ns INTEGER, inode INTEGER, device INTEGER) WITHOUT ROWID"
     )
+    columns = {row[1] for row in db.execute("PRAGMA table_info(files)")}
+    for column in ("ctime_ns", "inode", "device"):
+        if column not in columns:
+            db.execute(f"ALTER TABLE files ADD COLUMN {column} INTEGER")
+
+
+def write_manifest(db: sqlite3.Connection, root: Path, started_ns: int | None = None) -> None:
+    """The folder's files as indexed (stat, content hash): what an update compares against.
+    `started_ns`: when the build began reading the folder (`time.time_ns()`). A file changed
+    since then may have been read before its change: its units are checked against the bytes
+    hashed here, and on a difference it is recorded unhashed, so the next update reads it again."""
+    _manifest_table(db)
     db.execute("DELETE FROM files")
     rows = []
-    for (document,) in db.execute("SELECT DISTINCT document FROM units"):
-        st = (root / document).stat()
-        rows.append((document, st.st_size, st.st_mtime_ns, file_sha256(root / document)))
-    db.executemany("INSERT INTO files VALUES (?, ?, ?, ?)", rows)
+    for (document,) in db.execute("SELECT DISTINCT document FROM units").fetchall():
+        st = stat_of((root / document).stat())
+        if started_ns is not None and max(st[1], st[2]) >= started_ns - racy_window_ns(st[1], st[2]):
+            digest, units = _read_document(root, document)
+            indexed = [d for (d,) in db.execute("SELECT digest FROM units WHERE document = ? ORDER BY id", (document,))]
+            if indexed != [unit_digest(u) for u in units]:
+                digest = ""  # changed while the build read the folder: read again by the next update
+        else:
+            digest = file_sha256(root / document)
+        rows.append((document, *st, digest))
+    db.executemany(_INSERT_FILE, rows)
+    if started_ns is not None:
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (CHECKED_AT, str(started_ns)))
+
+
+def _read_document(root: Path, rel: str) -> tuple[str, list[Unit]]:
+    """A document's sha256 and units from one read of its bytes (decoded as `file_units`
+    reads it), so the hash an update records is the hash of the text it indexed."""
+    try:
+        data = (root / rel).read_bytes()
+    except FileNotFoundError:
+        raise _vanished(root, rel) from None
+    try:
+        text = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{rel}: not UTF-8 ({exc.reason} at byte {exc.start}); convert it or remove it") from None
+    return hashlib.sha256(data).hexdigest(), document_units(text, rel)
+
+
+def _vanished(root: Path, rel: str) -> CorpusError:
+    return CorpusError(
+        f"{root / rel}: removed while the folder was being read; the index was not changed: run the update again"
+    )
 
 
 def _documents(db: sqlite3.Connection) -> dict[str, tuple[int, int]]:
@@ -304,7 +362,8 @@ def _transaction(path: Path):
         try:
             yield db
             try:
-                db.execute("COMMIT")
+                if db.in_transaction:  # an update with nothing to record has rolled back itself
+                    db.execute("COMMIT")
             except sqlite3.OperationalError as exc:
                 raise _busy(path, exc) from None
         except BaseException as exc:
@@ -329,80 +388,113 @@ def _busy(path: Path, exc: Exception) -> Exception:
 @dataclass
 class Compared:
     """What `compare_files` decided: the files whose content differs from the manifest's (or
-    that it lacks), in folder order; the unchanged files whose mtime moved (with their new
-    stat); the digests it computed; how many files it hashed."""
+    that it lacks), in folder order; the unchanged files whose stat moved (with their new
+    stat); how many files it stat-checked, how many it hashed and how many of those only
+    because they were racy."""
 
     different: list[str] = field(default_factory=list)
-    touched: list[tuple[str, os.stat_result]] = field(default_factory=list)
-    digests: dict[str, str] = field(default_factory=dict)
+    touched: list[tuple[str, Stat]] = field(default_factory=list)
     checked: int = 0
     hashed: int = 0
+    racy: int = 0
 
 
-def compare_files(root: Path, files: list[Path], known: dict[str, tuple[int, int, str]]) -> Compared:
-    """Which of `files` changed since the manifest `known` (path -> size, mtime, sha256).
+def compare_files(root: Path, found: list[tuple[str, Stat]], known: dict[str, tuple], recorded_sha256, checked_at_ns):
+    """Which of the walked files `found` (relative path, stat) changed since the manifest
+    `known` (path -> size, mtime, ctime, inode, device as recorded by the walk that began at
+    `checked_at_ns`; `recorded_sha256(path)` gives the hash). A different size is a change
+    without hashing; a file whose stat is the recorded one and was not racy is unchanged
+    without reading it (`files.unchanged_by_stat`); any other file is hashed.
 
-    Size and mtime alone cannot say "unchanged": `cp -p`, `rsync -a` and `touch -r` keep
-    both across an edit of the same length. So a file of the manifest's size is always
-    hashed (a different size is a change without hashing). At 600k passages in 600k files
-    the decision takes 142 s instead of 25 s by stat alone, the whole update 199 s instead
-    of 82 s (benchmarks/bench_update_hash.py, warm cache, a busy 2-core machine): the price
-    of never keeping a stale index; a few large files cost far less (one open per file).
-
-    >>> _ = Path("a.md").write_text("alpha"); st = Path("a.md").stat()
-    >>> compare_files(Path("."), [Path("a.md")], {"a.md": (st.st_size, st.st_mtime_ns, "0" * 64)}).different
+    >>> _ = Path("a.md").write_text("alpha"); st = stat_of(Path("a.md").stat())
+    >>> compare_files(Path("."), [("a.md", st)], {"a.md": st}, lambda p: "0" * 64, st[2] + 10**10).hashed
+    0
+    >>> compare_files(Path("."), [("a.md", st)], {"a.md": st}, lambda p: "0" * 64, None).different
     ['a.md']
     """
     out = Compared()
-    for file in files:
-        rel = file.relative_to(root).as_posix()
-        before = known.get(rel)
+    get = known.get
+    # the common case first, without a call: the recorded stat, older than either window
+    settled = checked_at_ns - WHOLE_SECOND_WINDOW_NS if checked_at_ns is not None else -1
+    for rel, st in found:
+        before = get(rel)
         if before is None:
             out.different.append(rel)
             continue
-        st = file.stat()
         out.checked += 1
-        if st.st_size != before[0]:
+        if before == st and st[1] < settled and st[2] < settled:
+            continue
+        if st[0] != before[0]:
             out.different.append(rel)
             continue
-        digest = out.digests[rel] = file_sha256(file)
+        if unchanged_by_stat(before, st, checked_at_ns):
+            continue
+        try:
+            digest = file_sha256(root / rel)
+        except FileNotFoundError:
+            raise _vanished(root, rel) from None
         out.hashed += 1
-        if digest != before[2]:
+        if digest != recorded_sha256(rel):
             out.different.append(rel)
-        elif st.st_mtime_ns != before[1]:
+        elif tuple(before) != st:
             out.touched.append((rel, st))
+        else:
+            out.racy += 1
     return out
 
 
 def update_folder(path: Path, root: Path) -> Changes:
     """Bring the index at `path` of the folder `root` up to date with the folder's files
-    (a file is unchanged only when its content hash is the manifest's: `compare_files`)."""
+    (`compare_files` decides what changed). An update that finds nothing to change leaves
+    the index file as it was, byte for byte."""
     t0 = time.perf_counter()
     changes = Changes()
     with _transaction(path) as db:
-        known = {p: (size, mtime, digest) for p, size, mtime, digest in db.execute("SELECT * FROM files")}
-        old = _documents(db)
-        files = folder_files(root)
-        changes.skipped = skipped_files(root)
-        order = [file.relative_to(root).as_posix() for file in files]
-        decided = compare_files(root, files, known)
+        _manifest_table(db)
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (CHECKED_AT,)).fetchone()
+        started = time.time_ns()  # before the walk: every stat it records is taken after this
+        checked_at = int(row[0]) if row and str(row[0]).isdigit() else None
+        if checked_at is not None and started < checked_at:
+            checked_at = None  # the clock went back since: no stat can be trusted, every file is hashed
+        known = {r[0]: r[1:] for r in db.execute("SELECT path, size, mtime_ns, ctime_ns, inode, device FROM files")}
+        walk = walk_folder(root, ordered=False)  # put in order only when something changed
+        if not walk.documents:
+            folder_files(root)  # says what the folder holds instead
+        changes.skipped = walk.skipped
+
+        def recorded_sha256(rel: str) -> str:
+            return db.execute("SELECT sha256 FROM files WHERE path = ?", (rel,)).fetchone()[0]
+
+        decided = compare_files(root, walk.documents, known, recorded_sha256, checked_at)
         changes.checked, changes.hashed = decided.checked, decided.hashed
-        for rel, st in decided.touched:  # same content, new mtime: the manifest follows
-            db.execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?", (st.st_size, st.st_mtime_ns, rel))
-        fresh = {rel: file_units(root, root / rel) for rel in decided.different}
+        # every recorded file seen (walked paths are unique): none is gone
+        gone = set() if decided.checked == len(known) else set(known) - {rel for rel, _ in walk.documents}
+        if not (decided.different or decided.touched or decided.racy or gone) and checked_at is not None:
+            db.execute("ROLLBACK")  # nothing to record: the file is left untouched
+            changes.seconds = time.perf_counter() - t0
+            return changes
+        # same content, new stat: the manifest follows
+        db.executemany(_INSERT_FILE, [(rel, *st, recorded_sha256(rel)) for rel, st in decided.touched])
+        old = _documents(db)
+        walk.documents = index_order(walk.documents)
+        order = [rel for rel, _ in walk.documents]
+        different = set(decided.different)
+        decided.different = [rel for rel in order if rel in different]  # in folder order
+        stats = dict(walk.documents)
+        fresh = {}
         for rel in decided.different:
+            digest, fresh[rel] = _read_document(root, rel)
+            db.execute(_INSERT_FILE, (rel, *stats[rel], digest))  # the stat taken before the bytes were read
             (changes.changed if rel in old else changes.added).append(rel)
         changes.removed = sorted(set(old) - set(order))
-        removed, added, changes.renumbered = plan(order, old, fresh, lambda rel: file_units(root, root / rel))
+        removed, added, changes.renumbered = plan(order, old, fresh, lambda rel: _read_document(root, rel)[1])
         changes.units_tokenized = apply(db, removed, added)
-        for rel in set(changes.added) | set(changes.changed) | set(changes.renumbered):
-            st = (root / rel).stat()
-            digest = decided.digests.get(rel) or file_sha256(root / rel)
-            db.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?)", (rel, st.st_size, st.st_mtime_ns, digest))
-        db.executemany("DELETE FROM files WHERE path = ?", [(r,) for r in changes.removed])
+        db.executemany("DELETE FROM files WHERE path = ?", [(r,) for r in sorted(gone)])
         if not db.execute("SELECT 1 FROM units LIMIT 1").fetchone():
             raise CorpusError(f"{root}: no .md or .txt files found")
-        _finish(db, str(root))
+        if decided.different or gone:
+            _finish(db, str(root))
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (CHECKED_AT, str(started)))
     changes.seconds = time.perf_counter() - t0
     if changes.added or changes.changed or changes.removed:
         changes.stale = derived_files(path)
