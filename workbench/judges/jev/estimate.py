@@ -34,7 +34,7 @@ from workbench.judges.cached import valid_entry
 from workbench.judges.jev.cache import CACHE_FILE, DEFAULT_CACHE_DIR, check_cache_dir, check_format
 from workbench.judges.jev.client import resolve_endpoint
 from workbench.judges.jev.judge import JEVJudge
-from workbench.judges.jev.payload import plan_requests, request_tokens
+from workbench.judges.jev.payload import request_tokens
 from workbench.judges.jev.readonly import ReadOnlyStore
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError
@@ -232,18 +232,7 @@ class RequestCounter:
                 self._send(body, len(idx))
 
     def _plan(self, question, candidates, context):
-        p = self.planner
-        return plan_requests(
-            p.model,
-            question,
-            candidates,
-            context,
-            p.payload_style,
-            max_tokens=p.max_request_tokens,
-            max_item_tokens=p.max_item_tokens,
-            max_questions=p.max_questions,
-            instructions=p.instructions,
-        )
+        return self.planner.request_plan(question, candidates, context)  # the requests the client would send
 
     def close(self) -> None:
         close_judge(self.proxy)

@@ -104,7 +104,8 @@ class JEVJudge:
         return f"JEVJudge({self.url!r}, model={self.model!r}, payload_style={self.payload_style!r})"
 
     # ---- what a judgment cache asks of it -------------------------------------------------
-    def _plan(self, question, candidates, context) -> list[tuple[list[int], dict]]:
+    def request_plan(self, question, candidates, context) -> list[tuple[list[int], dict]]:
+        """(candidate positions, request body) of each request this judge would send for the call."""
         return plan_requests(
             self.model,
             question,
@@ -126,7 +127,7 @@ class JEVJudge:
         if self.payload_style != "stateful":
             return self._keys(question, context, candidates)
         keys = [""] * len(candidates)
-        for idx, _ in self._plan(question, candidates, context):
+        for idx, _ in self.request_plan(question, candidates, context):
             for i, k in zip(idx, self._keys(question, context, [candidates[i] for i in idx])):
                 keys[i] = k
         return keys
@@ -140,7 +141,7 @@ class JEVJudge:
             return None
         return [
             (idx, self._keys(question, context, [candidates[i] for i in idx]), body)
-            for idx, body in self._plan(question, candidates, context)
+            for idx, body in self.request_plan(question, candidates, context)
         ]
 
     @property
@@ -219,7 +220,7 @@ class JEVJudge:
     async def _judge(self, question, candidates, context, on_answered, plan=None) -> list[float]:
         if self.client is None:
             raise JEVError("this JEV judge has no client (replay only)")
-        plans = self._plan(question, candidates, context) if plan is None else [(p[0], p[-1]) for p in plan]
+        plans = self.request_plan(question, candidates, context) if plan is None else [(p[0], p[-1]) for p in plan]
         out: dict[int, float] = {}
         tasks = [asyncio.ensure_future(self._one_request(idx, body, on_answered)) for idx, body in plans]
         errors = []
