@@ -32,7 +32,7 @@ from workbench.judges.jev.server import JudgeServer
 from workbench.params import Params
 from workbench.trace import STOP_JUDGE_ERROR
 
-from .conftest import FILM_WORLD, REPO, build_index
+from .conftest import FILM_WORLD, REPO, build_index, sag2wb
 
 REFERENCE_PYTHON = os.environ.get("SAG2WB_REFERENCE_PYTHON") or str(REPO / ".venv-reference" / "bin" / "python")
 MODEL = "typesafe/jev-1.13"
@@ -152,25 +152,7 @@ def test_eval_sends_the_question_as_the_questions_file_writes_it(tmp_path, serve
     db = tmp_path / "film.sqlite"
     build_index(tmp_path, FILM_WORLD, name=db.name).close()
     options = ["--jev-endpoint", server.url, "--cache-dir", tmp_path / "cache", "--out", tmp_path / "out.json"]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "workbench.cli",
-            "eval",
-            "--db",
-            db,
-            "--questions",
-            questions,
-            "--judge",
-            "jev",
-            *options,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    done = sag2wb("eval", "--db", db, "--questions", questions, "--judge", "jev", *options, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert {s["original_question"] for s in states(server.bodies)} == set(PADDED)
 
@@ -402,29 +384,21 @@ def test_a_fully_cached_rerun_with_the_service_down_names_the_cache_and_retries_
             assert Run(index, Question(f"q{i}", q, ()), judge=judge).run().stop != STOP_JUDGE_ERROR
         judge.close()
     index.close()
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "workbench.cli",
-            "eval",
-            "--db",
-            db,
-            "--questions",
-            questions,
-            "--judge",
-            "jev",
-            "--jev-endpoint",
-            url,
-            "--cache-dir",
-            cache,
-            "--out",
-            tmp_path / "again.json",
-            "--keep-going",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    again = sag2wb(
+        "eval",
+        "--db",
+        db,
+        "--questions",
+        questions,
+        "--judge",
+        "jev",
+        "--jev-endpoint",
+        url,
+        "--cache-dir",
+        cache,
+        "--out",
+        tmp_path / "again.json",
+        "--keep-going",
         cwd=tmp_path,
     )
     assert again.returncode != 0
