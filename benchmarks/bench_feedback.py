@@ -12,6 +12,16 @@ passages, so the per-passage cost is the real one) and the whole build is extrap
 sample seconds x N / sample; the stored size is extrapolated from the 6k bytes per passage.
 The printed rows say which figures are measured and which extrapolated. RM3 needs no
 precomputation (its cost is per question: also printed, over the 100 dev questions).
+
+    python benchmarks/bench_feedback.py --graph [--sizes 300000] [--repeat 1] [--sample 200]
+
+`--graph`: the corpus graph against the index build, side by side in the same minutes, each
+in a fresh process: `sag2wb index` (wall s, CPU s, peak RSS of the process and of its largest
+worker), then `build_graph` (all passages scored at once; wall s, its stages, peak RSS of the
+process and of its largest worker), the ratio graph/build, and the per-query definition
+(`build_graph_by_queries`) on a --sample of passages, extrapolated, with its lists compared
+to the new graph's (same neighbours and scores, bit for bit). Repeated --repeat times
+(medians printed when more than one).
 """
 
 from __future__ import annotations
@@ -31,6 +41,82 @@ from bench_scale import write_corpus
 from workbench.feedback import GraphParams, build_graph, corpus_graph, graph_path, rm3_expansion
 from workbench.index import Index, load_questions
 
+GRAPH = """
+import json, resource, sys, time
+import numpy as np
+t = time.perf_counter()
+from workbench.feedback.graph import build_graph
+from workbench.index import Index
+graph = build_graph(Index(sys.argv[1]), progress=False)
+wall = time.perf_counter() - t
+np.savez(sys.argv[2], ids=graph.ids, neighbours=graph.neighbours, scores=graph.scores)
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall": wall, "cpu": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
+                  "rss_mib": me.ru_maxrss / 1024, "worker_rss_mib": kids.ru_maxrss / 1024,
+                  "stages": graph.meta["stages"], "edges": graph.edges()}))
+"""
+
+BY_QUERIES = """
+import json, random, sys, time
+import numpy as np
+from workbench.feedback.graph import build_graph_by_queries
+from workbench.index import Index
+index = Index(sys.argv[1]).warm()
+sample = sorted(random.Random(20261015).sample(sorted(index.documents), min(int(sys.argv[3]), index.N)))
+t = time.perf_counter()
+old = build_graph_by_queries(index, only=sample, progress=False)
+took = time.perf_counter() - t
+new = np.load(sys.argv[2])
+rows = np.searchsorted(new["ids"], old.ids)
+same = bool(np.array_equal(new["neighbours"][rows], old.neighbours)
+            and np.array_equal(new["scores"][rows].view(np.int64), old.scores.view(np.int64)))
+print(json.dumps({"sample": len(sample), "seconds": took, "extrapolated": took * index.N / len(sample),
+                  "same": same}))
+"""
+
+
+def graph_main(args, originals: list[dict], corpus: Path, work: Path) -> None:
+    """The --graph rows: index build and corpus graph side by side (see the module docstring)."""
+    import statistics
+
+    from bench_scale import BUILD, child
+
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; params {GraphParams()}")
+    print(
+        "| passages | run | build s (CPU s, RSS MiB, worker) | graph s (CPU s, RSS MiB, worker) | graph/build "
+        "| graph stages s | per-query graph s (sample, extrapolated) | same lists |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for size in [int(s) for s in args.sizes.split(",")]:
+        size = max(size, len(originals))
+        path = corpus if size == len(originals) else work / f"corpus-{size}.json"
+        if not path.exists():
+            write_corpus(originals, size, path)
+        ratios = []
+        for run in range(args.repeat):
+            db = work / f"graph-index-{size}.sqlite"
+            for old in work.glob(f"{db.name}*"):
+                old.unlink()
+            build = child(BUILD, str(path), str(db), cwd=work)
+            graph = child(GRAPH, str(db), str(work / f"graph-{size}.npz"), cwd=work)
+            if "error" in build or "error" in graph:
+                print(f"| {size:,} | {run + 1} | {build.get('error', '')} | {graph.get('error', '')} | | | | |")
+                continue
+            check = child(BY_QUERIES, str(db), str(work / f"graph-{size}.npz"), str(args.sample), cwd=work)
+            ratio = graph["wall"] / build["wall"]
+            ratios.append(ratio)
+            stages = ", ".join(f"{k} {v:.0f}" for k, v in graph["stages"].items())
+            print(
+                f"| {size:,} | {run + 1} | {build['wall']:.0f} ({build['cpu']:.0f}, {build['rss_mib']:.0f}, "
+                f"{build['worker_rss_mib']:.0f}) | {graph['wall']:.0f} ({graph['cpu']:.0f}, {graph['rss_mib']:.0f}, "
+                f"{graph['worker_rss_mib']:.0f}) | {ratio:.2f} | {stages} | {check.get('extrapolated', 0):,.0f} "
+                f"({check.get('sample')} in {check.get('seconds', 0):.0f} s) | {check.get('same')} |",
+                flush=True,
+            )
+        if len(ratios) > 1:
+            print(f"| {size:,} | median of {len(ratios)} | | | {statistics.median(ratios):.2f} | | | |")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -39,12 +125,17 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/sag2wb-scale", help="folder for corpora and indexes (reused)")
     ap.add_argument("--sample", type=int, default=2000, help="passages timed above --full-up-to [2000]")
     ap.add_argument("--full-up-to", type=int, default=60000, help="largest size whose whole graph is built")
+    ap.add_argument("--graph", action="store_true", help="the corpus graph against the index build (see above)")
+    ap.add_argument("--repeat", type=int, default=1, help="--graph: runs per size [1]")
     args = ap.parse_args()
     corpus = need(Path(args.data) / "2wiki" / "corpus.json")
-    questions = load_questions(need(Path(args.data) / "2wiki" / "questions-dev.jsonl"))
     originals = json.loads(corpus.read_text(encoding="utf-8"))
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    if args.graph:
+        graph_main(args, originals, corpus, work)
+        return
+    questions = load_questions(need(Path(args.data) / "2wiki" / "questions-dev.jsonl"))
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; params {GraphParams()}")
     print(
         "| passages | index build s | graph: measured | graph build s | passages/s | edges | .npz MiB "

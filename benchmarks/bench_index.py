@@ -21,6 +21,7 @@ from workbench import text
 from workbench.index.corpora import load_corpus, load_questions
 from workbench.index.store import Index
 from workbench.runs.evaluation import evaluate
+from workbench.runs.options import RunOptions
 
 
 def main() -> None:
@@ -52,7 +53,7 @@ def main() -> None:
             sizes.append((Path(d) / "2wiki.sqlite").stat().st_size)
             if i == 0:
                 t = time.perf_counter()
-                result = evaluate(index, load_questions(questions), "bm25", progress=False)
+                result = evaluate(index, load_questions(questions), "bm25", options=RunOptions(progress=False))
                 bm25_s = time.perf_counter() - t
             index.close()
     text._CHUNK_CACHE.clear()

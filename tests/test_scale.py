@@ -11,17 +11,14 @@ import time
 
 import pytest
 
-from workbench.index.corpora import CorpusError, iter_corpus, load_corpus
+from workbench.index.corpora import iter_corpus, load_corpus
 from workbench.index.store import Index, IndexProblem, remove_stale_builds
+from workbench.index.units import CorpusError
 
-from .conftest import REPO, units_from
+from .conftest import REPO, sag2wb, units_from
 from .reliability_world import default_sigint
 
 SAG2WB = [sys.executable, "-m", "workbench.cli"]
-
-
-def sag2wb(*args, cwd):
-    return subprocess.run([*SAG2WB, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 def digest(path) -> str:

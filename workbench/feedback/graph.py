@@ -44,7 +44,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from workbench import safeio
-from workbench import text as textlib
+from workbench.feedback.graph_scoring import passage_tokens, score_all
 from workbench.index.store import DEFAULT_FIELD_WEIGHTS, Index, query_expression
 from workbench.params import ParamsError
 
@@ -214,16 +214,51 @@ def id_map_digest(index: Index) -> str:
 
 def passage_expression(unit, query_tokens: int) -> str:
     """A passage's text as a question: the OR of its first distinct tokens (title first)."""
-    text = "\n".join(x for x in (unit.title, unit.heading, unit.body) if x)
-    return query_expression(list(dict.fromkeys(textlib.tokenize(text)))[:query_tokens])
+    return query_expression(passage_tokens(unit, query_tokens))
 
 
 def build_graph(
+    index: Index,
+    params: GraphParams | None = None,
+    *,
+    progress: bool | None = None,
+    only=None,
+    workers: int | None = None,
+) -> CorpusGraph:
+    """Every passage's `params.neighbours` BM25 neighbours, all passages scored at once from
+    the index's postings with max-score pruning (`graph_scoring.score_all`; the same lists and
+    scores as `build_graph_by_queries`, bit for bit). `workers`: processes (default: up to 2
+    cores on a large corpus; the same graph for any number). `progress`: a line on stderr per
+    stage (None: on a terminal only). `only`: these unit ids alone (a partial graph, e.g. to
+    time a sample of a large corpus; never stored)."""
+    params = params or GraphParams()
+    if index.postings is None:  # an index opened with max_postings=0: FTS5 answers each query
+        return build_graph_by_queries(index, params, progress=progress, only=only)
+    t0 = time.perf_counter()
+    show = sys.stderr.isatty() if progress is None else progress
+    if show:
+        print(f"GAR corpus graph: {index.N:,} passages, scoring all at once", file=sys.stderr)
+    stages: dict = {}
+    ids, neighbours, scores = score_all(
+        index,
+        sorted(index.documents) if only is None else sorted(set(only)),
+        k=params.neighbours,
+        query_tokens=params.query_tokens,
+        weights=params.field_weights,
+        workers=workers,
+        stages=stages,
+    )
+    if show:
+        print(f"GAR corpus graph: done ({', '.join(f'{k} {v:.1f} s' for k, v in stages.items())})", file=sys.stderr)
+    return CorpusGraph(ids, neighbours, scores, {**_meta(index, params, only, t0), "stages": stages})
+
+
+def build_graph_by_queries(
     index: Index, params: GraphParams | None = None, *, progress: bool | None = None, only=None
 ) -> CorpusGraph:
-    """Every passage's `params.neighbours` BM25 neighbours (one FTS5/postings query per
-    passage). `progress`: a tqdm bar (None: on a terminal only). `only`: these unit ids
-    alone (a partial graph, e.g. to time a sample of a large corpus; never stored)."""
+    """The graph by its definition: one FTS5/postings query per passage (`Index.search` of
+    its `passage_expression`, k + 1 hits, itself left out). Slow on a large corpus (~43 h at
+    600k); kept as the reference the tests and benchmarks compare `build_graph` with."""
     params = params or GraphParams()
     t0 = time.perf_counter()
     ids = np.array(sorted(index.documents) if only is None else sorted(set(only)), dtype=np.int64)
@@ -240,7 +275,11 @@ def build_graph(
                 for j, (u, s) in enumerate(hits):
                     neighbours[row, j], scores[row, j] = u, s
             bar.update(len(chunk))
-    meta = {
+    return CorpusGraph(ids, neighbours, scores, _meta(index, params, only, t0))
+
+
+def _meta(index: Index, params: GraphParams, only, t0: float) -> dict:
+    return {
         "format": GRAPH_FORMAT,
         "index_fingerprint": index.meta.get("fingerprint"),
         "id_map": id_map_digest(index),
@@ -250,7 +289,6 @@ def build_graph(
         "seconds": round(time.perf_counter() - t0, 3),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    return CorpusGraph(ids, neighbours, scores, meta)
 
 
 def graph_path(index: Index, params: GraphParams | None = None) -> Path:

@@ -1,0 +1,507 @@
+"""The corpus graph's neighbour lists for every passage at once (paper B.3), equal to one
+`Index.search(passage_expression(unit), k + 1)` per passage with the passage left out, bit
+for bit, at a fraction of the cost.
+
+Each passage's question is the OR of its first distinct tokens (`passage_tokens`). A phrase's
+BM25 contribution to a row does not depend on the question it is in: `phrase_table` computes
+it once per distinct phrase from the index's postings, with the operations and the order of
+`Postings.bm25` (f added in position order by bincount, then idf * (f * (k1 + 1)) / (f + norm)),
+so each contribution is the float the search path adds. A row's score for a question is the
+sum of its phrases' contributions in question order; `Index.search` adds them in that order
+too, starting from 0.0.
+
+Most rows cannot be among a passage's best k, and the work is to skip them (max-score
+pruning, as search engines do for top-k):
+1. the question's `SEEDS` phrases of highest bound (the largest contribution the phrase makes
+   to any row: its rarest, best-scoring phrases) give candidates whose partial scores are
+   lower bounds: the k-th best, theta, bounds the k-th best score from below;
+2. the phrases of least bound whose bounds add up to less than theta are non-essential: a row
+   that has none of the other (essential) phrases cannot reach theta; the essential phrases'
+   rows are the candidates, their partial sums plus the non-essential bounds an upper bound;
+3. candidates that cannot reach theta are dropped; the rest get the non-essential phrases'
+   contributions; those within a hair of the k-th best are scored exactly, in question order
+   (`exact_scores`), and ordered as `Index.search` orders (`bm25_order`: best first, ties by
+   lower id).
+Every comparison keeps a relative margin (`MARGIN`, far above the 80-term rounding error of
+~1e-14), so a pruned row is one that could not be in the list whatever the order of addition;
+the lists equal the per-passage search's (tests/test_graph_scale.py, on every bundled corpus
+and 2Wiki).
+
+With `workers` > 1 (default: up to 2 cores, for corpora of `PARALLEL_FROM` passages or more)
+the passages are tokenized and scored in forked processes, each a share of the passages;
+each passage's list is computed alone, so the result is the same for any number of workers.
+
+>>> ids, neighbours, scores = score_all(index, sorted(index.documents), k=3, query_tokens=80, weights=(2.0, 2.0, 1.0))
+>>> [index.unit(u).document for u in neighbours[ids.tolist().index(7)]]
+['auth/login.md', 'auth/sso.md', 'zh/login.md']
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workbench import text as textlib
+from workbench.index.postings import COLUMNS, K1, Postings
+from workbench.index.store import Index, bm25_order, query_expression
+
+MARGIN = 1e-9  # relative; float sums of <= 80 positive terms differ by ~1e-14 at most
+PARALLEL_FROM = 20_000  # passages: below this one process does it all (forking costs more)
+_ROW_BITS = 32
+_ROW_MASK = (1 << _ROW_BITS) - 1
+
+
+def passage_tokens(unit, query_tokens: int) -> list[str]:
+    """A passage's text as a question's tokens: its first distinct tokens, title first."""
+    text = "\n".join(x for x in (unit.title, unit.heading, unit.body) if x)
+    return list(dict.fromkeys(textlib.tokenize(text)))[:query_tokens]
+
+
+@dataclass
+class Questions:
+    """Every passage's question as phrase ids: `phrases[offsets[i]:offsets[i + 1]]` is
+    passage `ids[i]`'s, in question order; `vocabulary[p]` is phrase p's text."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+    phrases: np.ndarray
+    vocabulary: list[str]
+
+    def of(self, i: int) -> np.ndarray:
+        return self.phrases[self.offsets[i] : self.offsets[i + 1]]
+
+
+@dataclass
+class PhraseTable:
+    """Each phrase's rows and its contribution to each: phrase p's are `rows[offsets[p]:
+    offsets[p + 1]]` (ascending) and `impacts[...]`. `missing[p]`: a phrase FTS5 splits into
+    no token (its questions are left to `Index.search`)."""
+
+    offsets: np.ndarray
+    rows: np.ndarray
+    impacts: np.ndarray
+    missing: np.ndarray
+
+
+def phrase_contributions(postings: Postings, phrase: str, column_weight: np.ndarray):
+    """(rows, contribution to each) of one phrase, as `Postings.bm25` computes them, or None
+    for a phrase without tokens. Reads `Postings.phrase` (rows, instance -> row, instance
+    column), `row_norm` and `n_rows`; the phrase is not kept in the postings' cache (a corpus's
+    every phrase would not fit)."""
+    found = postings.phrase(phrase)
+    cache = getattr(postings, "_phrases", None)
+    if isinstance(cache, dict):
+        cache.pop(phrase, None)
+    if found is None:
+        return None
+    rows, where, cols = found
+    if not len(rows):
+        return rows, np.zeros(0, dtype=np.float64)
+    # the same expressions as Postings.bm25, so the same floats
+    f = np.bincount(where, weights=column_weight[cols], minlength=len(rows))
+    n_hit = len(rows)
+    idf = math.log((postings.n_rows - n_hit + 0.5) / (n_hit + 0.5))
+    if idf <= 0.0:
+        idf = 1e-6
+    return rows, idf * ((f * (K1 + 1.0)) / (f + postings.row_norm[rows]))
+
+
+def phrase_table(postings: Postings, vocabulary: Sequence[str], weights) -> PhraseTable:
+    """The contributions of every phrase in `vocabulary` (see PhraseTable)."""
+    column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
+    n = len(vocabulary)
+    lengths = np.zeros(n, dtype=np.int64)
+    missing = np.zeros(n, dtype=bool)
+    rows_of, impacts_of = [], []
+    for p, phrase in enumerate(vocabulary):
+        found = phrase_contributions(postings, phrase, column_weight)
+        if found is None:
+            missing[p] = True
+            continue
+        rows, impacts = found
+        if len(rows):
+            lengths[p] = len(rows)
+            rows_of.append(rows.astype(np.int32))
+            impacts_of.append(impacts)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    rows = np.concatenate(rows_of) if rows_of else np.zeros(0, dtype=np.int32)
+    impacts = np.concatenate(impacts_of) if impacts_of else np.zeros(0, dtype=np.float64)
+    return PhraseTable(offsets, rows, impacts, missing)
+
+
+@dataclass
+class RowLists:
+    """The table by row: row r's table positions are `entries[offsets[r]:offsets[r + 1]]`,
+    its most common phrase first (df descending, then phrase id)."""
+
+    offsets: np.ndarray
+    entries: np.ndarray
+    phrases: np.ndarray  # the phrase of each entry
+
+
+def row_lists(table: PhraseTable, n_rows: int) -> RowLists:
+    lengths = np.diff(table.offsets)
+    counts = np.bincount(table.rows, minlength=n_rows)
+    offsets = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    entries = np.empty(int(offsets[-1]), dtype=np.int32)
+    phrases = np.empty(int(offsets[-1]), dtype=np.int32)
+    cursor = offsets[:-1].copy()
+    for p in np.lexsort((np.arange(len(lengths)), -lengths)).tolist():  # most common first
+        a, b = int(table.offsets[p]), int(table.offsets[p + 1])
+        if b > a:
+            rows = table.rows[a:b]
+            at = cursor[rows]
+            entries[at] = np.arange(a, b, dtype=np.int32)
+            phrases[at] = p
+            cursor[rows] += 1
+    return RowLists(offsets, entries, phrases)
+
+
+@dataclass
+class Level:
+    """Prefix lists (all-pairs similarity search's prefix filtering): each row leaves out of
+    the lists its most common phrases whose contributions add up to at most `budget` (`beta`:
+    what a row left out, a bound), so a row found in no list of a question's phrases scores at
+    most its beta <= budget for that question. Phrase p's listed table positions:
+    `entries[offsets[p]:offsets[p + 1]]`. Budget 0: every position (the table itself)."""
+
+    budget: float
+    offsets: np.ndarray
+    entries: np.ndarray | None
+    beta: np.ndarray | None
+
+
+SLACK = 1e-6  # absolute, on a row's left-out mass: chunked cumulative sums round by ~1e-9
+
+
+def row_masses(table: PhraseTable, by_row: RowLists) -> np.ndarray:
+    """Each row's sum of contributions over every phrase it has (its score for a question of
+    all of them, the most any question can give it)."""
+    return np.bincount(table.rows, weights=table.impacts, minlength=len(by_row.offsets) - 1)
+
+
+def levels(table: PhraseTable, by_row: RowLists, budgets: Sequence[float]) -> list[Level]:
+    """Level 0 (the whole table) and one level per budget (ascending)."""
+    n_rows = len(by_row.offsets) - 1
+    listed: list[list[np.ndarray]] = [[] for _ in budgets]
+    betas = [np.zeros(n_rows) for _ in budgets]
+    for a in range(0, n_rows, 20_000):
+        b = min(n_rows, a + 20_000)
+        lo = int(by_row.offsets[a])
+        entries = by_row.entries[lo : int(by_row.offsets[b])]
+        lengths = np.diff(by_row.offsets[a : b + 1])
+        starts = by_row.offsets[a:b] - lo
+        impacts = table.impacts[entries]
+        total = np.cumsum(impacts)
+        has = lengths > 0
+        base = np.zeros(b - a)
+        base[has] = total[starts[has]] - impacts[starts[has]]
+        within = total - np.repeat(base, lengths)  # each row's running sum, most common phrase first
+        row_of = np.repeat(np.arange(b - a), lengths)
+        for j, budget in enumerate(budgets):
+            left_out = within <= budget - SLACK  # a run at the start of each row (the sums only grow)
+            listed[j].append(entries[~left_out])
+            count = np.bincount(row_of[left_out], minlength=b - a)
+            some = count > 0
+            betas[j][a:b][some] = within[starts[some] + count[some] - 1] + SLACK
+    out = [Level(0.0, table.offsets, None, None)]
+    for j, budget in enumerate(budgets):
+        entries = np.sort(np.concatenate(listed[j])) if listed[j] else np.zeros(0, dtype=np.int32)
+        offsets = np.searchsorted(entries, table.offsets).astype(np.int64)
+        out.append(Level(float(budget), offsets, entries, betas[j]))
+    return out
+
+
+@dataclass
+class Scratch:
+    """Per-process work arrays: `acc` (float, one per row, kept zero), `stamp` (one per row),
+    `position` (one per phrase, kept -1: a phrase's place in the current question); `ratio`:
+    the k-th best score over the passage's own, as seen lately (where to start; not results)."""
+
+    acc: np.ndarray
+    stamp: np.ndarray
+    position: np.ndarray
+    ratio: float = 0.5
+    seen: list = field(default_factory=list)
+
+    @classmethod
+    def of(cls, n_rows: int, n_phrases: int) -> Scratch:
+        return cls(np.zeros(n_rows), np.zeros(n_rows, dtype=np.int64), np.full(n_phrases, -1, dtype=np.int64))
+
+    def learn(self, ratio: float) -> None:
+        self.seen.append(ratio)
+        if len(self.seen) >= 64:
+            self.ratio = float(np.median(self.seen))
+            del self.seen[:32]
+
+
+def _segments(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The positions start..end-1 of every segment, concatenated."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return np.arange(total, dtype=np.int64) + shift
+
+
+def exact_scores(table: PhraseTable, by_row: RowLists, question: np.ndarray, rows: np.ndarray, position) -> np.ndarray:
+    """Rows' BM25 for a question as `Index.search` returns it: the phrases' contributions
+    added in question order from 0.0 (cumsum adds sequentially; a phrase the row lacks adds
+    0.0, which changes no sum), negated. `position[p]`: phrase p's place in the question."""
+    if not len(rows):
+        return np.zeros(0)
+    starts, ends = by_row.offsets[rows], by_row.offsets[rows + 1]
+    listed = _segments(starts, ends)
+    column = np.repeat(np.arange(len(rows)), ends - starts)
+    at = position[by_row.phrases[listed]]
+    hit = at >= 0
+    matrix = np.zeros((len(question), len(rows)))
+    matrix[at[hit], column[hit]] = table.impacts[by_row.entries[listed[hit]]]
+    return -1.0 * np.cumsum(matrix, axis=0)[-1]
+
+
+def _kth(values: np.ndarray, k: int) -> float:
+    return float(np.partition(values, len(values) - k)[len(values) - k])
+
+
+# level budgets, as fractions of a typical row's mass: a question whose k-th best neighbour
+# scores theta is answered from the lists of the largest budget below theta
+BUDGET_FRACTIONS = (0.05, 0.12, 0.2, 0.3, 0.4)
+START_SHARE = 0.8  # first level: the largest budget below this share of the expected k-th best score
+# a level answers if its budget is at most this share of theta (else a lower one: fewer rows to score)
+KEEP_SHARE = 0.9
+EXTRA = 8  # candidates scored exactly for the first lower bound, beyond k
+
+
+def top_neighbours(table, by_row, levels_, question, me: int, k: int, scratch: Scratch):
+    """(rows, scores) of the best `k` rows other than `me` for a question of phrase ids, in
+    `Index.search`'s order.
+
+    At a level of budget B, a row in no list of the question's phrases scores at most B, so
+    once k rows are known to score theta > B, the lists hold every row that can be among the
+    k best. Which level is tried first only changes the cost: the start is the largest budget
+    below a share of the score theta is expected to have (the passage's score for its own
+    question times the ratio seen on earlier questions)."""
+    if not len(question):
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    scratch.position[question] = np.arange(len(question))
+    try:
+        own = -float(exact_scores(table, by_row, question, np.array([me]), scratch.position)[0])
+        level = _level_below(levels_, START_SHARE * scratch.ratio * own)
+        while True:
+            candidates, partial = _listed(table, level, question, scratch)
+            mine = candidates != me
+            candidates, partial = candidates[mine], partial[mine]
+            # a lower bound on the k-th best score: the exact scores of the candidates whose
+            # listed contributions are largest
+            m = min(len(candidates), k + EXTRA)
+            first = np.argpartition(-partial, m - 1)[:m] if len(candidates) > m else np.arange(len(candidates))
+            theta = 0.0
+            if len(first) >= k:
+                theta = _kth(-exact_scores(table, by_row, question, candidates[first], scratch.position), k)
+            clears = theta * (1 - MARGIN) > level.budget * (1 + MARGIN)
+            lower = _level_below(levels_, START_SHARE * theta, level.budget)
+            if level.budget == 0.0 or (clears and (lower.budget == 0.0 or level.budget <= KEEP_SHARE * theta)):
+                bound = partial if level.beta is None else partial + level.beta[candidates]
+                keep = candidates[bound * (1 + MARGIN) >= theta * (1 - MARGIN)]
+                scores = exact_scores(table, by_row, question, keep, scratch.position)
+                best = bm25_order(keep, scores, k)
+                if own > 0 and len(best) == k:
+                    scratch.learn(-float(scores[best[-1]]) / own)
+                return keep[best].astype(np.int64), scores[best]
+            level = lower
+    finally:
+        scratch.position[question] = -1
+
+
+def _level_below(levels_: list[Level], score: float, under: float = math.inf) -> Level:
+    """The level of largest budget below both `score` and `under` (level 0 if none)."""
+    fitting = [lv for lv in levels_ if lv.budget < under and lv.budget * (1 + MARGIN) < score * (1 - MARGIN)]
+    return fitting[-1] if fitting else levels_[0]
+
+
+def _listed(table: PhraseTable, level: Level, question: np.ndarray, scratch: Scratch):
+    """Rows in the level's lists of the question's phrases, and each one's sum of listed
+    contributions (in no particular order of addition: a bound, never a result)."""
+    positions = _segments(level.offsets[question], level.offsets[question + 1])
+    if level.entries is not None:
+        positions = level.entries[positions]
+    rows = table.rows[positions]
+    # each row's slot in `stamp` takes the place of its last occurrence: that place names the
+    # row's group, and bincount over the groups adds without a sort or a corpus-sized array
+    at = np.arange(len(rows), dtype=np.int64)
+    stamp = scratch.stamp
+    stamp[rows] = at
+    group = stamp[rows]
+    sums = np.bincount(group, weights=table.impacts[positions], minlength=len(rows))
+    last = group == at
+    return rows[last].astype(np.int64), sums[last]
+
+
+# ---- the whole corpus, in one process or several ---------------------------------------------
+_SHARED: dict = {}  # what forked workers inherit: set before the fork, read in the child
+
+
+def _tokenize_share(share: tuple[int, int]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(local vocabulary, phrase ids, question lengths) of the passages ids[a:b]."""
+    index, ids, query_tokens, reopen = (_SHARED[k] for k in ("index", "ids", "query_tokens", "reopen"))
+    if reopen:
+        index.reopen_after_fork()
+    a, b = share
+    vocabulary: dict[str, int] = {}
+    phrases: list[int] = []
+    lengths = np.zeros(b - a, dtype=np.int64)
+    for start in range(a, b, 500):
+        chunk = ids[start : min(b, start + 500)].tolist()
+        for i, unit in enumerate(index.units(chunk), start=start - a):
+            tokens = passage_tokens(unit, query_tokens)
+            phrases.extend(vocabulary.setdefault(t, len(vocabulary)) for t in tokens)
+            lengths[i] = len(tokens)
+    return list(vocabulary), np.array(phrases, dtype=np.int32), lengths
+
+
+def _score_share(share: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Neighbours and scores (k columns, -1 and 0.0 padding) of questions a..b-1."""
+    table, by_row, levels_, questions, k = (_SHARED[k] for k in ("table", "by_row", "levels", "questions", "k"))
+    a, b = share
+    neighbours = np.full((b - a, k), -1, dtype=np.int64)
+    scores = np.zeros((b - a, k), dtype=np.float64)
+    scratch = Scratch.of(len(by_row.offsets) - 1, len(table.missing))
+    ids = questions.ids
+    for i in range(a, b):
+        question = questions.of(i)
+        if len(question) and table.missing[question].any():
+            continue  # left to Index.search by the caller
+        rows, s = top_neighbours(table, by_row, levels_, question, int(ids[i]), k, scratch)
+        neighbours[i - a, : len(rows)], scores[i - a, : len(rows)] = rows, s
+    return neighbours, scores
+
+
+def _shares(n: int, parts: int) -> list[tuple[int, int]]:
+    step = max(1, -(-n // max(parts, 1)))
+    return [(a, min(n, a + step)) for a in range(0, n, step)]
+
+
+def _run(func: Callable, shares: list[tuple[int, int]], workers: int) -> list:
+    # a daemonic process (a pool's worker, e.g. of `eval --processes`) may not start processes
+    if workers <= 1 or len(shares) <= 1 or multiprocessing.current_process().daemon:
+        return [func(s) for s in shares]
+    textlib.tokenize("warm up")  # the tokenizer's dictionary loaded once, before the fork
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return pool.map(func, shares, chunksize=1)
+
+
+def _table_share(share: tuple[int, int]) -> PhraseTable:
+    index, vocabulary, weights, reopen = (_SHARED[k] for k in ("index", "vocabulary", "weights", "reopen"))
+    if reopen:
+        index.reopen_after_fork()
+    a, b = share
+    return phrase_table(index.postings, vocabulary[a:b], weights)
+
+
+def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int) -> PhraseTable:
+    """`phrase_table` of the vocabulary, a share of the phrases per process, joined in order."""
+    index.postings  # noqa: B018 (read before the fork: every worker inherits the row sizes)
+    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1)
+    try:
+        parts = _run(_table_share, _shares(len(vocabulary), workers * 2), workers)
+    finally:
+        _SHARED.clear()
+    if len(parts) == 1:
+        return parts[0]
+    lengths = np.concatenate([np.diff(t.offsets) for t in parts]) if parts else np.zeros(0, dtype=np.int64)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    rows = np.concatenate([t.rows for t in parts]) if parts else np.zeros(0, dtype=np.int32)
+    impacts = np.concatenate([t.impacts for t in parts]) if parts else np.zeros(0)
+    missing = np.concatenate([t.missing for t in parts]) if parts else np.zeros(0, dtype=bool)
+    return PhraseTable(offsets, rows, impacts, missing)
+
+
+def default_workers(n: int) -> int:
+    return 1 if n < PARALLEL_FROM else max(1, min(2, os.cpu_count() or 1))
+
+
+def questions_of(index: Index, ids: np.ndarray, query_tokens: int, workers: int) -> Questions:
+    """Every passage's question (tokenized by `workers` processes, merged in id order)."""
+    _SHARED.update(index=index, ids=ids, query_tokens=query_tokens, reopen=workers > 1)
+    try:
+        parts = _run(_tokenize_share, _shares(len(ids), workers), workers)
+    finally:
+        _SHARED.clear()
+    vocabulary: dict[str, int] = {}
+    merged, lengths = [], []
+    for local, phrases, n in parts:
+        mapping = np.array([vocabulary.setdefault(t, len(vocabulary)) for t in local], dtype=np.int32)
+        merged.append(mapping[phrases] if len(phrases) else phrases)
+        lengths.append(n)
+    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    if lengths:
+        np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    phrases = np.concatenate(merged) if merged else np.zeros(0, dtype=np.int32)
+    return Questions(ids, offsets, phrases, list(vocabulary))
+
+
+def score_all(
+    index: Index,
+    ids: Sequence[int],
+    *,
+    k: int,
+    query_tokens: int,
+    weights,
+    workers: int | None = None,
+    stages: dict | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, neighbours, scores): each passage's `k` BM25 neighbours by its own text, as
+    `build_graph_by_queries` finds them (neighbours -1 and scores 0.0 where there are fewer).
+    Questions with a phrase FTS5 splits into no token go through `Index.search`. `stages`: a
+    dict that receives each stage's wall seconds (questions, table, lists, scoring)."""
+    stages = {} if stages is None else stages
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        stages[name] = round(now - clock, 3)
+        clock = now
+
+    ids_array = np.array(sorted(ids), dtype=np.int64)
+    workers = default_workers(len(ids_array)) if workers is None else max(1, int(workers))
+    questions = questions_of(index, ids_array, query_tokens, workers)
+    lap("questions")
+    postings = index.postings
+    if postings is None:
+        raise RuntimeError("score_all needs the index's stored postings (max_postings=0 has none)")
+    table = _phrase_table_by(index, questions.vocabulary, weights, workers)
+    lap("table")
+    n_rows = max(len(postings.row_norm), int(ids_array.max()) + 1 if len(ids_array) else 0)
+    by_row = row_lists(table, n_rows)
+    masses = row_masses(table, by_row)
+    typical = float(np.median(masses[masses > 0])) if (masses > 0).any() else 0.0
+    levels_ = levels(table, by_row, [f * typical for f in BUDGET_FRACTIONS])
+    lap("lists")
+    _SHARED.update(table=table, by_row=by_row, levels=levels_, questions=questions, k=k)
+    try:
+        parts = _run(_score_share, _shares(len(ids_array), workers * 4), workers)
+    finally:
+        _SHARED.clear()
+    lap("scoring")
+    neighbours = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, k), dtype=np.int64)
+    scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, k))
+    for i in range(len(ids_array)):  # the few questions the table cannot score
+        question = questions.of(i)
+        if len(question) and table.missing[question].any():
+            expression = query_expression([questions.vocabulary[p] for p in question.tolist()])
+            hits = [(u, s) for u, s in index.search(expression, k + 1, weights) if u != ids_array[i]][:k]
+            for j, (u, s) in enumerate(hits):
+                neighbours[i, j], scores[i, j] = u, s
+    return ids_array, neighbours, scores
