@@ -95,27 +95,32 @@ def _start(index: Index, question, params: Params, judge, memo):
     return run, run.question
 
 
+def _record(run: Run, *states: RoundState) -> None:
+    # rounds a feedback method computed itself go in through the engine's hook, in order
+    for state in states:
+        if run.step(state) is None:
+            raise RuntimeError(f"round {state.round} given after the run stopped")
+
+
 def _early(run: Run, expression: str, repaired: str | None, stop: str) -> Trace:
-    run.rounds = [RoundState(0, expression, stop=stop, repaired_question=repaired)]
+    run.step(RoundState(0, expression, stop=stop, repaired_question=repaired))
     return run.trace()
 
 
 def _finish(run: Run, round0: RoundState, round1: RoundState, pool_ids, judge, memo) -> Trace:
     """Round 1 unscored (no judge) or its pool judged once, no context."""
     if judge is None:
-        run.rounds = [round0, replace(round1, stop=STOP_LEXICAL)]
+        _record(run, round0, replace(round1, stop=STOP_LEXICAL))
         return run.trace()
     pool = tuple(PoolEntry(u, "new") for u in pool_ids)
     # the judge receives the question as given (SPEC §3); a JudgeError is the caller's
     scores, judgments = score_round(run.index, judge, run.memo, run.question_as_given, pool, (), {})
     fusion = add_fusion({}, round1.candidates, run.params)
     ranking = rank(list(pool_ids), scores, fusion, run.params)
-    run.rounds = [
-        round0,
-        replace(
-            round1, pool=pool, scores=tuple(scores), ranking=ranking, scored=True, judgments=judgments, stop=STOP_JUDGED
-        ),
-    ]
+    judged = replace(
+        round1, pool=pool, scores=tuple(scores), ranking=ranking, scored=True, judgments=judgments, stop=STOP_JUDGED
+    )
+    _record(run, round0, judged)
     return run.trace()
 
 
