@@ -146,3 +146,11 @@ def _doctest_setup(request, tmp_path_factory):
     yield
     os.environ.clear()
     os.environ.update(environ)
+
+
+def pytest_collection_modifyitems(config, items):
+    # A notebook runs a kernel and its cells share state: the whole notebook is one of the long sets
+    # (`-m slow`, which .ci/run runs after the README's command), never a cell of it alone.
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.slow)

@@ -58,6 +58,7 @@ def film_run(tmp_path):
     return run
 
 
+@pytest.mark.slow
 def test_rerun_takes_a_dict_of_overrides_and_a_judge_spec(film_run):
     index = film_run.index
     by_dict = film_run.rerun(params={"L": 3, "field_weights": [2, 2, 0.5]})
@@ -125,6 +126,7 @@ def docs_db(tmp_path_factory):
     ],
     ids=lambda v: repr(v)[:30],
 )
+@pytest.mark.slow
 def test_dashboard_for_reads_questions_as_a_researcher_gives_them(docs_db, tmp_path, monkeypatch, given, ids, first):
     from widgets import dashboard_for
 
@@ -307,6 +309,7 @@ def _damage_member(path: Path, member: str) -> None:
         "float-meta",
     ],
 )
+@pytest.mark.slow
 def test_a_damaged_corpus_graph_is_built_again(graph_db, capsys, damage):
     path = graph_path(Index(graph_db), PARAMS)
     damage(path)
@@ -422,6 +425,7 @@ def test_a_model_file_of_any_shape_is_a_named_error(tmp_path, text, needle):
     assert isinstance(caught.value, InputError)  # exit 2
 
 
+@pytest.mark.slow
 def test_a_model_file_nested_too_deeply_is_one_line_and_exit_2_from_the_cli(tmp_path):
     db = build_index(tmp_path, FILM_WORLD).path
     model = tmp_path / "J.json"
@@ -471,6 +475,7 @@ GRAPH = (
 )
 
 
+@pytest.mark.slow
 def test_kill_9_while_fit_judge_replaces_a_model_leaves_a_temp_the_next_fit_removes(tmp_path):
     db = tmp_path / "docs.sqlite"
     Index.build(DOCS, db)
@@ -486,6 +491,7 @@ def test_kill_9_while_fit_judge_replaces_a_model_leaves_a_temp_the_next_fit_remo
     load_model(out)
 
 
+@pytest.mark.slow
 def test_kill_9_while_a_stale_graph_is_replaced_leaves_a_temp_the_next_run_removes(tmp_path, capsys):
     docs = Path(shutil.copytree(DOCS, tmp_path / "docs"))
     db = tmp_path / "docs.sqlite"
@@ -504,6 +510,7 @@ def test_kill_9_while_a_stale_graph_is_replaced_leaves_a_temp_the_next_run_remov
 
 
 # ---- item 8: RankingView is a class, one view per model ---------------------------------------------
+@pytest.mark.slow
 def test_ranking_view_is_a_class_and_lets_its_model_go(docs_db):
     # in its own process: closing every widget there cannot close one a later test shares
     code = f"""

@@ -91,6 +91,7 @@ WRONG_FIELDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what", WRONG_FIELDS)
 def test_compare_refuses_a_field_of_the_wrong_type(runs, tmp_path, capsys, what):
     change, says = WRONG_FIELDS[what]
@@ -276,6 +277,7 @@ def test_a_template_that_cannot_be_read_is_named(runs, enc_index, tmp_path, caps
 
 
 # ---- which model answered ------------------------------------------------------------------
+@pytest.mark.slow
 def test_out_json_records_the_learned_models_sha256_and_a_refit_is_a_new_judge(runs, enc_index, tmp_path, capsys):
     questions = runs / "q6.jsonl"
     model, out = tmp_path / "J.json", tmp_path / "out.json"
@@ -313,6 +315,7 @@ def test_out_json_records_the_learned_models_sha256_and_a_refit_is_a_new_judge(r
 
 
 # ---- the same, from the outside --------------------------------------------------------------
+@pytest.mark.slow
 def test_each_kind_in_a_real_process_exits_2_in_one_line_without_a_traceback(runs, enc_index, tmp_path):
     data = json.loads((runs / "A.json").read_text(encoding="utf-8"))
     data["questions"][0]["judgments"] = "87"

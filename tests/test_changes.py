@@ -299,6 +299,7 @@ def enc_runs(enc_index, tmp_path_factory):
     return index, questions, out
 
 
+@pytest.mark.slow
 def test_real_runs_paper_rule_against_a_variant(enc_runs):
     _, questions, runs = enc_runs
     (pa, ta, ra), (pb, tb, rb) = runs["sag2"], runs["no_query_connection"]
@@ -324,6 +325,7 @@ def test_real_runs_paper_rule_against_a_variant(enc_runs):
     assert rows["selected terms changed"] > ch.counts()["wins"] + ch.counts()["losses"]
 
 
+@pytest.mark.slow
 def test_results_changes_matches_the_file_comparison(enc_runs):
     index, questions, runs = enc_runs
     configs = [
@@ -356,6 +358,7 @@ def test_missing_traces_are_said_not_silently_empty(hand_made):
 
 
 # ---- the dashboard view --------------------------------------------------------------------
+@pytest.mark.slow
 def test_changes_view_lists_by_change_and_opens_two_trajectories(hand_made):
     from widgets import ChangesView
     from widgets.chart import Chart
@@ -416,6 +419,7 @@ def _blocks(text: str) -> list[str]:
     return blocks
 
 
+@pytest.mark.slow
 def test_experiments_doc_output_is_what_compare_gives(tmp_path, monkeypatch):
     """docs/experiments.md pastes `sag2wb compare paper.json nqc.json ... --top 2` on the
     encyclopedia with the semantic judge: the same commands must print the same text."""
@@ -488,6 +492,7 @@ def test_token_forms_split_at_accents_are_shown_as_a_title_writes_them(tmp_path)
     assert q.moves == ["Élodie Marchetti entered the ranking at 2"]
 
 
+@pytest.mark.slow
 def test_eval_records_its_trace_dir_and_compare_finds_the_traces(tmp_path, capsys):
     """`eval --trace-dir` writes the folder (relative to out.json) into config, so `compare`
     needs no --traces-a/--traces-b; a moved pair (results and traces together) still works."""

@@ -240,6 +240,7 @@ def test_the_network_block_refuses_connections_and_lookups(tmp_path):
     assert any("socket.getaddrinfo 'example.com'" in a for a in attempts)
 
 
+@pytest.mark.slow
 def test_demo_runs_offline_on_the_bundled_corpus(tmp_path):
     env, log = _offline_env(tmp_path)
     proc = subprocess.run(

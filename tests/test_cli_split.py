@@ -19,6 +19,7 @@ SLEEPY = "import time\n\n\ndef judge(question, candidates, context):\n    time.s
 QUESTION = {"_id": "q1", "question": "Where was the director of Glass Harbour born?", "supporting_titles": ["Tessaly"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["eval", "ablate"])
 def test_judge_timeout_reaches_process_workers_inside_the_spec(tmp_path, monkeypatch, capsys, command):
     """A FILE.py:NAME judge that sleeps past --judge-timeout in a --processes 2 worker is stopped
@@ -88,6 +89,7 @@ def _imports(path: Path) -> list[tuple[str, str]]:
     ]
 
 
+@pytest.mark.slow
 def test_no_shared_cli_module_is_left_and_no_private_name_is_imported():
     """cli/common.py is gone; nothing imports it, and the CLI imports no private name."""
     assert not (REPO / "workbench" / "cli" / "common.py").exists()

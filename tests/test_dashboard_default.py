@@ -44,6 +44,7 @@ def bundled(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_the_shipped_default_is_what_the_criterion_picks(bundled):
     best = []
     for name, judge in BUNDLED.items():

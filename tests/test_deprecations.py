@@ -61,12 +61,14 @@ def _import_all(*extra: str, path: Path | None = None) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.slow
 def test_no_module_of_the_package_imports_an_old_name():
     proc = _import_all()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "modules" in proc.stdout
 
 
+@pytest.mark.slow
 def test_the_import_check_fails_on_a_module_that_imports_an_old_name(tmp_path):
     (tmp_path / "old_user.py").write_text("from workbench.formats import load_beir_corpus\n")
     proc = _import_all("old_user", path=tmp_path)
@@ -125,6 +127,7 @@ def test_old_evaluate_form_warns_and_gives_what_the_new_form_gives(tmp_path, doc
     assert (tmp_path / "a").read_bytes() == (tmp_path / "b").read_bytes()
 
 
+@pytest.mark.slow
 def test_old_evaluate_form_puts_jev_options_in_the_spec_and_names_the_judge_as_given(tmp_path, docs):
     index, questions = docs
     server = JudgeServer(LexicalJudge(index)).start()
@@ -138,6 +141,7 @@ def test_old_evaluate_form_puts_jev_options_in_the_spec_and_names_the_judge_as_g
     assert _body(old)["config"]["judge"] == "jev" and _body(old)["questions"] == _body(new)["questions"]
 
 
+@pytest.mark.slow
 def test_old_experiment_keywords_warn_and_give_the_same_rows(tmp_path, docs):
     index, questions = docs
     configs = paper_ablation(judge="lexical")

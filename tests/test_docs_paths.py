@@ -124,6 +124,7 @@ def test_every_path_named_exists(document):
     assert missing_paths(document.read_text(encoding="utf-8"), document.parent) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_command_and_option_named_exists(document):
     assert missing_commands(document.read_text(encoding="utf-8"), cli_help()) == []

@@ -65,6 +65,7 @@ def digest(folder: Path) -> dict:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style", ["stateful", "inline"])
 def test_estimate_equals_real_runs_on_the_same_trajectory(world, tmp_path, style):
     """Cold cache, then a warm cache with another L: the estimate's requests, judgments sent and
@@ -98,6 +99,7 @@ def test_estimate_equals_real_runs_on_the_same_trajectory(world, tmp_path, style
             assert got["cached"] == 0 and "none at" in est.stdout
 
 
+@pytest.mark.slow
 def test_needs_no_key_and_prints_its_price_and_interval(world, tmp_path, monkeypatch):
     for name in ("JEV_API_KEY", "OPENROUTER_API_KEY", "TYPESAFE_API_KEY", "JEV_ENDPOINT", "JEV_MODEL"):
         monkeypatch.delenv(name, raising=False)

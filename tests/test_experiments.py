@@ -37,6 +37,7 @@ def ablation(enc_index, questions):
     return exp, exp.run()
 
 
+@pytest.mark.slow
 def test_rows_are_the_papers_in_order(ablation):
     _exp, res = ablation
     assert res.names == list(ABLATION_ROWS)
@@ -241,6 +242,7 @@ def test_configuration_errors(enc_index, questions):
         Experiment(enc_index, questions, [Config("s"), Config("t", Params(H=1), "oracle", "truncated", source="s")])
 
 
+@pytest.mark.slow
 def test_ablate_command(enc_index, questions, tmp_path, capsys):
     out = tmp_path / "abl" / "oracle.json"
     qfile = tmp_path / "q.jsonl"
@@ -335,6 +337,7 @@ def test_questions_without_gold(enc_index, questions, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_ablate_with_a_file_variant(enc_index, tmp_path):
     rules = tmp_path / "my_rules.py"
     rules.write_text("from workbench.terms import tf_only\n\ndef flat(seed, stats):\n    return tf_only(seed, stats)\n")

@@ -218,6 +218,7 @@ def test_graph_neighbours_are_the_passage_text_bm25_list(tiny):
     assert [tiny.unit(v).document for v in graph.neighbours_of(unit_of(tiny, "p03").id)][:1] == ["p04"]
 
 
+@pytest.mark.slow
 def test_graph_after_an_incremental_update_equals_the_graph_of_a_rebuild(tmp_path, capsys):
     docs = Path(shutil.copytree(SAMPLES / "internal_docs", tmp_path / "docs"))
     db = tmp_path / "docs.sqlite"
@@ -326,6 +327,7 @@ def test_config_refuses_feedback_settings_that_do_not_fit():
     assert Config("x", policy="gar", judge="bm25").feedback == GARParams()
 
 
+@pytest.mark.slow
 def test_existing_policies_are_unchanged(docs):
     """The sag2 and final-only rows give the trajectories they gave before feedback existed:
     the same trace as a Run / final_only_trace made directly."""
@@ -354,6 +356,7 @@ def test_question_object_and_text_give_the_same_rm3(docs):
 
 
 # ---- PyTerrier ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_pyterrier_transformers_give_the_traces_rankings(docs):
     pt = pytest.importorskip("pyterrier")
     from workbench.measures import qrels_frame, topics_frame
@@ -399,6 +402,7 @@ def test_rm3_and_gar_judge_with_jev_through_its_cache(docs, tmp_path, monkeypatc
 
 
 # ---- the dashboard -----------------------------------------------------------------------------
+@pytest.mark.slow
 def test_dashboard_shows_what_rm3_and_gar_did(docs, monkeypatch):
     from widgets import Dashboard
     from widgets.feedback_view import set_method, trace_method

@@ -71,6 +71,7 @@ def test_corpus_json_to_beir_and_back_is_exact(tmp_path):
     assert load_questions(tmp_path / "wb" / "questions.jsonl") == load_questions(ENC_QUESTIONS)
 
 
+@pytest.mark.slow
 def test_beir_index_and_trec_run_round_trip(tmp_path):
     """corpus.json -> BEIR -> index -> eval --run -> TREC run: the run read back is the eval's ranking,
     and the index built from BEIR ranks exactly as the one built from corpus.json."""
@@ -340,6 +341,7 @@ def test_eval_measures_land_beside_the_paper_metrics(tmp_path):
     assert round(data["stats"]["measures"]["R@10"] * 100, 2) == data["metrics"]["R@10"]
 
 
+@pytest.mark.slow
 def test_irds_questions_and_corpus_from_a_locally_registered_dataset(tmp_path, monkeypatch):
     """ir_datasets cannot download here: register the encyclopedia, converted to BEIR, from
     local files with ir_datasets' own BEIR readers, then use it through `irds:NAME`."""

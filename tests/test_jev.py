@@ -333,6 +333,7 @@ def test_500s_beyond_the_retry_budget_fail_and_store_nothing(make, server, tmp_p
     assert server.requests == 4 and cached_count(tmp_path / "cache") == 0
 
 
+@pytest.mark.slow
 def test_slow_responses_past_the_timeout(make, server, tmp_path):
     server.add_fault("slow", 1, delay=1.0)  # once: the retry succeeds
     judge = make(timeout=0.25)
@@ -590,6 +591,7 @@ def test_close_stops_the_loop_thread(make):
 
 
 # ---- the key never leaves the process except in the Authorization header --------------------
+@pytest.mark.slow
 def test_api_key_never_written_anywhere(monkeypatch, tmp_path, index, caplog):
     monkeypatch.setenv("JEV_API_KEY", SECRET)
     srv = JudgeServer(FunctionJudge(scores_of, name="scores_of"), require_key=SECRET).start()

@@ -71,6 +71,7 @@ def trajectory(trace):
     return json.loads(trace.to_json())["rounds"], trace.final_ranking
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style, server", [("stateful", "leaky"), ("stateful", "clean"), ("inline", "clean")])
 def test_the_same_trajectory_from_an_empty_cache_and_after_another_runs_cache(index, request, tmp_path, style, server):
     """Stateful keys hold the batch and the position: exact even when the server leaks them
@@ -111,6 +112,7 @@ def test_a_partly_cached_stateful_request_is_sent_whole(leaky, tmp_path):
     judge.close()
 
 
+@pytest.mark.slow
 def test_concurrency_1_and_16_give_the_same_trajectories(index, leaky, tmp_path):
     questions = tmp_path / "q.jsonl"
     questions.write_text(
@@ -150,6 +152,7 @@ def test_concurrency_1_and_16_give_the_same_trajectories(index, leaky, tmp_path)
 
 
 # ---- the model that answered -----------------------------------------------------------------
+@pytest.mark.slow
 def test_judgments_of_another_model_are_asked_again_not_replayed(index, leaky, tmp_path, capsys):
     cache_dir = tmp_path / "c"
     first = run(index, leaky, cache_dir, SMALL, "stateful")

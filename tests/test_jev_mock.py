@@ -247,6 +247,7 @@ def test_the_clean_mock_answers_our_requests_in_both_styles(clean):
     assert clean["inline"] != clean["stateful"]  # two layouts, two requests: the mock's model reads them
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style", jev.PAYLOAD_STYLES)
 @pytest.mark.parametrize("fault", list(mock.FAULTS))
 def test_each_mock_fault_ends_in_a_correct_judgment_or_a_named_error(fault, style, clean, tmp_path, monkeypatch):
@@ -450,6 +451,7 @@ def _wait_for_port(port: int, proc: subprocess.Popen, seconds: float = 20.0) -> 
     raise AssertionError(f"the mock did not listen on port {port} within {seconds:g} s")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["extra-answer", "plain-content-type"])
 def test_cli_search_against_a_faulty_mock_exits_1_with_one_line(fault, index, tmp_path):
     port = _free_port()

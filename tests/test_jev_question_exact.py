@@ -66,6 +66,7 @@ def server():
 
 
 # ---- ours -----------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("question", PADDED, ids=repr)
 def test_a_run_sends_the_question_as_given_while_bm25_and_the_trace_read_it_stripped(tmp_path, server, style, question):
@@ -144,6 +145,7 @@ def test_every_judge_call_receives_the_question_as_given(tmp_path, call, questio
     assert judge.questions and set(judge.questions) == {question}
 
 
+@pytest.mark.slow
 def test_eval_sends_the_question_as_the_questions_file_writes_it(tmp_path, server):
     """The CLI in a real process: `sag2wb eval --judge jev` on a file of padded questions."""
     questions = tmp_path / "padded.jsonl"
@@ -369,6 +371,7 @@ def test_a_server_that_answers_again_is_used_again_once_the_hold_is_over(tmp_pat
         judge.close()
 
 
+@pytest.mark.slow
 def test_a_fully_cached_rerun_with_the_service_down_names_the_cache_and_retries_once(tmp_path):
     """The CLI: the cache holds every judgment of three questions (asked in process while the server
     was up, with the options `sag2wb eval` uses), the server has stopped, the same eval runs."""

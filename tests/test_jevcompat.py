@@ -57,6 +57,7 @@ def judge_for(name, tmp_path):
     return make_server_judge("lexical", str(Index.build(units, tmp_path / "i.sqlite").path))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, key", [("hash", None), ("data-hash", KEY), ("lexical", None)])
 def test_no_must_fails_and_no_should_fails(tmp_path, name, key):
     pytest.importorskip("typesafe_sdk", reason="jevcompat's drop-in check needs the official SDK (its dependency)")
@@ -70,6 +71,7 @@ def test_no_must_fails_and_no_should_fails(tmp_path, name, key):
     assert must["failed"] == 0 and must["passed"] == 32  # 33 MUSTs, one of the two auth ones applies
 
 
+@pytest.mark.slow
 def test_the_command_line_says_conformant(tmp_path):
     pytest.importorskip("typesafe_sdk", reason="jevcompat's drop-in check needs the official SDK (its dependency)")
     """`sag2wb judge-server --judge data-hash --port 0` in its own process, `jevcompat test URL --json` in another."""

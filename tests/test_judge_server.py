@@ -332,6 +332,7 @@ def test_data_hash_reads_the_data_not_the_wording(data_hash_server):
             assert all(got[k] != base[k] for k in base), style
 
 
+@pytest.mark.slow
 def test_data_hash_stateful_depends_on_the_batch_and_position_inline_does_not(data_hash_server):
     first = CANDIDATES[:1]
     key = "candidate_0"

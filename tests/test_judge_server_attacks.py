@@ -212,6 +212,7 @@ MALFORMED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MALFORMED))
 def test_a_body_it_cannot_read_rightly_is_a_422_naming_where(server, name):
     body, loc, says = MALFORMED[name]
@@ -292,6 +293,7 @@ SLOW = {  # (sent at once, trickled)
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part", list(SLOW))
 def test_a_request_trickled_in_gets_a_408_at_the_deadline(server, part):
     """Slowloris: 20 connections each sending a byte every 0.25 s (a 1 s per-read timeout never
@@ -316,6 +318,7 @@ def test_a_request_trickled_in_gets_a_408_at_the_deadline(server, part):
         assert f"did not arrive within {READ_TIMEOUT:g} s (--read-timeout)" in body["detail"]["message"]
 
 
+@pytest.mark.slow
 def test_ten_thousand_candidates_are_answered_within_the_client_timeout(server):
     """Stateful: the data-hash judge hashed the whole batch once per candidate (157 s for 10,000
     measured; the client gives up at 60 s). Now the batch is hashed once."""
@@ -332,6 +335,7 @@ def test_ten_thousand_candidates_are_answered_within_the_client_timeout(server):
         ("x" * 1_000_000, MAX_JUDGED_CHARACTERS // 1_000_000 + 1, f"limit of {MAX_JUDGED_CHARACTERS} per request"),
     ],
 )
+@pytest.mark.slow
 def test_a_generic_request_over_the_work_limit_is_a_413_saying_the_limit(server, state, questions, says):
     """A generic question is judged with the whole state as its passage: the cost is calls x state."""
     body = {"model": "m", "state": state, "questions": {f"q{i}": {"type": "noul"} for i in range(questions)}}

@@ -186,6 +186,7 @@ def test_default_judge_per_bundled_corpus(tmp_path):
     assert auto_reason(docs).startswith("auto: lexical for a folder of documentation files")
 
 
+@pytest.mark.slow
 def test_eval_says_what_auto_picked_and_why(tmp_path, capsys):
     """`--judge auto` (the default) names its pick and the reason on stderr; --quiet does not."""
     from workbench.cli.main import main
@@ -234,6 +235,7 @@ print(json.dumps([LexicalJudge(ix).judge(q, cands, ctx) for q in questions]))
 """
 
 
+@pytest.mark.slow
 def test_lexical_scores_do_not_depend_on_the_hash_seed(tmp_path):
     """Set iteration order follows PYTHONHASHSEED; the idf mass is summed exactly (fsum), so
     two processes with different seeds give bit-identical scores (before: docs-09's ranking

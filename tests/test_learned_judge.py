@@ -96,6 +96,7 @@ def test_folds_never_share_a_question_and_cover_all():
     assert len(seen) == len(set(seen)) == 23
 
 
+@pytest.mark.slow
 def test_cross_validation_holds_out_whole_questions(enc_index):
     qs = load_questions(ENC / "questions.jsonl")[:12]
     fits = []
@@ -201,6 +202,7 @@ def test_a_model_keeps_the_context_weights_it_was_fitted_with(enc_index, tmp_pat
 
 
 # ---- the CLI and the file -----------------------------------------------------------------------
+@pytest.mark.slow
 def test_fit_judge_on_the_encyclopedia_with_the_oracle(fitted, enc_index):
     code, out, printed = fitted
     assert code == 0, printed
@@ -275,6 +277,7 @@ def study(enc_index, tmp_path_factory):
         yield server.url, cache, qs, traces
 
 
+@pytest.mark.slow
 def test_fit_judge_refuses_a_teacher_cache_without_the_questions(enc_index, study, tmp_path, capsys):
     url, cache, _, _ = study
     out = tmp_path / "J.json"
@@ -301,6 +304,7 @@ def test_fit_judge_refuses_a_teacher_cache_without_the_questions(enc_index, stud
     assert "not in" in next(iter(ex.missing.values()))
 
 
+@pytest.mark.slow
 def test_a_judge_served_as_jev_is_distilled_from_its_cache(enc_index, study, tmp_path, capsys):
     url, cache, _qs, traces = study
     six = tmp_path / "six.jsonl"
@@ -314,6 +318,7 @@ def test_a_judge_served_as_jev_is_distilled_from_its_cache(enc_index, study, tmp
     assert data["train_agreement_spearman"] > 0.5 and data["cv"]["folds"] == 2
 
 
+@pytest.mark.slow
 def test_the_same_fit_twice_is_the_same_file(enc_index, tmp_path, capsys):
     """Nothing that varies between runs (timings) is in the file: refitting the same inputs gives the
     same bytes, so the same sha256, cache keys and trace names."""
@@ -375,6 +380,7 @@ def test_learned_is_a_judge_spec_with_its_file(fitted, enc_index):
     assert default_sha in judge_key(JudgeSpec.parse("learned"), JudgeSpec.parse("learned").build(enc_index))
 
 
+@pytest.mark.slow
 def test_the_learned_judge_through_eval(fitted, enc_index, tmp_path, capsys):
     _, model, _ = fitted
     out = tmp_path / "eval.json"
@@ -434,6 +440,7 @@ def test_experiments_and_ablations_take_the_learned_judge(fitted, enc_index, tmp
     assert results.values("H=2") == results.values("learned")
 
 
+@pytest.mark.slow
 def test_the_dashboard_offers_the_learned_judge(fitted, enc_index):
     from widgets import Dashboard
 
@@ -525,6 +532,7 @@ def test_features_remembered_for_a_question_equal_fresh_ones(enc_index):
         assert np.array_equal(kept.matrix(*call), FeatureExtractor(enc_index, NO_MODEL).matrix(*call))
 
 
+@pytest.mark.slow
 def test_the_default_recipe_keeps_the_internal_docs_unseen(tmp_path):
     """`fit_default` without 2Wiki (what any checkout can run): fitted on the encyclopedia alone,
     the internal docs measured as never seen, every figure named by how it was held out."""

@@ -235,6 +235,7 @@ def _convert_in_process_limited(tmp_path, out: Path, limit: int) -> subprocess.C
     )
 
 
+@pytest.mark.slow
 def test_convert_on_a_full_disk_names_the_file(tmp_path):
     out = tmp_path / "beir"
     r = _convert_in_process_limited(tmp_path, out, 20_000)  # corpus.jsonl is larger than 20 kB
@@ -244,6 +245,7 @@ def test_convert_on_a_full_disk_names_the_file(tmp_path):
     assert not list(out.iterdir())  # nothing half-written, no temp file
 
 
+@pytest.mark.slow
 def test_convert_on_a_real_full_tmpfs(tmp_path):
     mnt = tmp_path / "small"
     mnt.mkdir()
@@ -279,6 +281,7 @@ def test_convert_on_a_real_full_tmpfs(tmp_path):
         (("eval", "--db", "x", "--questions", "q", "--out", "o.json", "--rounds", "7"), "--rounds 7: expected 0-2"),
     ],
 )
+@pytest.mark.slow
 def test_numbers_that_make_every_call_fail_are_refused_at_start(tmp_path, args, says):
     r = sag2wb(*args, process=True, cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
@@ -286,6 +289,7 @@ def test_numbers_that_make_every_call_fail_are_refused_at_start(tmp_path, args, 
     assert not list(tmp_path.iterdir())  # nothing written, nothing started
 
 
+@pytest.mark.slow
 def test_a_number_that_is_no_number_is_one_line():
     r = sag2wb("judge-server", "--port", "abc", process=True, timeout=60)
     assert r.returncode == 2

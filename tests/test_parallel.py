@@ -157,6 +157,7 @@ def test_components_keep_a_row_with_its_source():
 
 
 # ---- threads: a judge that waits ----------------------------------------------------------------
+@pytest.mark.slow
 def test_threads_against_a_judge_server_equal_sequential_and_keep_the_request_limit(tmp_path, index, questions, server):
     seq = run_eval(tmp_path, "seq", index, questions, jev(server, tmp_path / "c1", concurrency=3))
     server.judge.reset()
@@ -173,6 +174,7 @@ def test_threads_against_a_judge_server_equal_sequential_and_keep_the_request_li
     assert 2 <= server.judge.max <= 3
 
 
+@pytest.mark.slow
 def test_threads_count_jev_usage_once(tmp_path, index, questions, server):
     server.judge.reset()
     result = evaluate(
@@ -182,6 +184,7 @@ def test_threads_count_jev_usage_once(tmp_path, index, questions, server):
 
 
 # ---- processes: a judge that computes ----------------------------------------------------------------
+@pytest.mark.slow
 def test_process_pool_equals_sequential_and_fills_the_callers_memo(tmp_path, index, questions, pool):
     from workbench.judgment import JudgmentMemo
 
@@ -249,6 +252,7 @@ def test_outcomes_unpickle_with_the_collector_paused_and_restored(index, questio
         gc.enable()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork start method")
 def test_pool_forks_its_workers_with_the_callers_objects_frozen_then_unfreezes(index):
     import gc
@@ -271,6 +275,7 @@ def test_pool_forks_its_workers_with_the_callers_objects_frozen_then_unfreezes(i
         ex.close()
 
 
+@pytest.mark.slow
 def test_semantic_judge_in_forked_workers_equals_sequential(tmp_path, index, questions, monkeypatch):
     """The caller embeds on threads of its own before the fork (a forked worker has none of
     them: it loads its own model); every vector depends on its text alone, so workers that
@@ -331,6 +336,7 @@ def test_forked_workers_adopt_the_callers_warm_index_on_their_own_connection(ind
     assert index.unit(2).title  # the caller's connection still works after the worker used its own
 
 
+@pytest.mark.slow
 def test_experiment_on_threads_and_processes_writes_the_sequential_resume_file(tmp_path, index, questions, pool):
     def run(name, **kw):
         resume = tmp_path / f"{name}.jsonl"
@@ -344,6 +350,7 @@ def test_experiment_on_threads_and_processes_writes_the_sequential_resume_file(t
     assert run("pool", executor=pool) == seq
 
 
+@pytest.mark.slow
 def test_process_workers_send_jev_judgments_to_the_callers_cache(tmp_path, index, questions, server, pool):
     cache = tmp_path / "cache"
     first = run_eval(tmp_path, "pool", index, questions, jev(server, cache), executor=pool)
@@ -354,6 +361,7 @@ def test_process_workers_send_jev_judgments_to_the_callers_cache(tmp_path, index
     assert replay == first
 
 
+@pytest.mark.slow
 def test_experiment_on_processes_sends_jev_judgments_to_the_callers_cache(tmp_path, index, questions, server, pool):
     from workbench.params import Params
     from workbench.runs.policies import Config
@@ -406,6 +414,7 @@ def test_failures_stop_and_keep_going_exactly_as_sequential(tmp_path, index, que
 
 
 # ---- Dask ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_dask_local_cluster_equals_sequential(tmp_path, index, questions, dask_client):
     seq = run_eval(tmp_path, "seq", index, questions)
     assert run_eval(tmp_path, "dask", index, questions, executor=Dask(dask_client)) == seq
@@ -418,6 +427,7 @@ def test_dask_local_cluster_equals_sequential(tmp_path, index, questions, dask_c
     )
 
 
+@pytest.mark.slow
 def test_dask_worker_killed_mid_run_loses_nothing(tmp_path, index, questions, server, dask_client):
     seq = run_eval(tmp_path, "seq", index, questions, jev(server, tmp_path / "c1"))
     killed = []
@@ -467,6 +477,7 @@ class GatedHashJudge(CountingHashJudge):
         return super().judge(question, candidates, context)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("way", [["--concurrency", "4"], ["--processes", "2"]], ids=["threads", "processes"])
 def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tmp_path, index, questions, way):
     # processes without --trace-dir: workers send records, not traces (the path `sag2wb eval` takes)
@@ -541,6 +552,7 @@ def test_cli_refuses_two_ways_at_once(tmp_path, index):
     assert rc == 2
 
 
+@pytest.mark.slow
 def test_cli_ablate_with_processes_writes_the_sequential_files(tmp_path, index):
     from workbench.cli.main import main
 
@@ -572,6 +584,7 @@ def test_cli_ablate_with_processes_writes_the_sequential_files(tmp_path, index):
     assert ablate("pool", "--processes", "2") == ablate("seq")
 
 
+@pytest.mark.slow
 def test_runs_keep_the_collector_off_what_the_caller_held_and_give_it_back(index, questions, monkeypatch):
     """evaluate and Experiment.run freeze the caller's objects for the run (a collection scans
     what the run made, not a notebook's earlier results), unfreeze them after, also after a

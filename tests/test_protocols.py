@@ -340,6 +340,7 @@ def capability_probes(found) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_no_capability_probe_outside_the_protocols_module():
     found = capability_probes(package_probes())
     assert not found, "read these through workbench/protocols.py (isinstance or its helpers):\n" + "\n".join(found)

@@ -173,6 +173,7 @@ def test_the_cases_cover_every_output_option_of_every_command():
     assert output_options() <= {(c, o.split()[0]) for c, o in CASES}, output_options() - set(CASES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES), ids=lambda c: " ".join(c))
 def test_a_users_file_in_our_format_at_any_output_is_kept(made, tmp_path, case):
     """The user's copy of exactly what sag2wb writes there, at the path an output option names:
@@ -341,6 +342,7 @@ for i in range(n):
 """
 
 
+@pytest.mark.slow
 def test_two_commands_writing_into_one_folder_keep_each_others_records(tmp_path):
     procs = [
         subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), tag, "60"], env=env(), stderr=subprocess.PIPE)
@@ -353,6 +355,7 @@ def test_two_commands_writing_into_one_folder_keep_each_others_records(tmp_path)
     assert all(safeio.ours(tmp_path / f"{t}-{i}.txt", by=t) for t in "ab" for i in range(60))
 
 
+@pytest.mark.slow
 def test_two_evals_into_one_folder_both_rerun(made, tmp_path):
     w = made["world"]
     argv = [

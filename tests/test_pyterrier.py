@@ -72,6 +72,7 @@ def test_docnos_are_documents_with_the_r_at_k_dedup(tmp_path):
         assert list(out[out.qid == q.id].docno) == trace.documents()[:100]
 
 
+@pytest.mark.slow
 def test_pt_experiment_equals_sag2wb_eval(tmp_path):
     """The three systems of the notebook: the pt.Experiment table is `sag2wb eval`'s figures."""
     db, qpath = tmp_path / "enc.sqlite", ENC / "questions.jsonl"

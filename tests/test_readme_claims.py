@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from workbench.engine import Run
 from workbench.index.corpora import load_corpus, load_questions
 from workbench.index.store import open_or_build
@@ -43,6 +45,7 @@ def test_readme_demo_names_the_terms_the_trace_records(tmp_path):
     assert all(rounds[doc] == 1 for doc in claimed)  # "in round 1"
 
 
+@pytest.mark.slow
 def test_readme_demo_figures_are_what_the_demo_computes(tmp_path):
     """The per-judge R@10 figures the README quotes for the demo's 9 sample questions are
     the ones `evaluate` (which the demo prints from) gives now."""
@@ -65,6 +68,7 @@ def test_readme_demo_figures_are_what_the_demo_computes(tmp_path):
     assert got == claimed
 
 
+@pytest.mark.slow
 def test_readme_step_example_runs_and_every_object_renders_as_a_table(tmp_path):
     """The README's "Step" example runs as written (in a fresh process, from a folder holding
     `sample_corpora/`), and each object it names as rendering in a notebook has a `_repr_html_`

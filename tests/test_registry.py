@@ -188,6 +188,7 @@ def test_a_registered_kind_parses_prints_and_builds(half):
     assert "half[:level=L,steps=N] (every candidate one score, a test's kind)" in judge_help()
 
 
+@pytest.mark.slow
 def test_a_registered_kind_is_in_the_picker_and_runs_from_it(half, film):
     from widgets import Dashboard
 
@@ -203,6 +204,7 @@ def test_a_registered_kind_is_in_the_picker_and_runs_from_it(half, film):
     assert "half:level=0.75" in dash.judge.picker.options
 
 
+@pytest.mark.slow
 def test_a_registered_kind_is_in_every_commands_help(half_cli):
     _, answers = half_cli
 

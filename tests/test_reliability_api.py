@@ -161,6 +161,7 @@ def test_final_only_judge_failure_names_its_round(world):
     assert err.value.config == "f" and err.value.question == "q2" and "nan" in err.value.error
 
 
+@pytest.mark.slow
 def test_the_engine_never_imports_the_cli():
     code = (
         "import sys, workbench.runs, workbench.judges.jev, widgets\n"

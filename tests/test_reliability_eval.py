@@ -46,6 +46,7 @@ def _eval(world, out, *extra, process=False):
         ("count", "scores for"),
     ],
 )
+@pytest.mark.slow
 def test_a_failing_judge_stops_with_exit_1_and_no_figures(world, mode, message):
     out = world["root"] / "out.json"
     set_mode(world, mode)
@@ -144,6 +145,7 @@ def test_an_edited_question_is_not_reused(world):
     assert data["questions"][2]["gold"] == ["Mara Quell", "Painters"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_exits_130_and_keeps_finished_questions(world):
     set_mode(world, "sleep")  # q4 sleeps in the judge
     out = world["root"] / "out.json"
@@ -249,6 +251,7 @@ def test_a_question_that_is_not_text_is_named(world, value, says):
     one_line_error(proc, "q.jsonl, line 2", says)
 
 
+@pytest.mark.slow
 def test_ablate_stops_or_keeps_going(world):
     out = world["root"] / "abl.json"
     set_mode(world, "raise")

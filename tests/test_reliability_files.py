@@ -64,6 +64,7 @@ def _kill_during_write(world, out: Path, point: str) -> str:
     return point
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("old", [True, False], ids=["over-an-old-result", "first-result"])
 def test_kill_9_during_the_final_write_never_leaves_a_truncated_file(world, old):
     out = world["root"] / "out.json"
@@ -104,6 +105,7 @@ _ev.EvalResult.to_dict = _full
 """
 
 
+@pytest.mark.slow
 def test_a_full_disk_leaves_the_old_result_whole(world):
     out = world["root"] / "out.json"
     assert sag2wb(*eval_args(world, out, "--param", "L=3")).returncode == 0
@@ -134,6 +136,7 @@ def _tmpfs(size: str, *options: str):
         where.rmdir()
 
 
+@pytest.mark.slow
 def test_a_full_tmpfs_leaves_the_old_result_whole(world):
     with _tmpfs("256k") as disk:
         out = disk / "out.json"
@@ -163,6 +166,7 @@ def _fill():
 
 
 # ---- refusing to overwrite what is not ours -----------------------------------------------------
+@pytest.mark.slow
 def test_out_refuses_inputs_and_files_that_are_not_ours(world):
     root = world["root"]
     q_before, db_before = world["q"].read_bytes(), world["db"].read_bytes()

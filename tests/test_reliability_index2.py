@@ -47,6 +47,7 @@ def same_length_edit(text: str) -> str:
 
 
 # ---- updates that see every edit ------------------------------------------------------------
+@pytest.mark.slow
 def test_edits_that_keep_size_and_mtime_are_found_and_equal_a_rebuild(tmp_path):
     folder = tmp_path / "docs"
     shutil.copytree(DOCS, folder)
@@ -149,6 +150,7 @@ def test_an_update_that_adds_while_removing_everything_is_not_refused(tmp_path):
 FSIZE = "import resource\nresource.setrlimit(resource.RLIMIT_FSIZE, ({0}, {0}))\n"
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_index_is_named_and_the_old_index_is_intact(tmp_path):
     db = tmp_path / "x.db"
     assert sag2wb("index", ENCYCLOPEDIA / "corpus.json", "--db", db, process=True).returncode == 0
@@ -170,6 +172,7 @@ def test_a_full_disk_during_index_is_named_and_the_old_index_is_intact(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".sag2wb-outputs.jsonl", "x.db"]  # x.db's record
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_a_folder_update_rolls_back(tmp_path):
     folder = tmp_path / "docs"
     shutil.copytree(DOCS, folder)
@@ -299,6 +302,7 @@ server.stop()
 """
 
 
+@pytest.mark.slow
 def test_cache_only_replays_from_a_read_only_file_system(read_only, tmp_path):
     # recorded in another process, as a study's cache is: no connection of ours is left open on it
     done = subprocess.run([sys.executable, "-c", RECORD, str(tmp_path)], capture_output=True, text=True, timeout=300)
@@ -333,6 +337,7 @@ def test_cache_only_never_writes_even_where_it_could(tmp_path):
     assert {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in (tmp_path / "cache").iterdir()} == stamp
 
 
+@pytest.mark.slow
 def test_cli_cache_only_from_a_read_only_cache(read_only, tmp_path):
     index = Index.build(towns(), tmp_path / "towns.sqlite")
     index.close()

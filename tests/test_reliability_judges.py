@@ -137,6 +137,7 @@ def test_a_run_with_a_stuck_judge_stops_with_a_judge_error(tmp_path):
 SLEEPING_JUDGE = "import time\n\ndef judge(question, candidates, context):\n    time.sleep(10 ** 6)\n"
 
 
+@pytest.mark.slow
 def test_cli_search_with_a_sleeping_function_judge_ends(tmp_path):
     index = build_index(tmp_path, FILM_WORLD)
     (tmp_path / "sleepy.py").write_text(SLEEPING_JUDGE)
@@ -154,6 +155,7 @@ def test_cli_search_with_a_sleeping_function_judge_ends(tmp_path):
     assert "Traceback" not in r.stderr + r.stdout
 
 
+@pytest.mark.slow
 def test_cli_judge_timeout_option_sets_the_limit(tmp_path):
     index = build_index(tmp_path, FILM_WORLD)
     (tmp_path / "sleepy.py").write_text(SLEEPING_JUDGE)
@@ -251,6 +253,7 @@ def _export(tmp_path) -> list[str]:
     return (tmp_path / "export.jsonl").read_text().splitlines()
 
 
+@pytest.mark.slow
 def test_an_echoed_key_reaches_no_screen_or_file_through_the_cli(echo_server, tmp_path):
     """Real `sag2wb search` and `sag2wb eval` processes against the echoing server: search every
     output and every file written (out.json, traces, cache, export) for the key."""
@@ -374,6 +377,7 @@ def test_a_corrupt_cache_is_a_named_error_saying_deleting_it_is_safe(tmp_path, k
     assert issubclass(jev.JEVCacheError, InputError) and not (tmp_path / "x.jsonl").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", CORRUPTIONS)
 def test_cli_with_a_corrupt_cache_says_which_file_in_one_line(tmp_path, kind):
     index = build_index(tmp_path, FILM_WORLD)
@@ -410,6 +414,7 @@ def test_a_damaged_cache_found_during_a_run_is_a_cache_error_not_a_traceback(tmp
         server.stop()
 
 
+@pytest.mark.slow
 def test_export_replaces_an_earlier_export_atomically_or_not_at_all(tmp_path):
     cache = good_cache(tmp_path, n=3000)
     earlier = tmp_path / "study.jsonl"
@@ -518,6 +523,7 @@ def test_import_counts_duplicates_honestly_and_never_silently_replaces(tmp_path)
     cache.close()
 
 
+@pytest.mark.slow
 def test_cli_import_reports_conflicts_kept_and_overwrite(tmp_path):
     lines = judgment_lines(2)
     jev.import_cache(tmp_path / "cache", write_lines(tmp_path / "a.jsonl", lines))
@@ -599,6 +605,7 @@ def status_of(answer: bytes) -> int:
     return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else 0
 
 
+@pytest.mark.slow
 def test_many_simultaneous_new_connections_all_get_answers(server_process):
     server = server_process()
     request = small_request()
@@ -620,6 +627,7 @@ def test_many_simultaneous_new_connections_all_get_answers(server_process):
     assert failures == [] and statuses == [200] * CONNECTIONS
 
 
+@pytest.mark.slow
 def test_memory_stays_bounded_over_big_requests(server_process):
     """Six 10 MB requests: before, RSS grew ~20 MB per request and never fell (bodies were kept)."""
     server = server_process()
@@ -645,6 +653,7 @@ def test_memory_stays_bounded_over_big_requests(server_process):
         (None, 411, "needs a Content-Length"),
     ],
 )
+@pytest.mark.slow
 def test_bad_content_length_is_answered_not_a_traceback(server_process, length, status, says):
     server = server_process()
     answer = exchange(server.port, post(b'{"model": "m"}', length))
@@ -652,6 +661,7 @@ def test_bad_content_length_is_answered_not_a_traceback(server_process, length, 
     assert status_of(exchange(server.port, small_request())) == 200  # and the server goes on serving
 
 
+@pytest.mark.slow
 def test_over_the_body_limit_and_chunked_bodies(server_process):
     server = server_process("--max-body-mb", "0.001")  # 1048 bytes
     assert status_of(exchange(server.port, post(b"{}" * 600, "1200"))) == 413
@@ -661,6 +671,7 @@ def test_over_the_body_limit_and_chunked_bodies(server_process):
     assert status_of(two) == 400
 
 
+@pytest.mark.slow
 def test_half_sent_requests_time_out(server_process):
     server = server_process("--read-timeout", "0.5")
     answer = exchange(server.port, post(b'{"model": "m", "st', "1000"), finish=False)  # and then silence
@@ -670,12 +681,14 @@ def test_half_sent_requests_time_out(server_process):
     assert status_of(exchange(server.port, small_request())) == 200
 
 
+@pytest.mark.slow
 def test_a_body_cut_short_is_a_400(server_process):
     server = server_process()
     answer = exchange(server.port, post(b'{"model": "m"}', "100"))  # the client closes after 14 of 100 bytes
     assert status_of(answer) == 400 and b"the body ended after 14 of 100 bytes" in answer
 
 
+@pytest.mark.slow
 def test_port_in_use_or_out_of_range_is_one_named_line(tmp_path):
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
@@ -706,6 +719,7 @@ def test_server_keeps_no_bodies_unless_asked():
         assert len(plain.bodies) == 0 and len(recording.bodies) == 1 and plain.questions == 6
 
 
+@pytest.mark.slow
 def test_a_served_function_judge_has_a_time_limit(server_process, tmp_path):
     (tmp_path / "sleepy.py").write_text(SLEEPING_JUDGE)
     server = server_process("--judge-timeout", "0.5", judge=f"{tmp_path / 'sleepy.py'}:judge")

@@ -137,6 +137,7 @@ def _same_as_clean(resumed: dict, clean: dict, resumed_count: int) -> None:
 
 
 # ---- resume keyed by identity ---------------------------------------------------------------------
+@pytest.mark.slow
 def test_resume_after_ctrl_c_and_edits_equals_a_clean_run_with_new_ids_and_types(world):
     out, clean = world["root"] / "out.json", world["root"] / "clean.json"
     partial = world["root"] / "out.json.partial.jsonl"
@@ -161,6 +162,7 @@ def test_resume_after_ctrl_c_and_edits_equals_a_clean_run_with_new_ids_and_types
     assert {line.split()[0] for line in run_a.read_text().splitlines()} == set(ids)
 
 
+@pytest.mark.slow
 def test_resume_after_kill_9_with_a_renamed_question_gets_the_new_id(world):
     out, clean = world["root"] / "out.json", world["root"] / "clean.json"
     partial = world["root"] / "out.json.partial.jsonl"
@@ -232,6 +234,7 @@ def _interrupted(world, ix, qs, resume, after: int) -> None:
     assert len(resume.read_text().splitlines()) == after
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["sequential", "threads", "processes"])
 def test_keep_traces_with_a_resume_file_rebuilds_the_resumed_questions_traces(world, tmp_path, executor):
     ix = Index(world["db"])
@@ -260,6 +263,7 @@ def test_keep_traces_with_a_resume_file_rebuilds_the_resumed_questions_traces(wo
     assert plain.traces == {} and "traces_rebuilt" not in plain.stats and plain.stats["resumed_questions"] == 6
 
 
+@pytest.mark.slow
 def test_an_experiment_with_keep_traces_and_a_resume_file_has_every_trace(world, tmp_path):
     from workbench.runs.experiment import Experiment, paper_ablation
 
@@ -284,6 +288,7 @@ def test_an_experiment_with_keep_traces_and_a_resume_file_has_every_trace(world,
     assert results.frame().equals(clean_results.frame())
 
 
+@pytest.mark.slow
 def test_a_resumed_eval_writes_every_trace_file_into_a_new_trace_dir(world):
     out, clean = world["root"] / "out.json", world["root"] / "clean.json"
     _flag(world, "stop_after", "2")
@@ -312,6 +317,7 @@ def old_out(world) -> tuple[Path, bytes]:
     return out, out.read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["exit", "base"])
 @pytest.mark.parametrize("parallel", [(), ("--processes", "2"), ("--concurrency", "2")])
 def test_a_judge_that_exits_or_raises_a_base_exception_ends_eval_with_exit_1(world, old_out, fault, parallel):
@@ -325,6 +331,7 @@ def test_a_judge_that_exits_or_raises_a_base_exception_ends_eval_with_exit_1(wor
     assert out.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_judge_file_that_exits_while_loading_is_a_named_error(world, old_out):
     out, before = old_out
     (world["root"] / "j.py").write_text("import sys\nsys.exit(0)\n")

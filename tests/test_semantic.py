@@ -106,6 +106,7 @@ def test_missing_and_corrupt_model_files_are_named(tmp_path, monkeypatch):
         MiniLM()
 
 
+@pytest.mark.slow
 def test_the_model_is_in_the_key_and_signals_are_explained(model, enc_index, tmp_path):
     judge = SemanticJudge(enc_index, embedder=Embedder(tmp_path / "cache", model=model))
     assert model.id in judge.key
@@ -179,6 +180,7 @@ def test_cjk_questions_can_leave_the_english_model_out(model, enc_index, tmp_pat
     assert "model" in kept.components("谁导演了 Glass Harbour？", cand, [])[0]
 
 
+@pytest.mark.slow
 def test_sag2wb_embed_twice_embeds_nothing_the_second_time(enc_index, tmp_path, capsys):
     cache = tmp_path / "cache"
     assert main(["embed", "--db", str(enc_index.path), "--cache-dir", str(cache), "--quiet"]) == 0
@@ -209,6 +211,7 @@ def test_judge_server_serves_the_semantic_judge_only_with_an_index(enc_index):
     assert judge.components(q, cands, ctx)[0]["named_by"] == "Glass Harbour"
 
 
+@pytest.mark.slow
 def test_explanations_never_change_a_trajectory_and_a_rerun_embeds_nothing(model, enc_index, tmp_path):
     q = "Who is the father of the composer of the opera The Lamplighter's Daughter?"
     first = SemanticJudge(enc_index, embedder=Embedder(tmp_path / "cache", model=model))
@@ -227,6 +230,7 @@ def test_explanations_never_change_a_trajectory_and_a_rerun_embeds_nothing(model
     assert explained.final_ranking == plain.final_ranking
 
 
+@pytest.mark.slow
 def test_int8_precision_is_its_own_model_built_once_and_close_to_float(tmp_path, monkeypatch):
     pytest.importorskip("onnx")  # needed once, to build the int8 file
     monkeypatch.delenv("SAG2WB_EMBED_PRECISION", raising=False)
@@ -280,6 +284,7 @@ def test_bad_precision_and_missing_onnx_are_named(tmp_path, monkeypatch):
     assert not (tmp_path / "models").exists()
 
 
+@pytest.mark.slow
 def test_concurrent_callers_share_one_model_and_get_the_same_bits(model):
     """judge-server runs the judge on several threads at once: one model, one pool of
     embedding threads, and every caller gets the vectors a lone caller gets."""

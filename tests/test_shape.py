@@ -39,6 +39,7 @@ def test_code_is_formatted():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_mypy_finds_no_type_errors():
     proc = _tool("mypy")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -55,6 +56,7 @@ def test_no_module_is_over_600_lines():
     assert long == {}, long
 
 
+@pytest.mark.slow
 def test_the_layer_contract_can_fail(tmp_path):
     """The contract is not vacuous: an index module importing the runs layer breaks it."""
     import shutil

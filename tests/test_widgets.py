@@ -43,6 +43,7 @@ def dash(docs_index, questions):
     return Dashboard(docs_index, questions, judge="lexical")
 
 
+@pytest.mark.slow
 def test_param_change_redraws_every_view_and_reuses_judgments(dash):
     m = dash.model
     m.set_round(1)
@@ -68,6 +69,7 @@ def test_param_change_redraws_every_view_and_reuses_judgments(dash):
     assert "reference" in dash.diff.body.value  # the previous run is the diff reference
 
 
+@pytest.mark.slow
 def test_round_slider_moves_the_round_views(dash):
     dash.stepper.slider.value = 0
     pool0, seeds0 = dash.pool.widget.value, tuple(d["y"] for d in dash.seeds.widget.data)
@@ -100,6 +102,7 @@ def test_invalid_entry_is_rejected_in_the_control_with_the_params_message(dash, 
     assert dash.model.params == Params() and dash.model.trace is trace  # nothing applied
 
 
+@pytest.mark.slow
 def test_failing_judge_shows_its_error_and_keeps_the_last_good_trajectory(docs_index, questions):
     def broken(question, candidates, context):
         raise RuntimeError("the model endpoint is down")
@@ -146,6 +149,7 @@ def test_corpus_without_gold_hides_gold_markers_and_the_oracle(docs_index):
     assert "needs gold labels" in dash.judge.message.value or "unknown judge" in dash.judge.message.value
 
 
+@pytest.mark.slow
 def test_gold_markers_and_oracle_with_gold(dash):
     assert "oracle" in dash.model.judge_options()
     assert ">gold<" in dash.pool.widget.value and "★" in dash.pool.widget.value
@@ -173,6 +177,7 @@ def test_term_components_multiply_to_the_priority(dash):
         assert math.isclose(product, priority, rel_tol=1e-9)
 
 
+@pytest.mark.slow
 def test_pin_reruns_from_the_pinned_round(dash):
     m = dash.model
     m.set_round(1)
@@ -219,6 +224,7 @@ def test_function_judge_from_a_file(dash, tmp_path):
     assert "has no &#x27;missing&#x27;" in dash.judge.message.value
 
 
+@pytest.mark.slow
 def test_question_change_and_diff(dash):
     m = dash.model
     dash.stepper.question.value = "docs-09"
@@ -240,6 +246,7 @@ def test_bm25_baseline_and_jev_hidden_without_configuration(dash, monkeypatch):
     assert dash.model.trace.judge == "bm25" and dash.model.rounds_count == 1
 
 
+@pytest.mark.slow
 def test_mimebundle_and_dashboard_for(tmp_path):
     d = dashboard_for(DOCS, db=tmp_path / "docs.sqlite")
     assert "application/vnd.jupyter.widget-view+json" in d._repr_mimebundle_()
@@ -255,6 +262,7 @@ def _annotation(chart) -> str:
     return " ".join(a.get("text", "") for a in chart.fig_layout.get("annotations", []))
 
 
+@pytest.mark.slow
 def test_charts_are_whole_figures_stamped_with_the_run_and_round(dash):
     import plotly.graph_objects as go
 
@@ -281,6 +289,7 @@ def test_charts_are_whole_figures_stamped_with_the_run_and_round(dash):
     assert dash.trajectory.widget.title == "judge lexical · L=3 · H=2 · 2 expansion round(s) run"
 
 
+@pytest.mark.slow
 def test_empty_states_say_why_and_data_returns(dash):
     m = dash.model
     m.set_round(0)
@@ -360,6 +369,7 @@ def test_tables_carry_source_and_unit_ids(dash):
     assert len(login) == len(set(login))
 
 
+@pytest.mark.slow
 def test_export_writes_trace_and_frames_without_replacing_files(dash, tmp_path):
     import json
 
@@ -411,6 +421,7 @@ def test_params_message_does_not_outlive_a_judge_or_question_change(dash):
     assert "applied" not in dash.params.message.value
 
 
+@pytest.mark.slow
 def test_background_reruns_and_round_moves_end_on_the_newest_state(docs_index, questions):
     """Re-runs on a worker thread while the kernel thread moves the round: after both, every
     chart shows the model's final run and round."""
