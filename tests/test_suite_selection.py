@@ -12,7 +12,12 @@ from .conftest import REPO
 
 LONG = "browser or reference or install or slow"
 # one file of each long set (a whole-file mark) and a fast file
-FILES = ["tests/test_install.py", "tests/browser/test_report_browser.py", "tests/test_text.py", "notebooks/02_stepping.ipynb"]
+FILES = [
+    "tests/test_install.py",
+    "tests/browser/test_report_browser.py",
+    "tests/test_text.py",
+    "notebooks/02_stepping.ipynb",
+]
 
 
 def collected(*args) -> set[str]:
