@@ -235,6 +235,7 @@ def _rewrite(path: Path, dest: Path, change, reseal: bool) -> Path:
     return dest
 
 
+@pytest.mark.slow
 def test_a_bad_model_file_is_a_named_error(fitted, enc_index, tmp_path):
     _, good, _ = fitted
     cases = {
@@ -365,6 +366,7 @@ def test_spearman_by_hand():
 
 
 # ---- everywhere a judge is ------------------------------------------------------------------------
+@pytest.mark.slow
 def test_learned_is_a_judge_spec_with_its_file(fitted, enc_index):
     from workbench.judges.registry import JudgeSpec, judge_key
 
@@ -408,6 +410,7 @@ def test_the_learned_judge_through_eval(fitted, enc_index, tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_learned_judge_served_over_http_equals_in_process(fitted, enc_index):
     from workbench.judges.jev import make_jev_judge
     from workbench.judges.jev.server import JudgeServer, make_server_judge
@@ -425,6 +428,7 @@ def test_the_learned_judge_served_over_http_equals_in_process(fitted, enc_index)
     assert served == pytest.approx(local, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_experiments_and_ablations_take_the_learned_judge(fitted, enc_index, tmp_path):
     from workbench.params import Params
     from workbench.runs.experiment import Experiment, paper_ablation

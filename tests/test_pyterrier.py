@@ -135,6 +135,7 @@ def test_pt_experiment_equals_sag2wb_eval(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_oracle_takes_its_gold_from_qrels(tmp_path):
     index, _ = open_or_build(ENC / "corpus.json", tmp_path / "enc.sqlite")
     questions = load_questions(ENC / "questions.jsonl")[:8]

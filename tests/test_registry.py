@@ -222,6 +222,7 @@ def test_a_registered_kind_is_in_every_commands_help(half_cli):
     assert "oracle" not in served and "jev[:" not in served  # it needs gold; it would call a server
 
 
+@pytest.mark.slow
 def test_a_registered_kind_runs_through_eval_in_a_real_process(half_cli):
     root, answers = half_cli
     code, _, err = answers["eval"]
