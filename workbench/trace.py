@@ -411,6 +411,17 @@ class Trace:
             d.pop("stats")
         return json.dumps(d, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
+    def to_html(self, path, index=None, *, force: bool = False):
+        """Write this trajectory's self-contained page (no kernel, no network: docs/reports.md) to
+        `path` and return its Path; `index`, the index it was made on, adds the passage texts.
+        An existing file sag2wb did not write is refused (safeio.OutputError) unless `force`.
+        (`_repr_html_` stays the notebook's table fragment of the run.)"""
+        # the one import up the layers from here, declared in pyproject.toml's layer contract:
+        # the page code reads the trace; the trace only hands itself to it
+        from workbench.report import write_trajectory_page
+
+        return write_trajectory_page(self, path, index, force=force, record="Trace.to_html")
+
     @classmethod
     def from_dict(cls, d: dict) -> Trace:
         return cls(

@@ -159,3 +159,151 @@ def test_chinese_titles_are_shown(opened, made):
         assert t in text
     assert page.locator(".sag2wb-opening").text_content().startswith("In the top 10 for docs-02")
     assert seen == {"errors": [], "requests": []}
+
+
+def test_switching_a_variant_shows_that_variants_rounds(browser, made):
+    """The variants page (`report --vary L=10,20 --judge lexical,oracle`): a switch of L, then of the
+    judge, keeps the round and shows that variant's terms, pool and seeds (each variant re-run here),
+    and the change box says Results.changes()'s words for the pair; no console error, no request."""
+    from workbench.judges.registry import JudgeSpec
+    from workbench.report import read_data
+
+    folder, trace = made["folder"], made["trace"]
+    out = folder / "variants.html"
+    r = subprocess.run(
+        [sys.executable, "-m", "workbench.cli", "report", folder / "t.json", "--db", folder / "docs.sqlite",
+         "--vary", "L=10,20", "--judge", "lexical,oracle", "--out", out],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    data = read_data(out.read_text(encoding="utf-8"))
+    index = Index(folder / "docs.sqlite")
+    question = next(
+        q for q in load_questions(ROOT / "sample_corpora" / "internal_docs.questions.jsonl") if q.id == "docs-02"
+    )
+
+    def rerun(L: int, judge: str):
+        return Run(index, question, trace.params.replace(L=L), JudgeSpec.parse(judge).build(index, question.gold)).run()
+
+    context = browser.new_context(viewport=driver.VIEWPORT)
+    page = context.new_page()
+    seen: dict = {"errors": [], "requests": []}
+    page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: seen["errors"].append(str(e)))
+    context.route(
+        "**/*",
+        lambda rt: (
+            rt.continue_()
+            if rt.request.url.startswith("file://")
+            else (seen["requests"].append(rt.request.url), rt.abort())
+        ),
+    )
+    try:
+        page.goto(out.as_uri())
+        page.wait_for_selector("body[data-drawn=yes]", timeout=driver.STEP_TIMEOUT_MS)
+        names = [v["name"] for v in data["variants"]]
+        start = int(page.get_attribute("body", "data-variant"))
+        assert names[start] == "L=20 · lexical"  # the trace's own settings
+        expect_round(page, trace, 0)
+        page.click(".sag2wb-next")
+        page.click(".sag2wb-next")
+        expect_round(page, trace, 2)
+        for L, judge in ((10, "lexical"), (10, "oracle")):
+            before = int(page.get_attribute("body", "data-variant"))
+            axis, value = ("L", str(L)) if judge == "lexical" else ("judge", judge)
+            page.click(f".sag2wb-axis[data-axis='{axis}'] button[data-value='{value}']")
+            now = int(page.get_attribute("body", "data-variant"))
+            assert names[now] == f"L={L} · {judge}"
+            expect_round(page, rerun(L, judge), 2)  # the same round, this variant's terms
+            summary = data["changes"][f"{before}>{now}"]["summary"]
+            assert page.text_content(".sag2wb-change") == f"From {names[before]} to {names[now]}:\n{summary}"
+        page.keyboard.press("ArrowLeft")
+        expect_round(page, rerun(10, "oracle"), 1)
+        shot(page, made, "variants")
+        assert seen == {"errors": [], "requests": []}
+    finally:
+        context.close()
+        index.close()
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    """Two `sag2wb eval` results on docs-01..04 with their traces (A: defaults, B: L=5), and the
+    experiment page `sag2wb report A.json --compare B.json --db DB` made of them."""
+    folder = tmp_path_factory.mktemp("experiment-browser")
+    index = Index.build(ROOT / "sample_corpora" / "internal_docs", folder / "docs.sqlite")
+    questions = folder / "q.jsonl"
+    lines = (ROOT / "sample_corpora" / "internal_docs.questions.jsonl").read_text(encoding="utf-8").splitlines()
+    questions.write_text("\n".join(lines[:4]) + "\n", encoding="utf-8")
+    cli = [sys.executable, "-m", "workbench.cli"]
+    for name, extra in (("a", []), ("b", ["--param", "L=5"])):
+        r = subprocess.run(
+            [*cli, "eval", "--db", index.path, "--questions", questions, "--judge", "lexical", "--quiet",
+             "--out", folder / f"{name}.json", "--trace-dir", folder / f"traces-{name}", *extra],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+    page = folder / "experiment.html"
+    r = subprocess.run(
+        [*cli, "report", folder / "a.json", "--compare", folder / "b.json", "--out", page, "--db", index.path],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return {"folder": folder, "page": page}
+
+
+def test_experiment_page_opens_a_question_whose_trajectory_agrees_with_its_trace(browser, experiment):
+    import json
+
+    from workbench.runs.resume import trace_file_name
+    from workbench.trace import Trace
+
+    folder = experiment["folder"]
+    context = browser.new_context(viewport=driver.VIEWPORT)
+    page = context.new_page()
+    seen: dict = {"errors": [], "requests": []}
+    page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: seen["errors"].append(str(e)))
+    context.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else (
+        seen["requests"].append(r.request.url), r.abort()))  # fmt: skip
+    try:
+        page.goto(experiment["page"].as_uri())
+        page.wait_for_selector("body[data-drawn=yes]", timeout=driver.STEP_TIMEOUT_MS)
+        # R@10 of each result as its out.json says it (the table shows "mean [low, high]")
+        headers = page.eval_on_selector_all(".sag2wb-metrics-table th", "hs => hs.map(h => h.textContent)")
+        column = headers.index("R@10")
+        for name in ("a", "b"):
+            cell = page.locator(f".sag2wb-metrics-table tr[data-config='{name}.json'] td").nth(column).text_content()
+            expected = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))["metrics"]["R@10"]
+            assert float(cell.split()[0]) == expected
+        folder_shot = Path(os.environ.get("SAG2WB_REPORT_SHOTS") or folder)
+        page.screenshot(path=str(folder_shot / "experiment-top.png"))
+
+        # open docs-02 from the table: B's trajectory, round by round, is its trace's
+        page.fill(".sag2wb-questions-filter", "docs-02")
+        assert page.locator(".sag2wb-questions-table tbody tr").count() == 1
+        page.click(".sag2wb-questions-table tbody tr[data-question='docs-02']")
+        page.click(".sag2wb-open-side[data-config='b.json']")
+        view = ".sag2wb-opened-view[data-config='b.json']"
+        page.wait_for_selector(f"{view}[data-round='0']", timeout=driver.STEP_TIMEOUT_MS)
+        trace = Trace.from_json((folder / "traces-b" / trace_file_name("docs-02")).read_text(encoding="utf-8"))
+        for r in range(len(trace.rounds)):
+            state = trace.rounds[r]
+            assert page.get_attribute(view, "data-round") == str(r)
+            chosen = page.eval_on_selector_all(
+                f"{view} .sag2wb-terms-section rect.bar[data-selected='1'][data-series='1+ln tf (count)']",
+                "els => els.map(e => e.dataset.term)",
+            )
+            assert sorted(chosen) == sorted(t.term for t in state.terms if t.selected)
+            ranking = list(state.ranking) if state.scored else [c.unit_id for c in state.candidates]
+            units = page.eval_on_selector_all(
+                f"{view} .sag2wb-pool-table tbody tr", "rs => rs.map(r => +r.dataset.unit)"
+            )
+            assert units[: len(ranking)] == ranking
+            if r == 1:
+                page.locator(".sag2wb-opened-section").scroll_into_view_if_needed()
+                page.screenshot(path=str(folder_shot / "experiment-opened.png"))
+            page.keyboard.press("ArrowRight")  # the keys go to the trajectory shown
+        assert seen == {"errors": [], "requests": []}
+    finally:
+        context.close()

@@ -132,7 +132,7 @@ def cmd_ablate(args) -> int:
         f"<h1>{html.escape(title)}</h1>"
         + (f"<p><b>Note:</b> {html.escape(report['note'])}.</p>" if report.get("note") else "")
         + (f"<p><b>Figures over {html.escape(report['scope'])}.</b></p>" if report.get("scope") else "")
-        + results.to_html(REFERENCE_ROW, "R@10", ROW_DEFINITIONS)
+        + results.to_html_table(REFERENCE_ROW, "R@10", ROW_DEFINITIONS)
         + "\n"
         + ABLATION_TABLE_MARKER
         + "\n"

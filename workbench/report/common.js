@@ -5,8 +5,33 @@
 const SAG2 = (() => {
   const SVG_NS = "http://www.w3.org/2000/svg";
 
+  let parsed = null; // the page's data block, parsed once for every script of the page
   function data() {
-    return JSON.parse(document.getElementById("sag2wb-data").textContent);
+    if (parsed === null) parsed = JSON.parse(document.getElementById("sag2wb-data").textContent);
+    return parsed;
+  }
+
+  // the page's lazily read data blocks (experiment pages: one per trajectory), parsed on first use
+  let blocks = null;
+  function block(name) {
+    if (blocks === null) {
+      blocks = new Map();
+      for (const s of document.querySelectorAll("script[data-block]")) blocks.set(s.dataset.block, { node: s, value: undefined });
+    }
+    const b = blocks.get(name);
+    if (!b) return null;
+    if (b.value === undefined) b.value = unpack(JSON.parse(b.node.textContent));
+    return b.value;
+  }
+
+  // packed tables ({__cols, __rows}, workbench/report/page.py `compact`) back to lists of objects
+  function unpack(v) {
+    if (Array.isArray(v)) return v.map(unpack);
+    if (v === null || typeof v !== "object") return v;
+    if (v.__cols && v.__rows) return v.__rows.map((row) => Object.fromEntries(v.__cols.map((k, i) => [k, unpack(row[i])])));
+    const out = {};
+    for (const [k, x] of Object.entries(v)) out[k] = unpack(x);
+    return out;
   }
 
   function put(node, attrs, children) {
@@ -84,7 +109,8 @@ const SAG2 = (() => {
         ...list.map((r) =>
           el(
             "tr",
-            { class: rowClass ? rowClass(r) : null, dataset: r.unit_id !== undefined ? { unit: r.unit_id } : {},
+            { class: rowClass ? rowClass(r) : null,
+              dataset: opts.rowData ? opts.rowData(r) : r.unit_id !== undefined ? { unit: r.unit_id } : {},
               on: onRow ? { click: () => onRow(r) } : {} },
             ...columns.map((c) =>
               el("td", { class: c.integer || c.number ? "num" : null, text: shown(r, c), title: c.title ? c.title(r) : null })
@@ -160,5 +186,5 @@ const SAG2 = (() => {
     for (const s of root.querySelectorAll("[data-color]")) s.style.color = s.dataset.color;
   }
 
-  return { data, el, svg, fmt, short, section, table, hbars, key, colorKeys };
+  return { data, block, unpack, el, svg, fmt, short, section, table, hbars, key, colorKeys };
 })();

@@ -37,8 +37,8 @@ def read_trace(path, option: str = "INPUT") -> Trace:
     if isinstance(data, dict) and RESULT_MARKER in data:
         kind = data[RESULT_MARKER].get("kind") if isinstance(data[RESULT_MARKER], dict) else None
         raise InputError(
-            f"{shown}: an `sag2wb {kind or 'eval'}` result, not a trace; this version makes the page of one "
-            "trace: give one of its trace files (eval --trace-dir DIR)"
+            f"{shown}: an `sag2wb {kind or 'eval'}` result, not a trace; `sag2wb report` makes its experiment "
+            "page (workbench.report.read_result reads it)"
         )
     if not isinstance(data, dict):
         raise InputError(f"{shown}: not a trace (a JSON {type(data).__name__}); give a trace file: {WHERE}")

@@ -44,6 +44,9 @@ class Page:
     title: str
     data: dict
     scripts: tuple[str, ...]
+    # more data, each parsed only when a view asks for it (SAG2.block(name)): the experiment page's
+    # trajectories, so that a page of 200 of them opens as fast as one
+    blocks: tuple[tuple[str, dict], ...] = ()
 
 
 def asset(name: str) -> str:
@@ -77,6 +80,28 @@ def script_json(data) -> str:
     return text.replace("\u2029", "\\u2029")
 
 
+def compact(value, digits: int = 5):
+    """`value` made smaller for a page that holds many trajectories: floats rounded to `digits`
+    decimals (the views show 3), and every list of dicts with the same keys packed as
+    `{"__cols": keys, "__rows": [[values]]}` (common.js `SAG2.unpack` restores it).
+
+    >>> compact([{"a": 1, "b": 0.1234567}, {"a": 2, "b": None}])
+    {'__cols': ['a', 'b'], '__rows': [[1, 0.12346], [2, None]]}
+    """
+    value = plain(value)
+    if isinstance(value, float):
+        return round(value, digits)
+    if isinstance(value, dict):
+        return {k: compact(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        if len(value) > 1 and all(isinstance(x, dict) for x in value):
+            keys = list(value[0])
+            if all(list(x) == keys for x in value) and "__cols" not in keys:
+                return {"__cols": keys, "__rows": [[compact(x[k], digits) for k in keys] for x in value]}
+        return [compact(x, digits) for x in value]
+    return value
+
+
 def without_secrets(text: str, environ=None) -> str:
     """`text` with the value of every key-like environment variable (API keys, tokens) cut out:
     a page is made to be shared, and a key must not ride along in a passage or a judge name."""
@@ -100,6 +125,11 @@ def render(page: Page) -> str:
         "default-src 'none'; connect-src 'none'; img-src data:; font-src data:; "
         f"style-src 'unsafe-inline'; script-src {_hash(script)}; base-uri 'none'; form-action 'none'"
     )
+    blocks = "".join(
+        f"<script type='application/json' data-block='{html.escape(name, quote=True)}'>"
+        f"{without_secrets(script_json(block))}</script>\n"
+        for name, block in page.blocks
+    )
     return (
         "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n"
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n'
@@ -108,7 +138,7 @@ def render(page: Page) -> str:
         f"<title>{html.escape(without_secrets(page.title))}</title>\n<style>\n{style}\n</style>\n</head>\n"
         f"<body class='sag2wb-page sag2wb-{page.kind}'>\n<div id='sag2wb-root'>"
         "<noscript>This page draws its views with JavaScript; allow scripts for this file.</noscript></div>\n"
-        f"<script type='application/json' id='{DATA_ID}'>{data}</script>\n"
+        f"<script type='application/json' id='{DATA_ID}'>{data}</script>\n{blocks}"
         f"<script>{script}</script>\n</body>\n</html>\n"
     )
 
@@ -123,3 +153,20 @@ def read_data(text: str) -> dict:
     if not m:
         raise ValueError("not a sag2wb page: no data block")
     return json.loads(m.group(1))
+
+
+def read_blocks(text: str) -> dict:
+    """{name: data} of a rendered page's lazily read blocks (`Page.blocks`), as stored (packed)."""
+    found = re.findall(r"<script type='application/json' data-block='([^']*)'>(.*?)</script>", text, flags=re.DOTALL)
+    return {html.unescape(name): json.loads(body) for name, body in found}
+
+
+def unpack(value):
+    """The inverse of `compact`'s packing (floats stay rounded): what the page's views read."""
+    if isinstance(value, dict):
+        if set(value) == {"__cols", "__rows"}:
+            return [dict(zip(value["__cols"], map(unpack, row))) for row in value["__rows"]]
+        return {k: unpack(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unpack(v) for v in value]
+    return value

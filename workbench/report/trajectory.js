@@ -1,29 +1,56 @@
 "use strict";
-// The trajectory page: the dashboard's views without a kernel. Every number comes from the page's
-// data block (workbench/report/trajectory.py, computed with workbench.viewdata); this only draws.
+// The trajectory views: the dashboard's views without a kernel. Every number comes from the data
+// (workbench/report/trajectory.py `trajectory_data`, computed with workbench.viewdata); this only draws.
+//
+// window.sag2wbTrajectory(root, data, options) draws one trajectory into the element `root` and
+// returns {setRound(r), round(), destroy()}. Several may live on one page (everything is found
+// inside `root`, no id is used); the arrow keys go to the visible one last clicked or created.
+// options: heading (default true: the page's h1), texts ({unit_id: text}, passage texts kept once
+// per page when a passage's own text is absent), onRound(r) (called after each step).
 (() => {
-  const D = SAG2.data();
   const { el, svg, fmt, short, section, table, hbars } = SAG2;
   const C = { gold: "#2ca02c", expansion: "#ff7f0e", other: "#b0b0b0", selected: "#1f77b4", unselected: "#c6d4e1" };
+  const live = []; // the drawn trajectories, the one to get the keys first
+  const visible = (v) => v.root.isConnected && v.root.getClientRects().length > 0;
+
+  document.addEventListener("keydown", (e) => {
+    const tag = e.target && e.target.tagName;
+    if (tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA" || e.altKey || e.ctrlKey || e.metaKey) return;
+    if (e.key !== "ArrowLeft" && e.key !== "ArrowRight") return;
+    const v = live.find(visible);
+    if (!v) return;
+    v.setRound(v.round() + (e.key === "ArrowRight" ? 1 : -1));
+    e.preventDefault();
+  });
+
+  function front(v) {
+    const i = live.indexOf(v);
+    if (i >= 0) live.splice(i, 1);
+    live.unshift(v);
+  }
+
+function draw(root, D, options) {
+  const opts = options || {};
   const INTRO = "Round 0 is a plain BM25 search for the question. In every later round the best passages so far " +
     "(the seeds) give terms, often names and identifiers the question never mentions; each term is searched on " +
     "its own and brings new passages, which the judge scores. Step through the rounds (buttons, slider or the " +
     "arrow keys) to see which term brought which passage" + (D.show_gold ? "; ★ marks gold evidence." : ".");
   const last = D.rounds.length - 1;
   const passages = new Map(D.passages.map((p) => [p.unit_id, p]));
+  const textOf = (x) => (x.text !== null && x.text !== undefined ? x.text
+    : opts.texts && opts.texts[x.unit_id] !== undefined ? opts.texts[x.unit_id] : null);
   const star = (gold) => (D.show_gold && gold ? "★ " : "");
   const tables = { pool: {}, context: {} }; // each table's sort and filter, kept across rounds
   let round = 0;
   let picked = D.first_passage;
 
-  const root = document.getElementById("sag2wb-root");
   const p = D.params;
   const facts = [`judge ${D.judge}`, `L=${p.L}`, `H=${p.H}`, `${last} expansion round(s) run`,
     `stopped after round ${D.last_round}: ${D.stop || "(no stop reason)"}`];
   if (D.show_gold) facts.push(`gold documents: ${D.question.gold.join(", ")}`);
   if (D.source) facts.push(`from ${D.source}`);
   root.replaceChildren(...[
-    el("h1", { text: "SAG2 trajectory: seed → term → passage" }),
+    opts.heading === false ? null : el("h1", { text: "SAG2 trajectory: seed → term → passage" }),
     el("div", { class: "sag2wb-intro", text: INTRO }),
     el("div", { class: "sag2wb-question" }, el("b", { text: D.question.text }),
       D.question.id ? el("span", { class: "sag2wb-muted", text: ` (${D.question.id})` }) : null),
@@ -283,7 +310,7 @@
         el("div", { class: "sag2wb-via", text: `came in: ${via}` }),
         el("div", { class: "sag2wb-muted" }, "marked: ", el("mark", { class: "q", text: "question tokens" }), " ",
           el("mark", { class: "t", text: "terms selected in this run" })),
-        x.text !== null ? marked(x.text, x.marks)
+        textOf(x) !== null ? marked(textOf(x), x.marks)
           : empty("The passage text is not in this page: make it with --db, the index the trace was made on."),
         history));
     for (const tr of root.querySelectorAll("tr[data-unit]")) tr.classList.toggle("picked", Number(tr.dataset.unit) === unit);
@@ -302,22 +329,35 @@
     drawTerms(data);
     drawPool(data);
     drawSlope(data);
-    document.body.dataset.round = String(r);
+    root.dataset.round = String(r);
+    if (opts.onRound) opts.onRound(r);
   }
 
-  document.addEventListener("keydown", (e) => {
-    const tag = e.target && e.target.tagName;
-    if (tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA" || e.altKey || e.ctrlKey || e.metaKey) return;
-    if (e.key === "ArrowLeft" || e.key === "ArrowRight") {
-      setRound(round + (e.key === "ArrowRight" ? 1 : -1));
-      e.preventDefault();
-    }
-  });
-
+  const view = { root, setRound, round: () => round, destroy };
+  const claim = () => front(view);
+  function destroy() {
+    const i = live.indexOf(view);
+    if (i >= 0) live.splice(i, 1);
+    root.removeEventListener("pointerdown", claim);
+    root.replaceChildren();
+    delete root.dataset.round;
+  }
+  root.addEventListener("pointerdown", claim);
+  front(view);
   drawRanking();
   drawSankey();
   setRound(0);
   if (picked !== null) pick(picked);
-  document.body.dataset.drawn = "yes";
-  window.sag2wbDrawnMs = performance.now();
+  return view;
+}
+
+  window.sag2wbTrajectory = draw;
+
+  // the trajectory page itself: its data block is one trajectory
+  const D = SAG2.data();
+  if (D.kind === "trajectory") {
+    draw(document.getElementById("sag2wb-root"), D, { onRound: (r) => { document.body.dataset.round = String(r); } });
+    document.body.dataset.drawn = "yes";
+    window.sag2wbDrawnMs = performance.now();
+  }
 })();

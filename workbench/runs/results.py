@@ -24,7 +24,9 @@ no_idf  67.59  85.19  66.67        410          9
 from __future__ import annotations
 
 import html
+import os
 
+from workbench.deprecation import deprecated
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError
 from workbench.metrics import METRICS, compare_rows, is_missing, paired_bootstrap
@@ -273,12 +275,33 @@ class Results:
     def to_markdown(self, reference: str | None = REFERENCE_ROW, metric: str = "R@10", definitions=None) -> str:
         return _markdown_table(self.table(reference, metric), reference, metric, definitions)
 
-    def to_html(self, reference: str | None = REFERENCE_ROW, metric: str = "R@10", definitions=None) -> str:
+    def to_html_table(self, reference: str | None = REFERENCE_ROW, metric: str = "R@10", definitions=None) -> str:
+        """The B.1-like table as an HTML fragment (what a notebook displays)."""
         return _html_table(self.table(reference, metric), reference, metric, definitions)
+
+    def to_html(self, path=None, *old, traces=None, index=None, metric: str = "R@10", force: bool = False, **old_kw):
+        """Write the experiment page (docs/reports.md) to `path` (a Path, or a name ending in .html)
+        and return its Path; `traces`: {config: {question id: Trace}} (`experiment.traces`), the
+        trajectories its questions open; `index` adds passage texts.
+
+        Called as before (`to_html()`, `to_html(reference, metric, definitions)`), it returns the
+        table fragment with a DeprecationWarning: that is `to_html_table` now."""
+        page = isinstance(path, os.PathLike) or (isinstance(path, str) and path.lower().endswith((".html", ".htm")))
+        if not page or old or old_kw:
+            deprecated(
+                "Results.to_html(reference, metric) returning a table fragment is deprecated: use "
+                "Results.to_html_table(...); Results.to_html(path) writes the experiment page"
+            )
+            reference = old_kw.pop("reference", REFERENCE_ROW if path is None else path)
+            return self.to_html_table(reference, *(old or (metric,)), **old_kw)
+        # the one import up the layers from here, declared in pyproject.toml's layer contract
+        from workbench.report import write_results_page
+
+        return write_results_page(self, path, traces=traces, index=index, metric=metric, force=force)
 
     def _repr_html_(self) -> str:
         ref = REFERENCE_ROW if REFERENCE_ROW in self.names else None
-        return self.to_html(ref)
+        return self.to_html_table(ref)
 
     # ---- plots ------------------------------------------------------------------------------
 
