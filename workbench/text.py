@@ -329,6 +329,13 @@ def _inside_word(word: str, want: tuple) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def _words_of(text: str) -> tuple[list, frozenset]:
+    """`text`'s words (start, end, tokens) and all their tokens: one text is asked about many terms."""
+    words = [(m.start(), m.end(), tuple(tokenize(m.group()))) for m in _WORD_SPAN.finditer(text)]
+    return words, frozenset(t for w in words for t in w[2])
+
+
 @functools.lru_cache(maxsize=1 << 14)
 def surface_form(term: str, text: str) -> str:
     """The span of `text` whose tokenisation gives the lexical term `term`, as `text` writes it;
@@ -355,7 +362,9 @@ def surface_form(term: str, text: str) -> str:
     want = tuple(term.split(" "))
     if not term or not text:
         return term
-    words = [(m.start(), m.end(), tuple(tokenize(m.group()))) for m in _WORD_SPAN.finditer(text)]
+    words, tokens = _words_of(text)
+    if not tokens.issuperset(want):  # every way below needs each of the term's tokens in some word
+        return term
     # 1. whole words, tokens exactly the term's
     for i, (start, _, first) in enumerate(words):
         if not first or want[: len(first)] != first:
