@@ -29,6 +29,7 @@ from workbench.protocols import (
     AsyncJudge,
     BatchDependent,
     Closable,
+    CountsPerCall,
     Explains,
     HasCacheKeys,
     HasUsage,
@@ -49,6 +50,7 @@ PROTOCOLS = (
     HasUsage,
     Closable,
     BatchDependent,
+    CountsPerCall,
     AsyncJudge,
     Streams,
     HasCacheKeys,
@@ -82,7 +84,7 @@ def jev_inner(style: str = "stateful") -> JEVJudge:
 
 
 CACHED = {"Judge", "AsyncJudge", "HasUsage", "Closable", "BatchDependent"}
-JEV = {*CACHED, "Streams", "HasCacheKeys", "PlansCache", "Reusable", "ReportsModel", "NamesCacheMiss"}
+JEV = {*CACHED, "CountsPerCall", "Streams", "HasCacheKeys", "PlansCache", "Reusable", "ReportsModel", "NamesCacheMiss"}
 KINDS = {  # judge kind -> (build(index, tmp_path), the protocols it declares)
     "lexical": (lambda ix, tmp: LexicalJudge(ix), {"Judge"}),
     "oracle": (lambda ix, tmp: OracleJudge(["Mara Quell"]), {"Judge"}),
@@ -96,7 +98,7 @@ KINDS = {  # judge kind -> (build(index, tmp_path), the protocols it declares)
     "jev": (lambda ix, tmp: jev_inner(), JEV),
     "jev-cached": (
         lambda ix, tmp: make_jev_judge("http://127.0.0.1:9", cache_dir=tmp / "jev"),  # no request is made
-        CACHED,
+        {*CACHED, "CountsPerCall"},
     ),
     "data-hash": (lambda ix, tmp: DataHashJudge(), {"Judge", "JudgesSagRequests"}),
 }

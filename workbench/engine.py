@@ -14,21 +14,22 @@
 
 Each step function, in the order of the paper: `initial_candidates`, `score_round`, `rank`,
 `select_seeds`, `select_terms`, `retrieve_expansion`, `build_pool`, `build_context`,
-`diversify`. Only the index and the judge do I/O.
+`diversify` (workbench/diversity.py). Only the index and the judge do I/O.
 """
 
 from __future__ import annotations
 
-import math
 import weakref
 from dataclasses import dataclass, replace
 
 from workbench import text as textlib
+from workbench.diversity import diversify as diversify
+from workbench.diversity import final_ranking
 from workbench.index.store import UNIT_CACHE_LIMIT, Index, normalize_title, query_expression, quote
 from workbench.index.units import Question
 from workbench.judgment import JudgeError, JudgmentMemo
 from workbench.params import Params, earliest_affected_round
-from workbench.protocols import can_explain, usage_of
+from workbench.protocols import can_explain, counts_per_call, usage_of
 from workbench.run_arguments import judge_from, params_from, pin_change_rounds, pins_from, round_from
 from workbench.terms import SeedView, TermWeightingError, analyze_body, choose_terms, get_term_weighting
 from workbench.trace import (
@@ -51,6 +52,7 @@ from workbench.trace import (
     UnitInfo,
     term_rows,
 )
+from workbench.usage import UsageScope
 
 
 def dedupe(*lists) -> list:
@@ -298,54 +300,6 @@ def build_context(round_no: int, candidates, hist: History, params: Params) -> t
     return tuple(ContextEntry(u, hist.latest[u]) for u in hist.previous_ranking[: params.context_size])
 
 
-# ---- diversity (Appendix C) ----------------------------------------------------------------
-def diversify(index: Index, ranking, scores: dict, n: int = 10) -> tuple[int, ...]:
-    """Greedy DPP over the top n: quality = judge score, similarity = sparse TF-IDF cosine."""
-    top = list(ranking[:n])
-    if len(top) < 2:
-        return tuple(ranking)
-    vectors = index.diversity_vectors(top)
-    q = [scores[u] for u in top]
-    m = len(top)
-
-    def kernel(i, j):
-        if i == j:
-            return q[i] * q[i]
-        a, b = vectors[i], vectors[j]
-        if len(a) > len(b):
-            a, b = b, a
-        return q[i] * q[j] * sum(x * b[t] for t, x in a.items() if t in b)
-
-    residual = [kernel(i, i) for i in range(m)]
-    floor = m * math.ulp(max(residual))
-    cholesky: list[list[float]] = [[] for _ in range(m)]
-    chosen: list[int] = []
-    remaining = list(range(m))
-    while remaining:
-        j = max(remaining, key=lambda i: (residual[i], -i))  # equal residuals: earlier unit wins
-        if residual[j] <= floor:
-            chosen.extend(remaining)  # every residual is negligible: keep the rest in order
-            break
-        chosen.append(j)
-        remaining.remove(j)
-        dj = math.sqrt(residual[j])
-        for i in remaining:
-            e = (kernel(j, i) - sum(a * b for a, b in zip(cholesky[j], cholesky[i]))) / dj
-            cholesky[i].append(e)
-            residual[i] -= e * e
-    return tuple(top[i] for i in chosen) + tuple(ranking[n:])
-
-
-def final_ranking(index: Index, rounds, params: Params, judged: bool) -> tuple[int, ...]:
-    """The last round's ranking, its top 10 reordered for diversity when the judge scored it
-    (pure lexical rankings keep their lexical order)."""
-    final = rounds[-1].ranking if rounds else ()
-    scored = [r for r in rounds if r.scored]
-    if params.diversity and judged and scored and final:
-        final = diversify(index, final, scored[-1].score_of())
-    return tuple(final)
-
-
 # ---- the run -------------------------------------------------------------------------------
 class Run:
     """A SAG2 trajectory for one question that can be stepped, read, rewound and re-run.
@@ -384,7 +338,7 @@ class Run:
         # explanations never change a score: a run whose trace nobody reads can skip them
         self.explain = explain
         self._usage_start = usage_of(judge)
-        self._memo_start = (self.memo.hits, self.memo.misses)
+        self._usage = UsageScope()  # what this run's own judge calls cost (workbench/usage.py)
 
     # ---- reading ------------------------------------------------------------------------
     @property
@@ -434,9 +388,10 @@ class Run:
         context = build_context(r, state.candidates, hist, self.params)
         pins = {u: s for (pr, u), s in self.pins.items() if pr == r}
         try:
-            scores, judgments = score_round(
-                self.index, self.judge, self.memo, self.question_as_given, pool, context, pins
-            )
+            with self.counting():
+                scores, judgments = score_round(
+                    self.index, self.judge, self.memo, self.question_as_given, pool, context, pins
+                )
         except JudgeError as exc:
             return replace(
                 state, pool=pool, context=context, ranking=hist.previous_ranking, stop=STOP_JUDGE_ERROR, error=str(exc)
@@ -444,7 +399,8 @@ class Run:
         explanations = ()
         if self.explain and can_explain(self.judge):
             try:
-                explanations = explain_round(self.index, self.judge, self.question_as_given, pool, context, pins)
+                with self.counting():
+                    explanations = explain_round(self.index, self.judge, self.question_as_given, pool, context, pins)
             except Exception as exc:
                 return replace(
                     state,
@@ -526,15 +482,24 @@ class Run:
     def stats(self) -> dict:
         """Judgments of this run, in-process cache hits, and the judge's own usage since the
         run started (a cached JEV judge adds requests, tokens, cost, disk-cache hits)."""
+        mine = self._usage.snapshot()  # its own calls' counts, whatever other runs did meanwhile
         out = {
             "judgments": sum(r.judgments for r in self.rounds),
-            "memo_hits": self.memo.hits - self._memo_start[0],
-            "memo_misses": self.memo.misses - self._memo_start[1],
+            "memo_hits": mine.get("memo_hits", 0),
+            "memo_misses": mine.get("memo_misses", 0),
         }
         now = usage_of(self.judge)
+        if counts_per_call(self.judge):  # the judge counts per call too (a JEV judge)
+            out.update((k, mine.get(k, 0)) for k in now)
+            return out
         for k, v in now.items():
             out[k] = v - self._usage_start.get(k, 0)
         return out
+
+    def counting(self):
+        """A block whose judge calls count in this run's stats (a policy that scores a round itself,
+        then records it with `step(state)`, makes its calls inside it)."""
+        return self._usage.active()
 
     def rerun(
         self,

@@ -12,6 +12,7 @@ import numbers
 
 from workbench.deprecation import keep_old_names
 from workbench.protocols import is_batch_dependent
+from workbench.usage import count_usage
 
 # names older code imported from here, readable with a DeprecationWarning (docs/deprecations.md)
 keep_old_names(__name__, {"Judge": "workbench.protocols", "judge_usage": "workbench.protocols:usage_of"})
@@ -125,10 +126,12 @@ class JudgmentMemo:
         ckey = self.context_key(context)
         keys: list[tuple] = [(judge.key, question, ckey, c["unit_id"], c["text"]) for c in candidates]
         if is_batch_dependent(judge):  # an answer depends on its call's candidates (JEV stateful)
-            keys = [(*k, tuple((c["unit_id"], c["text"]) for c in candidates)) for k in keys]
+            batch = tuple((c["unit_id"], c["text"]) for c in candidates)  # built once, not once per key
+            keys = [(*k, batch) for k in keys]
         missing = [i for i, k in enumerate(keys) if k not in self.scores]
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)
+        count_usage(memo_hits=len(keys) - len(missing), memo_misses=len(missing))  # the calling run's (usage.py)
         if missing:
             todo = [candidates[i] for i in missing]
             try:

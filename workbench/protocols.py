@@ -112,6 +112,14 @@ class Reusable(Protocol):
 
 
 @runtime_checkable
+class CountsPerCall(Protocol):
+    """When `usage_per_call` is true, every counter in `usage()` is also counted to the run whose
+    call caused it (workbench/usage.py), so a run's stats are its own under `--concurrency`."""
+
+    usage_per_call: bool
+
+
+@runtime_checkable
 class ReportsModel(Protocol):
     """The model that answered it last: None until it has answered in this process."""
 
@@ -213,6 +221,17 @@ def is_batch_dependent(judge) -> bool:
     (True, False)
     """
     return isinstance(judge, BatchDependent) and bool(judge.batch_dependent)
+
+
+def counts_per_call(judge) -> bool:
+    """Whether a judge counts its usage per call too (`CountsPerCall`, `usage_per_call` true).
+
+    >>> class PerCall:
+    ...     usage_per_call = True
+    >>> counts_per_call(PerCall()), counts_per_call(None)
+    (True, False)
+    """
+    return isinstance(judge, CountsPerCall) and judge.usage_per_call is True
 
 
 def streams(judge) -> bool:

@@ -20,6 +20,7 @@ import functools
 import heapq
 import importlib.util
 import math
+import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -410,11 +411,17 @@ def variant_fingerprint(name: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
-@functools.cache
-def _collator():
-    from pyuca import Collator
+_COLLATOR: list = []  # pyuca's, built once (~1 s) under a lock: questions on threads each built one
+_COLLATOR_LOCK = threading.Lock()
 
-    return Collator()
+
+def _collator():
+    with _COLLATOR_LOCK:
+        if not _COLLATOR:
+            from pyuca import Collator
+
+            _COLLATOR.append(Collator())
+    return _COLLATOR[0]
 
 
 @functools.lru_cache(maxsize=1 << 16)

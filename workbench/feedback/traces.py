@@ -114,7 +114,8 @@ def _finish(run: Run, round0: RoundState, round1: RoundState, pool_ids, judge, m
         return run.trace()
     pool = tuple(PoolEntry(u, "new") for u in pool_ids)
     # the judge receives the question as given (SPEC §3); a JudgeError is the caller's
-    scores, judgments = score_round(run.index, judge, run.memo, run.question_as_given, pool, (), {})
+    with run.counting():  # the run's stats count these judgments
+        scores, judgments = score_round(run.index, judge, run.memo, run.question_as_given, pool, (), {})
     fusion = add_fusion({}, round1.candidates, run.params)
     ranking = rank(list(pool_ids), scores, fusion, run.params)
     judged = replace(

@@ -62,6 +62,7 @@ from workbench.protocols import (
     streams,
     usage_of,
 )
+from workbench.usage import count_usage
 
 GENERIC_KEY_PREFIX = "judgment-v1:"
 _SET = threading.Event()
@@ -298,6 +299,7 @@ class CachedJudge:
         with self._lock:
             self._hits += hits
             self._misses += len(keys) - hits
+        count_usage(cache_hits=hits, cache_misses=len(keys) - hits)  # to the calling run (workbench/usage.py)
         if (todo or todo_plans) and self.cache_only:
             missing = [c for k, c in zip(keys, candidates) if k not in results]
             raise self._miss(question, missing)

@@ -289,7 +289,8 @@ def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo 
 
     pool = tuple(PoolEntry(u, origin(u)) for u in pool_order)
     try:
-        scores, judgments = score_round(index, judge, memo, run.question_as_given, pool, (), {})  # as the user wrote it
+        with run.counting():  # its stats count these judgments (the run's own calls only)
+            scores, judgments = score_round(index, judge, memo, run.question_as_given, pool, (), {})  # as given
     except JudgeError as exc:  # a failure, never a ranking: the caller decides (stop or keep going)
         raise JudgeFailed(getattr(question, "id", text), pool_round, str(exc)) from exc
     fusion: dict[int, float] = {}

