@@ -191,21 +191,29 @@ def test_units_reads_many_at_once_in_the_order_asked(tmp_path):
 
 
 def test_ascii_dictionary_words_read_from_the_file_equal_jiebas():
+    import jieba
+
     from workbench import text as textlib
 
     textlib._jieba()
-    loaded = {w for w, f in textlib.jieba.dt.FREQ.items() if f > 0 and w.isascii()}
+    loaded = {w for w, f in jieba.dt.FREQ.items() if f > 0 and w.isascii()}
     assert set(textlib._ascii_dictionary_words()) == loaded
+    # what the workbench reads without importing jieba is what jieba itself says
+    assert textlib.jieba_version() == jieba.__version__
+    with jieba.dt.get_dict_file() as f:
+        assert str(textlib._jieba_dictionary()) == f.name
 
 
 # plain ASCII, accents and punctuation (no jieba), then 'c++' (a dictionary sub-word) and Chinese (jieba)
 LAZY = "José Martí's role_id: 3.5% (1998), a.b-c. AT&T a+b x#y && +1 R&B.\n| c++ and C# | 北京大学是一所大学"
 LAZY_SCRIPT = f"""
-import json, jieba
+import json, sys
 from workbench import text
+from workbench.index.schema import tokenizer_signature
+tokenizer_signature()  # what opening an index checks
 head, tail = {LAZY!r}.split("|", 1)
 first = text.tokenize(head)
-loaded_after_ascii = bool(jieba.dt.initialized)
+loaded_after_ascii = "jieba" in sys.modules  # not even imported (the import alone is ~0.3 s)
 rest = text.tokenize(tail)
 print(json.dumps([first, rest, loaded_after_ascii, text.tokenize_plain(head), text.tokenize_plain(tail)]))
 """

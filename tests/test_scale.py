@@ -94,11 +94,12 @@ def test_stale_build_files_of_dead_processes_are_removed(tmp_path):
         alive.wait()
 
 
-def _garble(path, keep_pages: int = 4) -> None:
+def _garble(path, keep: int = 4 * 4096) -> None:
+    """Everything after the first `keep` bytes overwritten (the data pages, not the header)."""
     size = path.stat().st_size
     with open(path, "r+b") as f:
-        f.seek(4096 * keep_pages)
-        f.write(bytes((i * 37 + 11) % 256 for i in range(size - 4096 * keep_pages)))
+        f.seek(keep)
+        f.write(bytes((i * 37 + 11) % 256 for i in range(size - keep)))
 
 
 def test_damaged_index_is_a_named_error(tmp_path):

@@ -11,13 +11,18 @@ path emits exactly the same tokens.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
+import importlib.util
 import logging
 import re
 import unicodedata
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jieba
-import jieba.finalseg
 import regex
+
+if TYPE_CHECKING:
+    import jieba  # imported on first use: the import alone costs ~0.3 s (pkg_resources)
 
 # Bump when any rule below changes: indexes record it and refuse a mismatched open.
 TOKENIZER_VERSION = "sag2-text-1"
@@ -103,6 +108,9 @@ _JIEBA_BLOCK = re.compile("([\u4e00-\u9fd5a-zA-Z0-9+#&\\._%\\-]+)", re.U)
 @functools.cache
 def _jieba() -> jieba.Tokenizer:
     # Loading the dictionary takes ~1 s: once per process, on first use.
+    import jieba
+    import jieba.finalseg
+
     jieba.setLogLevel(logging.WARNING)
     jieba.finalseg.re_skip = re.compile(CONNECTED_LATIN)
     jieba.dt.check_initialized()
@@ -110,7 +118,17 @@ def _jieba() -> jieba.Tokenizer:
 
 
 def jieba_version() -> str:
-    return jieba.__version__
+    """jieba's version from its installed metadata (equal to `jieba.__version__`, tested),
+    without importing it."""
+    return importlib.metadata.version("jieba")
+
+
+def _jieba_dictionary() -> Path:
+    """jieba's default dictionary file (`jieba.dt.get_dict_file()`, tested), found without
+    importing jieba."""
+    spec = importlib.util.find_spec("jieba")
+    assert spec is not None and spec.submodule_search_locations
+    return Path(next(iter(spec.submodule_search_locations))) / "dict.txt"
 
 
 def normalize(text: str) -> str:
@@ -125,7 +143,7 @@ def _ascii_dictionary_words() -> tuple[str, ...]:
     that ASCII text is tokenized without loading jieba (~1 s): the same set as jieba's FREQ
     (tested)."""
     freq: dict[str, int] = {}
-    with jieba.dt.get_dict_file() as f:
+    with open(_jieba_dictionary(), "rb") as f:
         for raw in f:
             if raw.isascii():
                 word, count = raw.strip().decode("utf-8").split(" ")[:2]

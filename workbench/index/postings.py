@@ -91,6 +91,112 @@ def read_instances(db: sqlite3.Connection, table: str = "fts") -> tuple[list[str
     return terms, counts, keys
 
 
+# ---- the stored form of positions (schema 3) ------------------------------------------
+# One blob per (block of BLOCK_CHUNKS build chunks, term). A blob is one byte `ob` (the bits
+# its offsets need), then LEB128 varints of the gaps between successive values
+# v = row << (ob + 2) | column << ob | offset (the first gap is from 0): v grows with the key,
+# so a term in every tenth row of a block costs ~2 bytes a position, against 8 for the key.
+BLOCK_CHUNKS = 16
+
+
+def block_chunks(db: Queryable) -> int:
+    """Chunks per postings block of this index (its meta records the build's BLOCK_CHUNKS)."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'block_chunks'").fetchone()
+    return int(row[0]) if row else BLOCK_CHUNKS
+
+
+def encode_groups(keys: np.ndarray, counts) -> list[bytes]:
+    """The blobs of consecutive groups of sorted int64 keys (`counts[g]` keys each, every
+    count > 0), in one pass of numpy over all of them."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if not len(counts):
+        return []
+    keys = np.asarray(keys, dtype=np.int64)
+    starts = np.cumsum(counts) - counts
+    offset = (keys & _OFFSET_MASK).astype(np.uint64)
+    column = ((keys >> _COL_SHIFT) & 0xFF).astype(np.uint64)
+    row = (keys >> _ROW_SHIFT).astype(np.uint64)
+    ob_group = np.frexp(np.maximum.reduceat(offset, starts).astype(np.float64))[1].astype(np.uint64)
+    ob = np.repeat(ob_group, counts)
+    v = (row << (ob + np.uint64(2))) | (column << ob) | offset
+    gaps = v.copy()
+    gaps[1:] -= v[:-1]
+    gaps[starts] = v[starts]
+    nbytes = np.ones(len(gaps), dtype=np.int64)
+    for groups_of_7 in range(1, 10):
+        nbytes += gaps >= np.uint64(1 << (7 * groups_of_7))
+    group_of = np.repeat(np.arange(len(counts)), counts)
+    first_byte = np.cumsum(nbytes) - nbytes + group_of + 1  # one header byte before each group
+    out = np.empty(int(nbytes.sum()) + len(counts), dtype=np.uint8)
+    heads = first_byte[starts] - 1
+    out[heads] = ob_group.astype(np.uint8)
+    if int(nbytes.max()) == 1:
+        out[first_byte] = gaps.astype(np.uint8)
+    else:
+        value_of = np.repeat(np.arange(len(gaps)), nbytes)
+        k = np.arange(len(value_of)) - np.repeat(np.cumsum(nbytes) - nbytes, nbytes)  # byte k of its value
+        shift = (7 * k).astype(np.uint64)
+        byte = (gaps[value_of] >> shift) & np.uint64(0x7F)
+        byte |= (k < nbytes[value_of] - 1).astype(np.uint64) << np.uint64(7)
+        out[np.repeat(first_byte, nbytes) + k] = byte.astype(np.uint8)
+    ends = np.append(heads[1:], len(out)).tolist()
+    data = out.tobytes()
+    return [data[a:b] for a, b in zip(heads.tolist(), ends)]
+
+
+_SMALL_BLOBS = 192  # bytes: below this, a Python loop beats numpy's per-call overhead
+
+
+def _decode_small(blobs: list[bytes]) -> list[int]:
+    out = []
+    for blob in blobs:
+        ob = blob[0]
+        mask, shift = (1 << ob) - 1, ob + 2
+        v = part = bit = 0
+        for byte in blob[1:]:
+            part |= (byte & 0x7F) << bit
+            if byte < 0x80:
+                v += part
+                out.append((v >> shift) << _ROW_SHIFT | ((v >> ob) & 3) << _COL_SHIFT | (v & mask))
+                part = bit = 0
+            else:
+                bit += 7
+    return out
+
+
+def decode_keys(blobs: list[bytes]) -> np.ndarray:
+    """The int64 keys (row << 32 | column << 24 | offset) of stored blobs, concatenated (one
+    term's blocks in block order give its keys sorted), in one pass of numpy over them all."""
+    data = b"".join(blobs)
+    if len(data) <= _SMALL_BLOBS:
+        return np.array(_decode_small(blobs), dtype=np.int64)
+    b = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(b < 0x80)  # the last byte of every value (a header byte is a value too)
+    starts = np.empty(len(ends), dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    values = (b[starts] & 0x7F).astype(np.uint64)
+    extra = ends - starts  # bytes after each value's first
+    longer, j = np.flatnonzero(extra), 1
+    while len(longer):  # the j-th byte of the values that have one (most gaps take 1-2 bytes)
+        values[longer] |= (b[starts[longer] + j] & 0x7F).astype(np.uint64) << np.uint64(7 * j)
+        j += 1
+        longer = longer[extra[longer] >= j]
+    heads = np.searchsorted(starts, np.cumsum([0] + [len(x) for x in blobs[:-1]]))
+    out = np.empty(len(values) - len(blobs), dtype=np.int64)
+    at = 0
+    for k, head in enumerate(heads.tolist()):  # one blob at a time: its own `ob`, gaps from 0
+        stop = int(heads[k + 1]) if k + 1 < len(heads) else len(values)
+        ob = int(values[head])
+        v = np.cumsum(values[head + 1 : stop], dtype=np.uint64)
+        row = (v >> np.uint64(ob + 2)).astype(np.int64) << _ROW_SHIFT
+        row |= ((v >> np.uint64(ob)) & np.uint64(3)).astype(np.int64) << _COL_SHIFT
+        row |= (v & np.uint64((1 << ob) - 1)).astype(np.int64)
+        out[at : at + len(row)] = row
+        at += len(row)
+    return out
+
+
 class Queryable(Protocol):
     # what Postings reads through: a sqlite3.Connection, or the index's read connection around one
     def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
@@ -120,13 +226,17 @@ def _intersect_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 class Postings:
-    """The index's term positions as the build stored them (table `postings`, one blob of
-    keys per term and chunk of units), row sizes and the table averages. A token's
+    """The index's term positions as the build stored them (table `postings`, one blob per
+    block of units and term, decoded to int64 keys on first use), row sizes and the table averages. A token's
     positions are read from disk when a phrase first needs them (SQLite memory-maps the
     file), so opening costs the row sizes only, whatever the corpus size."""
 
-    def __init__(self, db: Queryable, row_norm: np.ndarray, n_rows: int):
+    def __init__(self, db: Queryable, row_norm: np.ndarray, n_rows: int, blocks: tuple[int, ...] = (0,)):
         self.db = db
+        # a term's blobs: one look-up per block in one statement (the key is (block, term))
+        self._read_term = (
+            f"SELECT keys FROM postings WHERE block IN ({','.join(map(str, blocks))}) AND term = ? ORDER BY block"
+        )
         self.row_norm = row_norm  # rowid -> k1 * (1 - b + b * |row| / avgdl)
         self.n_rows = n_rows
         self._tokens: dict[str, tuple[str, ...] | None] = {}
@@ -140,13 +250,14 @@ class Postings:
     def open(cls, db: Queryable) -> Postings:
         """The stored postings of an index (row sizes and averages are read now)."""
         n_rows, avgdl = averages(db)
-        blobs = db.execute("SELECT first_id, lengths FROM row_lengths ORDER BY first_id").fetchall()
-        top = max((first + len(blob) // 4 for first, blob in blobs), default=1)
+        blobs = db.execute("SELECT first_id, chunk, lengths FROM row_lengths ORDER BY first_id").fetchall()
+        top = max((first + len(blob) // 4 for first, _, blob in blobs), default=1)
         length = np.zeros(top, dtype=np.float64)
-        for first, blob in blobs:
+        for first, _, blob in blobs:
             length[first : first + len(blob) // 4] = np.frombuffer(blob, dtype="<i4")
         row_norm = K1 * ((1 - B) + (B * length) / avgdl)
-        return cls(db, row_norm, n_rows)
+        per_block = block_chunks(db)
+        return cls(db, row_norm, n_rows, tuple(sorted({chunk // per_block for _, chunk, _ in blobs})) or (0,))
 
     # ---- phrases -------------------------------------------------------------------------
     def tokens(self, phrase: str) -> tuple[str, ...] | None:
@@ -183,9 +294,9 @@ class Postings:
         keys = self._token_keys.get(token)
         if keys is None:
             with self._lock:
-                blobs = self.db.execute("SELECT keys FROM postings WHERE term = ? ORDER BY chunk", (token,)).fetchall()
-            # chunks hold increasing row ranges, so the concatenation stays sorted
-            keys = np.frombuffer(b"".join(b for (b,) in blobs), dtype="<i8")
+                blobs = self.db.execute(self._read_term, (token,)).fetchall()
+            # blocks hold increasing row ranges, so the concatenation stays sorted
+            keys = decode_keys([b for (b,) in blobs]) if blobs else np.zeros(0, dtype=np.int64)
             if self._cached_positions + len(keys) > TOKEN_CACHE_POSITIONS:
                 self._token_keys.clear()
                 self._cached_positions = 0

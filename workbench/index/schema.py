@@ -22,7 +22,8 @@ from workbench.index.units import UNIT_MAX_CHARS
 from workbench.safeio import InputError
 
 # 2: postings, row lengths, body vocabulary, title phrases and aliases stored at build time
-SCHEMA_VERSION = "sag2wb-index-2"
+# 3: postings as delta + varint blobs per (block, term), a WITHOUT ROWID table (no term index)
+SCHEMA_VERSION = "sag2wb-index-3"
 DEFAULT_FIELD_WEIGHTS = (2.0, 2.0, 1.0)
 # SPEC Appendix C: diversity vectors use plain word tokens, not jieba tokens. The standard
 # library's `re` on purpose: its \w excludes combining marks (Devanagari vowel signs split a

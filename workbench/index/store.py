@@ -92,11 +92,22 @@ class Index:
             raw.execute("PRAGMA mmap_size = 2147418112")
             meta = dict(raw.execute("SELECT key, value FROM meta"))
         except sqlite3.DatabaseError as exc:
+            if "malformed" in str(exc):  # a database whose pages are damaged, perhaps ours
+                raise IndexProblem(
+                    f"{self.path}: the index is damaged ({exc}); rebuild it with "
+                    f"`sag2wb index CORPUS --db {self.path} --force`"
+                ) from None
             raise IndexProblem(
                 f"{self.path}: not a SAG2 workbench index ({exc}); build one with "
                 f"`sag2wb index CORPUS --db {self.path}`"
             ) from None
         self.db = ReadConnection(self.path, raw)
+        schema = str(meta.get("schema", ""))
+        if meta.get("complete") == "1" and schema.startswith("sag2wb-index-") and schema != SCHEMA_VERSION:
+            raise IndexProblem(  # an index of another workbench version: its tables differ
+                f"{self.path}: built by another version of the workbench (index format {schema!r}; "
+                f"this one reads {SCHEMA_VERSION!r}); rebuild it with `sag2wb index CORPUS --db {self.path}`"
+            )
         if meta.get("schema") != SCHEMA_VERSION or meta.get("complete") != "1":
             raise IndexProblem(f"{self.path}: incomplete or foreign index (schema {meta.get('schema')!r}); rebuild it")
         expected = tokenizer_signature()

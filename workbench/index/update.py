@@ -53,6 +53,7 @@ from workbench.index.files import (
     unchanged_by_stat,
     walk_folder,
 )
+from workbench.index.postings import block_chunks, decode_keys, encode_groups
 from workbench.index.schema import IndexProblem, write_failure
 from workbench.index.units import CorpusError, Unit
 from workbench.safeio import file_sha256
@@ -255,7 +256,7 @@ def _edit_counts(db, table: str, key: str, column: str, minus, plus) -> None:
 
 
 def _edit_postings(db, removed, added, old, new) -> None:
-    """Rewrite each touched (token, chunk) blob: positions of removed rows out, positions
+    """Rewrite each touched (block, token) blob: positions of removed rows out, positions
     of added rows in, sorted as a build writes them; row lengths likewise."""
     chunks = db.execute("SELECT first_id, chunk, lengths FROM row_lengths ORDER BY first_id").fetchall()
     firsts = np.array([c[0] for c in chunks], dtype=np.int64)
@@ -277,35 +278,42 @@ def _edit_postings(db, removed, added, old, new) -> None:
         return np.searchsorted(firsts, rows, side="right") - 1
 
     removed_rows = np.array(removed, dtype=np.int64)
-    # per (token, chunk): positions to add
-    additions: dict[tuple[str, int], list[np.ndarray]] = {}
+    block_of_chunk = np.array(numbers, dtype=np.int64) // block_chunks(db)
+
+    def by_block(d: dict):  # (term, block number, that term's keys in the block) of tokenized rows
+        bounds = np.cumsum([0, *d["counts"]])
+        for k, term in enumerate(d["terms"]):
+            keys = d["keys"][bounds[k] : bounds[k + 1]]
+            where = block_of_chunk[chunk_of(keys >> 32)]
+            for block in np.unique(where):
+                yield term, int(block), keys[where == block]
+
+    # per (token, block): positions to add
+    additions: dict[tuple[int, str], list[np.ndarray]] = {}
     if new is not None:
-        for term, blob in zip(new["terms"], new["blobs"]):
-            keys = np.frombuffer(blob, dtype="<i8")
-            where = chunk_of(keys >> 32)
-            for c in np.unique(where):
-                additions.setdefault((term, int(c)), []).append(keys[where == c])
+        for term, block, keys in by_block(new):
+            additions.setdefault((block, term), []).append(keys)
     targets = set(additions)
     if old is not None:
-        for term, blob in zip(old["terms"], old["blobs"]):
-            for c in np.unique(chunk_of(np.frombuffer(blob, dtype="<i8") >> 32)):
-                targets.add((term, int(c)))
-    for term, c in sorted(targets):
-        number = numbers[c]
-        row = db.execute("SELECT rowid, keys FROM postings WHERE term = ? AND chunk = ?", (term, number)).fetchone()
-        keys = np.frombuffer(row[1], dtype="<i8") if row else np.zeros(0, dtype="<i8")
+        targets.update((block, term) for term, block, _ in by_block(old))
+    for block, term in sorted(targets):
+        row = db.execute("SELECT keys FROM postings WHERE block = ? AND term = ?", (block, term)).fetchone()
+        keys = decode_keys([row[0]]) if row else np.zeros(0, dtype=np.int64)
         if len(removed_rows):
             keys = keys[~np.isin(keys >> 32, removed_rows)]
-        if (term, c) in additions:
-            keys = np.sort(np.concatenate([keys, *additions[(term, c)]]))
+        if (block, term) in additions:
+            keys = np.sort(np.concatenate([keys, *additions[(block, term)]]))
         if row and len(keys):
-            db.execute("UPDATE postings SET keys = ? WHERE rowid = ?", (keys.astype("<i8").tobytes(), row[0]))
+            db.execute(
+                "UPDATE postings SET keys = ? WHERE block = ? AND term = ?",
+                (encode_groups(keys, [len(keys)])[0], block, term),
+            )
         elif row:
-            db.execute("DELETE FROM postings WHERE rowid = ?", (row[0],))
+            db.execute("DELETE FROM postings WHERE block = ? AND term = ?", (block, term))
         elif len(keys):
             db.execute(
-                "INSERT INTO postings (chunk, term, keys) VALUES (?, ?, ?)",
-                (number, term, keys.astype("<i8").tobytes()),
+                "INSERT INTO postings (block, term, keys) VALUES (?, ?, ?)",
+                (block, term, encode_groups(keys, [len(keys)])[0]),
             )
     # row lengths
     lengths_of = dict(zip((i for i, _ in added), np.frombuffer(new["lengths"], dtype="<i4"))) if new else {}
