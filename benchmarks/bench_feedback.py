@@ -15,7 +15,8 @@ precomputation (its cost is per question: also printed, over the 100 dev questio
 
     python benchmarks/bench_feedback.py --graph [--sizes 300000] [--repeat 1] [--sample 200]
 
-`--graph`: the corpus graph against the index build, side by side in the same minutes, each
+`--graph`: the corpus graph against the index build, side by side in the same minutes (ratios
+of wall and of CPU time: on a loaded machine the wall ratio moves with the load), each
 in a fresh process: `sag2wb index` (wall s, CPU s, peak RSS of the process and of its largest
 worker), then `build_graph` (all passages scored at once; wall s, its stages, peak RSS of the
 process and of its largest worker), the ratio graph/build, and the per-query definition
@@ -104,12 +105,14 @@ def graph_main(args, originals: list[dict], corpus: Path, work: Path) -> None:
                 continue
             check = child(BY_QUERIES, str(db), str(work / f"graph-{size}.npz"), str(args.sample), cwd=work)
             ratio = graph["wall"] / build["wall"]
+            cpu_ratio = graph["cpu"] / max(build["cpu"], 1e-9)
             ratios.append(ratio)
             stages = ", ".join(f"{k} {v:.0f}" for k, v in graph["stages"].items())
             print(
                 f"| {size:,} | {run + 1} | {build['wall']:.0f} ({build['cpu']:.0f}, {build['rss_mib']:.0f}, "
                 f"{build['worker_rss_mib']:.0f}) | {graph['wall']:.0f} ({graph['cpu']:.0f}, {graph['rss_mib']:.0f}, "
-                f"{graph['worker_rss_mib']:.0f}) | {ratio:.2f} | {stages} | {check.get('extrapolated', 0):,.0f} "
+                f"{graph['worker_rss_mib']:.0f}) | {ratio:.2f} (CPU {cpu_ratio:.2f}) | {stages} "
+                f"| {check.get('extrapolated', 0):,.0f} "
                 f"({check.get('sample')} in {check.get('seconds', 0):.0f} s) | {check.get('same')} |",
                 flush=True,
             )

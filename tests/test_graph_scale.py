@@ -2,7 +2,8 @@
 its definition, one `Index.search` per passage (`build_graph_by_queries`): the same neighbours
 in the same order and the same scores, bit for bit, on the bundled corpora (multi-word phrases
 such as `role_id` -> "role id", Chinese, ties between identical passages), in one process or
-two, with other settings, after `sag2wb index --add/--remove`, and (-m slow) on 2Wiki."""
+two, with other settings, after `sag2wb index --add/--remove`, and (-m slow) on 2Wiki; by the
+compiled kernel (workbench/feedback/graph_kernel.py) and by the numpy path without it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ENC, SAMPLES, build_index, shared_data
-from workbench.feedback import GraphParams, build_graph, corpus_graph
+from workbench.feedback import GraphParams, build_graph, corpus_graph, graph_kernel, graph_scoring
 from workbench.feedback.graph import build_graph_by_queries
 from workbench.index import Index
 from workbench.index.postings import Postings
@@ -53,7 +54,39 @@ def corpora(tmp_path_factory):
 )
 @pytest.mark.parametrize("corpus", ["encyclopedia", "internal_docs"])
 def test_the_graph_equals_one_search_per_passage(corpora, corpus, params):
+    assert graph_kernel.load() is not None, "the compiled kernel did not load (no C compiler?)"
     assert_same(corpora[corpus], params, workers=1)
+
+
+@pytest.mark.parametrize("corpus", ["encyclopedia", "internal_docs"])
+def test_the_numpy_path_gives_the_same_graph(corpora, corpus, monkeypatch):
+    """SAG2WB_GRAPH_KERNEL=numpy: the scoring without the compiled kernel (as on a machine
+    without a C compiler) gives the same lists and scores."""
+    monkeypatch.setenv("SAG2WB_GRAPH_KERNEL", "numpy")
+    assert graph_kernel.load() is None
+    assert_same(corpora[corpus], GraphParams(), workers=1)
+
+
+def test_without_a_c_compiler_the_numpy_path_builds_the_graph(corpora, tmp_path, monkeypatch):
+    """No compiler (CC names none, PATH has no cc) and an empty kernel cache: `load()` says
+    None, nothing is left in the cache, and the graph is the definition's all the same."""
+    monkeypatch.setattr(graph_kernel, "_LOADED", [])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("CC", str(tmp_path / "no-cc"))
+    monkeypatch.setenv("PATH", "")
+    assert graph_kernel.load() is None
+    assert not [p for p in (tmp_path / "cache").rglob("*") if not p.is_dir()]  # no library, no temp file
+    assert_same(corpora["internal_docs"], GraphParams(), workers=1)
+
+
+@pytest.mark.parametrize("fractions", [(0.02,), (0.08,), (0.05, 0.15, 0.3)])
+def test_prefix_levels_of_any_budget_give_the_same_graph(corpora, fractions, monkeypatch):
+    """The levels only change the cost: small budgets send most questions through the prefix
+    lists and the bounds (the pruning path), and the lists stay the definition's."""
+    monkeypatch.setattr(graph_scoring, "KERNEL_FRACTIONS", fractions)
+    monkeypatch.setattr(graph_scoring, "BUDGET_FRACTIONS", fractions)
+    for corpus in ("encyclopedia", "internal_docs"):
+        assert_same(corpora[corpus], GraphParams(), workers=1)
 
 
 def test_two_worker_processes_give_the_same_graph(corpora):
@@ -77,6 +110,7 @@ def test_a_phrase_the_postings_cannot_split_is_scored_by_fts5_as_the_search_does
     assert_same(index, GraphParams(), workers=1)
 
 
+@pytest.mark.slow  # three `sag2wb index` processes (~20 s); tests/test_feedback.py checks the rule in-process
 def test_after_sag2wb_index_add_and_remove_the_graph_equals_a_rebuilds(tmp_path):
     corpus = json.loads((ENC / "corpus.json").read_text(encoding="utf-8"))
     keep, later = corpus[:-10], corpus[-10:]

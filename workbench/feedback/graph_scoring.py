@@ -27,6 +27,10 @@ Every comparison keeps a relative margin (`MARGIN`, far above the 80-term roundi
 the lists equal the per-passage search's (tests/test_graph_scale.py, on every bundled corpus
 and 2Wiki).
 
+The per-passage loop (`top_neighbours`) runs as compiled C (`graph_kernel`, the same pruning
+with a running top-k and one level, `KERNEL_FRACTIONS`) when a C compiler is there, else in
+numpy; both give the definition's lists (tests/test_graph_scale.py runs both).
+
 With `workers` > 1 (default: up to 2 cores, for corpora of `PARALLEL_FROM` passages or more)
 the passages are tokenized and scored in forked processes, each a share of the passages;
 each passage's list is computed alone, so the result is the same for any number of workers.
@@ -48,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench import text as textlib
+from workbench.feedback import graph_kernel
 from workbench.index.postings import COLUMNS, K1, Postings
 from workbench.index.store import Index, bm25_order, query_expression
 
@@ -214,7 +219,9 @@ def levels(table: PhraseTable, by_row: RowLists, budgets: Sequence[float]) -> li
             betas[j][a:b][some] = within[starts[some] + count[some] - 1] + SLACK
     out = [Level(0.0, table.offsets, None, None)]
     for j, budget in enumerate(budgets):
-        entries = np.sort(np.concatenate(listed[j])) if listed[j] else np.zeros(0, dtype=np.int32)
+        entries = np.concatenate(listed[j]) if listed[j] else np.zeros(0, dtype=np.int32)
+        listed[j] = []
+        entries.sort()  # in place: no third copy of the level
         offsets = np.searchsorted(entries, table.offsets).astype(np.int64)
         out.append(Level(float(budget), offsets, entries, betas[j]))
     return out
@@ -276,6 +283,10 @@ def _kth(values: np.ndarray, k: int) -> float:
 # level budgets, as fractions of a typical row's mass: a question whose k-th best neighbour
 # scores theta is answered from the lists of the largest budget below theta
 BUDGET_FRACTIONS = (0.05, 0.12, 0.2, 0.3, 0.4)
+# the compiled kernel scans a listed row for a few ns: one level is as fast as five there (50k
+# synthetic passages, 8,000 questions: 3.0-3.5 s CPU either way) and holds 0.61x the table's
+# entries instead of 3.5x
+KERNEL_FRACTIONS = (0.3,)
 START_SHARE = 0.8  # first level: the largest budget below this share of the expected k-th best score
 # a level answers if its budget is at most this share of theta (else a lower one: fewer rows to score)
 KEEP_SHARE = 0.9
@@ -373,6 +384,14 @@ def _score_share(share: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """Neighbours and scores (k columns, -1 and 0.0 padding) of questions a..b-1."""
     table, by_row, levels_, questions, k = (_SHARED[k] for k in ("table", "by_row", "levels", "questions", "k"))
     a, b = share
+    kernel = graph_kernel.load()
+    if kernel is not None:
+        skip = np.zeros(len(questions.ids), dtype=np.uint8)
+        for i in range(a, b):
+            question = questions.of(i)
+            skip[i] = bool(len(question) and table.missing[question].any())
+        constants = (MARGIN, EXTRA, START_SHARE, KEEP_SHARE)
+        return graph_kernel.score_share(kernel, table, by_row, levels_, questions, skip, k, a, b, constants)
     neighbours = np.full((b - a, k), -1, dtype=np.int64)
     scores = np.zeros((b - a, k), dtype=np.float64)
     scratch = Scratch.of(len(by_row.offsets) - 1, len(table.missing))
@@ -421,9 +440,15 @@ def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int)
     lengths = np.concatenate([np.diff(t.offsets) for t in parts]) if parts else np.zeros(0, dtype=np.int64)
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    rows = np.concatenate([t.rows for t in parts]) if parts else np.zeros(0, dtype=np.int32)
-    impacts = np.concatenate([t.impacts for t in parts]) if parts else np.zeros(0)
     missing = np.concatenate([t.missing for t in parts]) if parts else np.zeros(0, dtype=bool)
+    rows = np.empty(int(offsets[-1]), dtype=np.int32)
+    impacts = np.empty(int(offsets[-1]), dtype=np.float64)
+    at = 0
+    while parts:  # each part copied into place and let go: one table and one part at the peak
+        part = parts.pop(0)
+        rows[at : at + len(part.rows)], impacts[at : at + len(part.rows)] = part.rows, part.impacts
+        at += len(part.rows)
+        del part
     return PhraseTable(offsets, rows, impacts, missing)
 
 
@@ -487,7 +512,9 @@ def score_all(
     by_row = row_lists(table, n_rows)
     masses = row_masses(table, by_row)
     typical = float(np.median(masses[masses > 0])) if (masses > 0).any() else 0.0
-    levels_ = levels(table, by_row, [f * typical for f in BUDGET_FRACTIONS])
+    del masses
+    fractions = BUDGET_FRACTIONS if graph_kernel.load() is None else KERNEL_FRACTIONS  # loaded before the fork
+    levels_ = levels(table, by_row, [f * typical for f in fractions])
     lap("lists")
     _SHARED.update(table=table, by_row=by_row, levels=levels_, questions=questions, k=k)
     try:
