@@ -8,6 +8,8 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
+
 from workbench.engine import Run
 from workbench.index.corpora import load_corpus, load_questions
 from workbench.index.store import Index, query_expression
@@ -79,6 +81,7 @@ def assert_same_answers(updated: Index, rebuilt: Index, questions, expressions) 
         assert canonical_trace(x, updated) == canonical_trace(y, rebuilt), q.id
 
 
+@pytest.mark.slow
 def test_folder_update_with_an_added_a_changed_and_a_removed_file(tmp_path):
     folder = tmp_path / "docs"
     shutil.copytree(DOCS, folder)
@@ -109,6 +112,7 @@ def test_folder_update_with_an_added_a_changed_and_a_removed_file(tmp_path):
     assert "0 added, 0 changed, 0 removed document(s); 0 units tokenized" in done.stdout
 
 
+@pytest.mark.slow
 def test_passages_added_replaced_and_removed_by_title(tmp_path):
     items = json.loads((ENCYCLOPEDIA / "corpus.json").read_text(encoding="utf-8"))
     (tmp_path / "corpus.json").write_text(json.dumps(items[:-2]), encoding="utf-8")
@@ -134,6 +138,7 @@ def test_passages_added_replaced_and_removed_by_title(tmp_path):
     assert bad.returncode == 2 and "No Such Title" in bad.stderr
 
 
+@pytest.mark.slow
 def test_killed_update_leaves_the_old_index(tmp_path):
     import hashlib
     import os

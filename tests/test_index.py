@@ -219,6 +219,7 @@ print(json.dumps([first, rest, loaded_after_ascii, text.tokenize_plain(head), te
 """
 
 
+@pytest.mark.slow
 def test_ascii_text_is_tokenized_without_loading_jieba():
     """Opening an index and asking an English question does not pay jieba's dictionary load
     (~1 s); text that needs the dictionary loads it, and the tokens equal the plain rule's."""

@@ -186,6 +186,7 @@ def test_chunked_parallel_build_equals_one_process(tmp_path, monkeypatch):
     assert pooled.df("apple words") == fts5.df("apple words") == 9
 
 
+@pytest.mark.slow
 def test_whole_trajectories_equal_with_and_without_postings(tmp_path):
     units = load_corpus(REPO / "sample_corpora" / "encyclopedia" / "corpus.json")
     memory = Index.build(units, tmp_path / "enc.sqlite")

@@ -70,6 +70,7 @@ def test_each_round_shows_its_selected_terms_and_its_pool_in_ranking_order(docs,
     assert data["opening"][0].startswith("In the top 10 for docs-02: BM25 alone finds 1 of 3")
 
 
+@pytest.mark.slow
 def test_without_the_index_the_page_has_no_text_and_says_so(docs, tmp_path):
     data, _ = page_of(docs, tmp_path)
     assert data["with_text"] is False and all(p["text"] is None for p in data["passages"])
@@ -170,6 +171,7 @@ def test_an_index_of_another_corpus_is_refused_by_name(docs, tmp_path, capsys):
 
 
 # ---- nothing of the machine in the page -------------------------------------------------------
+@pytest.mark.slow
 def test_a_jev_run_with_a_key_set_leaves_no_key_endpoint_cache_or_path_in_the_page(tmp_path):
     from workbench.judges.jev.server import JudgeServer, make_server_judge
 

@@ -53,6 +53,7 @@ def test_streamed_corpus_gives_the_same_units_and_errors(tmp_path):
         assert str(streamed.value) == str(whole.value), name
 
 
+@pytest.mark.slow
 def test_db_that_is_not_an_index_is_refused_and_kept(tmp_path):
     corpus = tmp_path / "corpus.json"
     write_corpus(corpus, 5)
@@ -102,6 +103,7 @@ def _garble(path, keep: int = 4 * 4096) -> None:
         f.write(bytes((i * 37 + 11) % 256 for i in range(size - keep)))
 
 
+@pytest.mark.slow
 def test_damaged_index_is_a_named_error(tmp_path):
     corpus = REPO / "sample_corpora" / "encyclopedia" / "corpus.json"
     ix = Index.build(corpus, tmp_path / "ix.sqlite")
@@ -119,6 +121,7 @@ def test_damaged_index_is_a_named_error(tmp_path):
     assert sag2wb("index", str(corpus), "--db", "ix.sqlite", "--force", cwd=tmp_path).returncode == 0
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_build_keeps_the_old_index(tmp_path):
     corpus = tmp_path / "corpus.json"
     write_corpus(corpus, 3)

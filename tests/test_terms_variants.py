@@ -296,6 +296,7 @@ def _sample_traces(tmp_path, corpus, questions, variant, name):
     return [r.run().to_json(stats=False) for r in runs], len(index._df)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["sag2", "bm25_feedback", "no_idf"])
 def test_bounded_df_counting_keeps_the_same_rows(tmp_path, monkeypatch, variant):
     # Phrases are first weighed with df = 1 and counted only if that bound reaches the kept

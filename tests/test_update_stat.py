@@ -28,6 +28,9 @@ from .reliability_world import one_line_error, sag2wb
 from .test_incremental import DOCS, assert_same_answers
 from .test_reliability_index2 import same_length_edit
 
+# every test builds and updates a real folder index in its own folder (the stat rule needs fresh inodes)
+pytestmark = pytest.mark.slow
+
 EXPRESSIONS = [query_expression(t) for t in (["role_id"], ["gateway", "session"], ["sso"], ["权限"])]
 QUESTIONS = load_questions(DOCS.parent / "internal_docs.questions.jsonl")[:4]
 
