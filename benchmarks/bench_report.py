@@ -77,17 +77,7 @@ def main() -> None:
     with sync_playwright() as p:
         browser = driver.launch_browser(p)
         for _ in range(args.runs):
-            context = browser.new_context(viewport=driver.VIEWPORT)
-            tab = context.new_page()
-            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            context.route(
-                "**/*",
-                lambda r: (
-                    r.continue_()
-                    if r.request.url.startswith("file://")
-                    else (requests.append(r.request.url), r.abort())
-                ),
-            )
+            context, tab, seen = driver.offline_page(browser)
             tab.goto(page.as_uri())
             tab.wait_for_selector("body[data-drawn=yes]")
             drawn.append(tab.evaluate("window.sag2wbDrawnMs"))
@@ -99,6 +89,8 @@ def main() -> None:
                                                          out.push(performance.now() - t); } return out; }"""
                 )
             )
+            errors += seen["errors"]
+            requests += seen["requests"]
             context.close()
         browser.close()
     median = statistics.median(drawn)
@@ -147,11 +139,7 @@ def experiment(args) -> None:
     with sync_playwright() as p:
         browser = driver.launch_browser(p)
         for _ in range(args.runs):
-            context = browser.new_context(viewport=driver.VIEWPORT)
-            tab = context.new_page()
-            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            context.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else (
-                requests.append(r.request.url), r.abort()))  # fmt: skip
+            context, tab, seen = driver.offline_page(browser)
             tab.goto(page.as_uri())
             tab.wait_for_selector("body[data-drawn=yes]", timeout=120_000)
             drawn.append(tab.evaluate("window.sag2wbDrawnMs"))
@@ -159,6 +147,8 @@ def experiment(args) -> None:
                 """() => { const t = performance.now();
                            document.querySelector('.sag2wb-questions-table tbody tr').click();
                            return performance.now() - t; }"""))  # fmt: skip
+            errors += seen["errors"]
+            requests += seen["requests"]
             context.close()
         browser.close()
     print(f"until interactive (every view drawn): median {statistics.median(drawn):.0f} ms over {args.runs} loads "

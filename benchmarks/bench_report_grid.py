@@ -73,24 +73,15 @@ def main() -> None:
     with sync_playwright() as p:
         browser = driver.launch_browser(p)
         for _ in range(args.runs):
-            context = browser.new_context(viewport=driver.VIEWPORT)
-            tab = context.new_page()
-            tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            tab.on("pageerror", lambda e: errors.append(str(e)))
-            context.route(
-                "**/*",
-                lambda r: (
-                    r.continue_()
-                    if r.request.url.startswith("file://")
-                    else (requests.append(r.request.url), r.abort())
-                ),
-            )
+            context, tab, seen = driver.offline_page(browser)
             tab.goto(page.as_uri())
             tab.wait_for_selector("body[data-drawn=yes]")
             drawn.append(tab.evaluate("window.sag2wbDrawnMs"))
             for axis, value in CLICKS:
                 tab.click(f".sag2wb-axis[data-axis='{axis}'] button[data-value='{value}']")
                 switches.append(tab.evaluate("window.sag2wbSwitchMs"))
+            errors += seen["errors"]
+            requests += seen["requests"]
             context.close()
         browser.close()
     print(

@@ -236,6 +236,27 @@ def launch_browser(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
 
 
+def offline_page(browser):
+    """A fresh context and page for a file:// page: console and page errors recorded in
+    seen["errors"], and every request that is not a file recorded in seen["requests"] and aborted
+    (the network is blocked). Returns (context, page, seen); close the context when done."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    seen: dict = {"errors": [], "requests": []}
+    page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: seen["errors"].append(str(e)))
+
+    def route(r):
+        if r.request.url.startswith("file://"):
+            r.continue_()
+        else:
+            seen["requests"].append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    return context, page, seen
+
+
 class Session:
     """One loaded page: records console errors and off-host requests."""
 

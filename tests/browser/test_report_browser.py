@@ -50,20 +50,7 @@ def made(tmp_path_factory):
 @pytest.fixture
 def opened(browser, made):
     """The page in a fresh context: console errors, page errors and every non-file request recorded."""
-    context = browser.new_context(viewport=driver.VIEWPORT)
-    page = context.new_page()
-    seen = {"errors": [], "requests": []}
-    page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: seen["errors"].append(str(e)))
-
-    def route(r):
-        if r.request.url.startswith("file://"):
-            r.continue_()
-        else:
-            seen["requests"].append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
+    context, page, seen = driver.offline_page(browser)
     page.goto(made["page"].as_uri())
     page.wait_for_selector("body[data-drawn=yes]", timeout=driver.STEP_TIMEOUT_MS)
     yield page, seen
@@ -185,19 +172,7 @@ def test_switching_a_variant_shows_that_variants_rounds(browser, made):
     def rerun(L: int, judge: str):
         return Run(index, question, trace.params.replace(L=L), JudgeSpec.parse(judge).build(index, question.gold)).run()
 
-    context = browser.new_context(viewport=driver.VIEWPORT)
-    page = context.new_page()
-    seen: dict = {"errors": [], "requests": []}
-    page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: seen["errors"].append(str(e)))
-    context.route(
-        "**/*",
-        lambda rt: (
-            rt.continue_()
-            if rt.request.url.startswith("file://")
-            else (seen["requests"].append(rt.request.url), rt.abort())
-        ),
-    )
+    context, page, seen = driver.offline_page(browser)
     try:
         page.goto(out.as_uri())
         page.wait_for_selector("body[data-drawn=yes]", timeout=driver.STEP_TIMEOUT_MS)
@@ -259,13 +234,7 @@ def test_experiment_page_opens_a_question_whose_trajectory_agrees_with_its_trace
     from workbench.trace import Trace
 
     folder = experiment["folder"]
-    context = browser.new_context(viewport=driver.VIEWPORT)
-    page = context.new_page()
-    seen: dict = {"errors": [], "requests": []}
-    page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: seen["errors"].append(str(e)))
-    context.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://") else (
-        seen["requests"].append(r.request.url), r.abort()))  # fmt: skip
+    context, page, seen = driver.offline_page(browser)
     try:
         page.goto(experiment["page"].as_uri())
         page.wait_for_selector("body[data-drawn=yes]", timeout=driver.STEP_TIMEOUT_MS)
