@@ -144,6 +144,23 @@ def sag2wb(*args, cwd=None, env=None, input=None, timeout=300) -> subprocess.Com
     )
 
 
+def reference_adapter(python, corpus, questions, out, judge, workdir, *args, timeout) -> subprocess.CompletedProcess:
+    """The reference implementation, a black box in its own environment (`python`), on `corpus` and
+    `questions` through benchmarks/reference_adapter.py: its trajectories in `out`, its files in
+    `workdir`; `args`: the adapter's other options (--jev-url, --payload-style, --limit, ...)."""
+    return subprocess.run(
+        [
+            python,
+            str(REPO / "benchmarks" / "reference_adapter.py"),
+            *("--corpus", str(corpus), "--questions", str(questions), "--out", str(out)),
+            *("--judge", judge, "--workdir", str(workdir), *map(str, args)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def sag2wb_here(*args, cwd=None, env=None, input=None) -> subprocess.CompletedProcess:
     """`sag2wb ARGS` through workbench.cli's main in this process (its error mapping included; no
     interpreter start): the same CompletedProcess as `sag2wb`. An exception escaping main fails the test."""

@@ -32,7 +32,7 @@ from workbench.judges.jev.server import JudgeServer
 from workbench.params import Params
 from workbench.trace import STOP_JUDGE_ERROR
 
-from .conftest import FILM_WORLD, REPO, build_index, sag2wb
+from .conftest import FILM_WORLD, REPO, build_index, reference_adapter, sag2wb
 
 REFERENCE_PYTHON = os.environ.get("SAG2WB_REFERENCE_PYTHON") or str(REPO / ".venv-reference" / "bin" / "python")
 MODEL = "typesafe/jev-1.13"
@@ -190,29 +190,14 @@ def _write_inputs(tmp_path) -> tuple[Path, Path]:
 def test_the_reference_search_and_ours_send_the_same_original_question_as_given(tmp_path, server, style):
     _needs_reference()
     corpus, questions = _write_inputs(tmp_path)
-    ref = subprocess.run(
-        [
-            REFERENCE_PYTHON,
-            str(REPO / "benchmarks" / "reference_adapter.py"),
-            "--corpus",
-            str(corpus),
-            "--questions",
-            str(questions),
-            "--out",
-            str(tmp_path / "ref.json"),
-            "--judge",
-            "jev",
-            "--jev-url",
-            server.url,
-            "--payload-style",
-            style,
-            "--jev-model",
-            MODEL,
-            "--workdir",
-            str(tmp_path / "refwork"),
-        ],
-        capture_output=True,
-        text=True,
+    ref = reference_adapter(
+        REFERENCE_PYTHON,
+        corpus,
+        questions,
+        tmp_path / "ref.json",
+        "jev",
+        tmp_path / "refwork",
+        *("--jev-url", server.url, "--payload-style", style, "--jev-model", MODEL),
         timeout=600,
     )
     assert ref.returncode == 0, ref.stdout[-1000:] + ref.stderr[-2000:]

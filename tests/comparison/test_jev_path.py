@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from ..conftest import REPO, shared_data
+from ..conftest import REPO, reference_adapter, shared_data
 
 REFERENCE_PYTHON = os.environ.get("SAG2WB_REFERENCE_PYTHON")
 MODEL = "typesafe/jev-1.13"  # the reference's default; given to both sides
@@ -417,30 +417,14 @@ def run_both(tmp_path, server_url, corpus, questions, style, limit=None):
     out = tmp_path / f"reference-jev-{style}.json"
     limit_args = ["--limit", str(limit)] if limit else []
     with RecordingProxy(server_url) as proxy:
-        ref = subprocess.run(
-            [
-                REFERENCE_PYTHON,
-                str(REPO / "benchmarks" / "reference_adapter.py"),
-                "--corpus",
-                str(corpus),
-                "--questions",
-                str(questions),
-                "--out",
-                str(out),
-                "--judge",
-                "jev",
-                "--jev-url",
-                proxy.url,
-                "--payload-style",
-                style,
-                "--jev-model",
-                MODEL,
-                "--workdir",
-                str(tmp_path / f"refwork-{style}"),
-                *limit_args,
-            ],
-            capture_output=True,
-            text=True,
+        ref = reference_adapter(
+            REFERENCE_PYTHON,
+            corpus,
+            questions,
+            out,
+            "jev",
+            tmp_path / f"refwork-{style}",
+            *("--jev-url", proxy.url, "--payload-style", style, "--jev-model", MODEL, *limit_args),
             timeout=3600,
         )
         theirs = list(proxy.requests)

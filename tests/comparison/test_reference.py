@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from ..conftest import REPO, shared_data
+from ..conftest import REPO, reference_adapter, shared_data
 
 REFERENCE_PYTHON = os.environ.get("SAG2WB_REFERENCE_PYTHON")
 
@@ -26,23 +26,10 @@ pytestmark = [
 
 def _compare(tmp_path, corpus, questions, judge, limit=None):
     out = tmp_path / f"reference-{judge}.json"
-    cmd = [
-        REFERENCE_PYTHON,
-        str(REPO / "benchmarks" / "reference_adapter.py"),
-        "--corpus",
-        str(corpus),
-        "--questions",
-        str(questions),
-        "--judge",
-        judge,
-        "--out",
-        str(out),
-        "--workdir",
-        str(tmp_path / "refwork"),
-    ]
-    if limit:
-        cmd += ["--limit", str(limit)]
-    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1200)
+    limit_args = ["--limit", str(limit)] if limit else []
+    reference_adapter(
+        REFERENCE_PYTHON, corpus, questions, out, judge, tmp_path / "refwork", *limit_args, timeout=1200
+    ).check_returncode()
     proc = subprocess.run(
         [
             sys.executable,
