@@ -388,10 +388,7 @@ class Run:
         context = build_context(r, state.candidates, hist, self.params)
         pins = {u: s for (pr, u), s in self.pins.items() if pr == r}
         try:
-            with self.counting():
-                scores, judgments = score_round(
-                    self.index, self.judge, self.memo, self.question_as_given, pool, context, pins
-                )
+            scores, judgments = self.score_pool(pool, context, pins)
         except JudgeError as exc:
             return replace(
                 state, pool=pool, context=context, ranking=hist.previous_ranking, stop=STOP_JUDGE_ERROR, error=str(exc)
@@ -495,6 +492,13 @@ class Run:
         for k, v in now.items():
             out[k] = v - self._usage_start.get(k, 0)
         return out
+
+    def score_pool(self, pool, context=(), pins=None) -> tuple[list[float], int]:
+        """`score_round` with this run's index, judge, memo and question as given, its calls counted
+        in this run's stats: what a policy that builds a round itself (then records it with
+        `step(state)`) calls to judge its pool. A JudgeError is the caller's."""
+        with self.counting():
+            return score_round(self.index, self.judge, self.memo, self.question_as_given, pool, context, pins or {})
 
     def counting(self):
         """A block whose judge calls count in this run's stats (a policy that scores a round itself,

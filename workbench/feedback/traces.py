@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from workbench.engine import Run, add_fusion, rank, score_round
+from workbench.engine import Run, add_fusion, rank
 from workbench.feedback.gar import GARParams, GARWalk, gar_expansion
 from workbench.feedback.rm3 import RM3Expansion, RM3Params, rm3_expansion
 from workbench.index.store import Index
@@ -107,15 +107,14 @@ def _early(run: Run, expression: str, repaired: str | None, stop: str) -> Trace:
     return run.trace()
 
 
-def _finish(run: Run, round0: RoundState, round1: RoundState, pool_ids, judge, memo) -> Trace:
-    """Round 1 unscored (no judge) or its pool judged once, no context."""
-    if judge is None:
+def _finish(run: Run, round0: RoundState, round1: RoundState, pool_ids) -> Trace:
+    """Round 1 unscored (no judge) or its pool judged once by the run's judge, no context."""
+    if run.judge is None:
         _record(run, round0, replace(round1, stop=STOP_LEXICAL))
         return run.trace()
     pool = tuple(PoolEntry(u, "new") for u in pool_ids)
-    # the judge receives the question as given (SPEC §3); a JudgeError is the caller's
-    with run.counting():  # the run's stats count these judgments
-        scores, judgments = score_round(run.index, judge, run.memo, run.question_as_given, pool, (), {})
+    # the judge receives the question as given (SPEC §3), counted in the run's stats; a JudgeError is the caller's
+    scores, judgments = run.score_pool(pool)
     fusion = add_fusion({}, round1.candidates, run.params)
     ranking = rank(list(pool_ids), scores, fusion, run.params)
     judged = replace(
@@ -154,7 +153,7 @@ def rm3_trace(
         terms=rm3_term_rows(expansion, 3 * rm3.terms),
         ranking=expansion.ranking,
     )
-    return _finish(run, round0, round1, expansion.ranking[:pool], judge, memo)
+    return _finish(run, round0, round1, expansion.ranking[:pool])
 
 
 def _bm25_round(start) -> RoundState:
@@ -190,7 +189,7 @@ def gar_trace(
         return _early(run, walk.expression, walk.question, STOP_NO_CANDIDATES)
     round0 = _bm25_round(walk)
     round1 = RoundState(1, walk.expression, walk.candidates(), seeds=gar_seeds(walk), ranking=walk.ranking)
-    return _finish(run, round0, round1, walk.taken, judge, memo)
+    return _finish(run, round0, round1, walk.taken)
 
 
 def gar_batches(trace: Trace) -> list[dict]:

@@ -44,7 +44,6 @@ from workbench.engine import (
     question_expression,
     rank,
     retrieve_expansion,
-    score_round,
     select_seeds,
     select_terms,
 )
@@ -289,8 +288,7 @@ def final_only_trace(index, question, params: Params, judge, memo: JudgmentMemo 
 
     pool = tuple(PoolEntry(u, origin(u)) for u in pool_order)
     try:
-        with run.counting():  # its stats count these judgments (the run's own calls only)
-            scores, judgments = score_round(index, judge, memo, run.question_as_given, pool, (), {})  # as given
+        scores, judgments = run.score_pool(pool)  # the question as given; counted in the run's stats
     except JudgeError as exc:  # a failure, never a ranking: the caller decides (stop or keep going)
         raise JudgeFailed(getattr(question, "id", text), pool_round, str(exc)) from exc
     fusion: dict[int, float] = {}
