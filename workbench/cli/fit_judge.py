@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from workbench import safeio
-from workbench.cli.io_roles import declare_judge_inputs, param_files, path_option
+from workbench.cli.io_roles import checked_before_work, declare_judge_inputs, param_files, path_option
 from workbench.cli.options import number
 from workbench.index.corpora import check_gold, load_questions
 from workbench.index.store import Index
@@ -121,7 +121,7 @@ def feature_names(args) -> tuple[str, ...]:
 
 def cmd_fit_judge(args) -> int:
     out = Path(args.out)  # checked before any work by declare_io (workbench/safeio.py: Outputs)
-    if getattr(args, "io", None) is None:  # called without the CLI's main: check here
+    if not checked_before_work(args):  # called without the CLI's main: check here
         safeio.check_output(out, inputs=[args.questions, args.db], ours=is_model_file, force=args.force)
     if args.folds < 2:
         raise TrainingError(f"--folds {args.folds}: cross-validation needs at least 2 folds")

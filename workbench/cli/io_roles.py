@@ -33,6 +33,12 @@ def option_name(action: argparse.Action) -> str:
     return action.option_strings[-1] if action.option_strings else action.dest
 
 
+def checked_before_work(args) -> bool:
+    """Whether the CLI's main checked the command's outputs already (`declare_and_check`, kept as
+    `args.io`); a handler called without main checks them itself."""
+    return getattr(args, "io", None) is not None
+
+
 def declare_and_check(args, parser: argparse.ArgumentParser, module) -> safeio.Outputs:
     """Build the command's `Outputs` from its `declare_io(args, io)` and check it before any
     work; a given output option left undeclared is a bug in the command (RuntimeError)."""

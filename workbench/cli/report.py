@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench import safeio
-from workbench.cli.io_roles import path_option
+from workbench.cli.io_roles import checked_before_work, path_option
 from workbench.cli.report_vary import add_vary_arguments, declare_vary_io, run_vary, wants_vary
 from workbench.index.store import Index
 from workbench.metrics import METRICS
@@ -78,7 +78,7 @@ def cmd_report(args) -> int:
         return run_vary(args)
     index = Index(args.db) if args.db else None
     # main checked --out before any work (declare_io); called without main, it is checked here
-    force = True if getattr(args, "io", None) is not None else args.force
+    force = checked_before_work(args) or args.force
     try:
         if is_result_file(args.input):
             results = [read_result(args.input, "INPUT", args.trajectories)]

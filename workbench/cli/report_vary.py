@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from workbench import safeio
-from workbench.cli.io_roles import judge_files, param_files
+from workbench.cli.io_roles import checked_before_work, judge_files, param_files
 from workbench.cli.options import number
 from workbench.index.store import Index
 from workbench.report import read_trace
@@ -88,7 +88,7 @@ def run_vary(args) -> int:
         estimate = check_limits(grid, trace, index, args.max_variants, args.max_mib)
         print(f"{grid.count} variants (page estimated at {estimate / 2**20:.1f} MiB): running", file=sys.stderr)
         run = run_grid(grid, trace, index, progress=sys.stderr.isatty())
-        force = True if getattr(args, "io", None) is not None else args.force  # main checked --out before work
+        force = checked_before_work(args) or args.force  # main checked --out before any work
         path, size = write_variants_page(run, trace, index, args.out, force=force, source=args.input)
     finally:
         index.close()
