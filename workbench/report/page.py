@@ -88,17 +88,20 @@ def compact(value, digits: int = 5):
     >>> compact([{"a": 1, "b": 0.1234567}, {"a": 2, "b": None}])
     {'__cols': ['a', 'b'], '__rows': [[1, 0.12346], [2, None]]}
     """
-    value = plain(value)
+    return _compact(plain(value), digits)  # made plain once, not again at every level below
+
+
+def _compact(value, digits: int):
     if isinstance(value, float):
         return round(value, digits)
     if isinstance(value, dict):
-        return {k: compact(v, digits) for k, v in value.items()}
+        return {k: _compact(v, digits) for k, v in value.items()}
     if isinstance(value, list):
         if len(value) > 1 and all(isinstance(x, dict) for x in value):
             keys = list(value[0])
             if all(list(x) == keys for x in value) and "__cols" not in keys:
-                return {"__cols": keys, "__rows": [[compact(x[k], digits) for k in keys] for x in value]}
-        return [compact(x, digits) for x in value]
+                return {"__cols": keys, "__rows": [[_compact(x[k], digits) for k in keys] for x in value]}
+        return [_compact(x, digits) for x in value]
     return value
 
 
