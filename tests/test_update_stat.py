@@ -46,14 +46,15 @@ def settle(folder: Path) -> None:
 
 
 def counting_opens(folder: Path, report: Path) -> str:
-    """A prelude for `sag2wb`: every file under `folder` the process opens is listed in `report`."""
+    """A prelude for `sag2wb`: every file under `folder` the process opens is listed in `report`
+    (a folder the walk opens to list it is not)."""
     return f"""
 import atexit, json, os, sys
 _folder, _opened = {str(folder) + "/"!r}, []
 def _hook(event, args):
     if event == "open" and args and isinstance(args[0], (str, os.PathLike)):
         path = os.fspath(args[0])
-        if path.startswith(_folder):
+        if path.startswith(_folder) and not os.path.isdir(path):
             _opened.append(path[len(_folder):])
 sys.addaudithook(_hook)
 atexit.register(lambda: open({str(report)!r}, "w").write(json.dumps(sorted(set(_opened)))))

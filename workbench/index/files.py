@@ -4,6 +4,8 @@ left. The folder an index was built from: one walk that lists its files with the
 from __future__ import annotations
 
 import errno
+import hashlib
+import marshal
 import os
 import re
 import sqlite3
@@ -102,9 +104,10 @@ _NOT_THERE = {errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP}  # what Pat
 def walk_folder(root: Path, ordered: bool = True) -> Walk:
     """The files `folder_files` and `skipped_files` list, in their order (`ordered=False`: in
     the order the folders list them, which costs no sorting; `index_order` sorts them later),
-    found by one `os.scandir` walk: a regular file costs no system call to classify and one `stat` (a
-    symbolic link is followed, as `Path.is_file` does; a linked folder is not entered, as
-    `rglob` does not). A file or folder that vanishes during the walk is not there; an
+    found by one `os.scandir` walk: a regular file costs no system call to classify and one `stat`,
+    taken relative to its open folder (a shorter path for the kernel to resolve than the whole
+    one); a symbolic link is followed, as `Path.is_file` does; a linked folder is not entered, as
+    `rglob` does not. A file or folder that vanishes during the walk is not there; an
     unreadable folder is passed over, as `rglob` passes over it.
 
     >>> Path("w/sub").mkdir(parents=True)
@@ -117,38 +120,51 @@ def walk_folder(root: Path, ordered: bool = True) -> Walk:
     documents: list[tuple[str, Stat]] = []
     skipped: list[str] = []
     folders = [("", os.fspath(root))]
+    by_fd = os.scandir in os.supports_fd
     while folders:
         prefix, directory = folders.pop()
         hidden = prefix.startswith(".") or "/." in prefix
         try:
-            listing = os.scandir(directory)
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY) if by_fd else None
+            listing = os.scandir(directory if fd is None else fd)
         except PermissionError:
             continue  # an unreadable folder, passed over as rglob does
         except (FileNotFoundError, NotADirectoryError):
             if not prefix:
                 raise
             continue  # removed while we walked
-        with listing:
-            for entry in listing:
-                name = entry.name
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        folders.append((f"{prefix}{name}/", entry.path))
-                        continue
-                    if not entry.is_file():
-                        continue
-                    i = name.rfind(".")  # the suffix as PurePath.suffix reads it: ".md" alone has none
-                    if 0 < i < len(name) - 1 and name[i:].lower() in DOCUMENT_SUFFIXES:
-                        st = entry.stat()
-                        documents.append(
-                            (prefix + name, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev))
-                        )
-                    elif not hidden and name[0] != ".":
-                        skipped.append(prefix + name)
-                except OSError as exc:  # vanished between the listing and its stat, a link loop: not a file
-                    if exc.errno not in _NOT_THERE:
-                        raise
+        try:
+            with listing:
+                _list_folder(listing, prefix, directory, hidden, folders, documents, skipped)
+        finally:
+            if fd is not None:
+                os.close(fd)
     return Walk(index_order(documents) if ordered else documents, sorted(skipped))
+
+
+def _list_folder(listing, prefix: str, directory: str, hidden: bool, folders: list, documents: list, skipped: list):
+    """One folder's entries: subfolders onto `folders`, documents with their stat onto
+    `documents`, other files onto `skipped` (the walk's inner loop, once per file)."""
+    for entry in listing:
+        name = entry.name
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append((f"{prefix}{name}/", os.path.join(directory, name)))
+                continue
+            if not entry.is_file():
+                continue
+            i = name.rfind(".")  # the suffix as PurePath.suffix reads it: ".md" alone has none
+            if i > 0 and name[i:].lower() in _SUFFIXES:
+                st = entry.stat()
+                documents.append((prefix + name, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)))
+            elif not hidden and name[0] != ".":
+                skipped.append(prefix + name)
+        except OSError as exc:  # vanished between the listing and its stat, a link loop: not a file
+            if exc.errno not in _NOT_THERE:
+                raise
+
+
+_SUFFIXES = frozenset(DOCUMENT_SUFFIXES)  # lower case, each with its dot ("." alone is none of them)
 
 
 def index_order(documents: list[tuple[str, Stat]]) -> list[tuple[str, Stat]]:
@@ -192,3 +208,25 @@ def unchanged_by_stat(recorded: tuple, now: Stat, checked_at_ns: int | None) -> 
         return False
     mtime, ctime = recorded[1], recorded[2]
     return max(mtime, ctime) < checked_at_ns - racy_window_ns(mtime, ctime)
+
+
+def settled(documents: list[tuple[str, Stat]], started_ns: int) -> bool:
+    """True when no file of a walk that began at `started_ns` is racy: each one's mtime and
+    ctime are older than the start, less their granularity (the newest stamp is checked
+    first, so a settled folder costs one pass)."""
+    newest = max((max(st[1], st[2]) for _, st in documents), default=0)
+    if newest < started_ns - WHOLE_SECOND_WINDOW_NS:
+        return True
+    return all(max(st[1], st[2]) < started_ns - racy_window_ns(st[1], st[2]) for _, st in documents)
+
+
+def listing_digest(documents: list[tuple[str, Stat]], started_ns: int) -> str:
+    """One hash of a walk's documents and their stats, in the order the walk found them, and
+    of when that walk began. A later walk of the folder has the same digest exactly when every
+    document is still there with the stat recorded (and the folders list them in the same
+    order, as they do while unchanged): then, if the recorded walk found every file settled,
+    no file changed since, as `unchanged_by_stat` would decide file by file. marshal's version
+    2 writes no references between objects, so equal lists give equal bytes."""
+    h = hashlib.sha256(str(started_ns).encode())
+    h.update(marshal.dumps(documents, 2))
+    return h.hexdigest()

@@ -48,7 +48,9 @@ from workbench.index.files import (
     WHOLE_SECOND_WINDOW_NS,
     Stat,
     index_order,
+    listing_digest,
     racy_window_ns,
+    settled,
     stat_of,
     unchanged_by_stat,
     walk_folder,
@@ -98,6 +100,7 @@ def derived_files(path: Path) -> list[str]:
 
 
 CHECKED_AT = "files_checked_at_ns"  # meta: when the walk that last checked every file began (time.time_ns())
+LISTING = "files_listing"  # meta: files.listing_digest of that walk, when it found every file settled
 _INSERT_FILE = (
     "INSERT OR REPLACE INTO files (path, size, mtime_ns, ctime_ns, inode, device, sha256) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
@@ -124,9 +127,11 @@ def write_manifest(db: sqlite3.Connection, root: Path, started_ns: int | None = 
     hashed here, and on a difference it is recorded unhashed, so the next update reads it again."""
     _manifest_table(db)
     db.execute("DELETE FROM files")
+    walk = walk_folder(root, ordered=False)  # the stats recorded, and in their walk's order, the listing
+    walked = dict(walk.documents)
     rows = []
     for (document,) in db.execute("SELECT DISTINCT document FROM units").fetchall():
-        st = stat_of((root / document).stat())
+        st = walked.get(document) or stat_of((root / document).stat())
         if started_ns is not None and max(st[1], st[2]) >= started_ns - racy_window_ns(st[1], st[2]):
             digest, units = _read_document(root, document)
             indexed = [d for (d,) in db.execute("SELECT digest FROM units WHERE document = ? ORDER BY id", (document,))]
@@ -138,6 +143,17 @@ def write_manifest(db: sqlite3.Connection, root: Path, started_ns: int | None = 
     db.executemany(_INSERT_FILE, rows)
     if started_ns is not None:
         db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (CHECKED_AT, str(started_ns)))
+        same_files = len(rows) == len(walked)  # every file walked is recorded (none added meanwhile)
+        _record_listing(db, walk.documents if same_files else None, started_ns)
+
+
+def _record_listing(db: sqlite3.Connection, walked: list[tuple[str, Stat]] | None, started_ns: int) -> None:
+    """Record the listing of a walk that began at `started_ns` and whose stats the manifest now
+    holds, when every file was settled; otherwise none, so the next update compares file by file."""
+    if walked is not None and settled(walked, started_ns):
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (LISTING, listing_digest(walked, started_ns)))
+    else:
+        db.execute("DELETE FROM meta WHERE key = ?", (LISTING,))
 
 
 def _read_document(root: Path, rel: str) -> tuple[str, list[Unit]]:
@@ -453,22 +469,31 @@ def compare_files(root: Path, found: list[tuple[str, Stat]], known: dict[str, tu
 
 def update_folder(path: Path, root: Path) -> Changes:
     """Bring the index at `path` of the folder `root` up to date with the folder's files
-    (`compare_files` decides what changed). An update that finds nothing to change leaves
-    the index file as it was, byte for byte."""
+    (`compare_files` decides what changed). When the walk's listing is the one recorded by
+    the last walk that found every file settled (`files.listing_digest`), nothing changed,
+    without a look at the manifest. An update that finds nothing to change leaves the index
+    file as it was, byte for byte (except once, to record the listing, when there was none)."""
     t0 = time.perf_counter()
     changes = Changes()
     with _transaction(path) as db:
         _manifest_table(db)
-        row = db.execute("SELECT value FROM meta WHERE key = ?", (CHECKED_AT,)).fetchone()
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN (?, ?)", (CHECKED_AT, LISTING)))
         started = time.time_ns()  # before the walk: every stat it records is taken after this
-        checked_at = int(row[0]) if row and str(row[0]).isdigit() else None
+        checked_at = int(meta[CHECKED_AT]) if str(meta.get(CHECKED_AT)).isdigit() else None
         if checked_at is not None and started < checked_at:
             checked_at = None  # the clock went back since: no stat can be trusted, every file is hashed
-        known = {r[0]: r[1:] for r in db.execute("SELECT path, size, mtime_ns, ctime_ns, inode, device FROM files")}
         walk = walk_folder(root, ordered=False)  # put in order only when something changed
         if not walk.documents:
             folder_files(root)  # says what the folder holds instead
         changes.skipped = walk.skipped
+        listing = listing_digest(walk.documents, checked_at) if checked_at is not None else None
+        if listing is not None and listing == meta.get(LISTING):
+            # every file where and as the last settled walk recorded it: none changed, none is read
+            db.execute("ROLLBACK")
+            changes.checked = len(walk.documents)
+            changes.seconds = time.perf_counter() - t0
+            return changes
+        known = {r[0]: r[1:] for r in db.execute("SELECT path, size, mtime_ns, ctime_ns, inode, device FROM files")}
 
         def recorded_sha256(rel: str) -> str:
             return db.execute("SELECT sha256 FROM files WHERE path = ?", (rel,)).fetchone()[0]
@@ -478,12 +503,18 @@ def update_folder(path: Path, root: Path) -> Changes:
         # every recorded file seen (walked paths are unique): none is gone
         gone = set() if decided.checked == len(known) else set(known) - {rel for rel, _ in walk.documents}
         if not (decided.different or decided.touched or decided.racy or gone) and checked_at is not None:
-            db.execute("ROLLBACK")  # nothing to record: the file is left untouched
+            # nothing changed, and every file was settled at the last walk (or it was hashed):
+            # only the listing is recorded (an index of an older workbench has none), once
+            if listing is not None and meta.get(LISTING) != listing:
+                _record_listing(db, walk.documents, checked_at)
+            else:
+                db.execute("ROLLBACK")  # nothing to record: the file is left untouched
             changes.seconds = time.perf_counter() - t0
             return changes
         # same content, new stat: the manifest follows
         db.executemany(_INSERT_FILE, [(rel, *st, recorded_sha256(rel)) for rel, st in decided.touched])
         old = _documents(db)
+        walk_order = walk.documents
         walk.documents = index_order(walk.documents)
         order = [rel for rel, _ in walk.documents]
         different = set(decided.different)
@@ -503,6 +534,7 @@ def update_folder(path: Path, root: Path) -> Changes:
         if decided.different or gone:
             _finish(db, str(root))
         db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (CHECKED_AT, str(started)))
+        _record_listing(db, walk_order, started)  # the manifest now holds every stat of this walk
     changes.seconds = time.perf_counter() - t0
     if changes.added or changes.changed or changes.removed:
         changes.stale = derived_files(path)
