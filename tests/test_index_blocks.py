@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from workbench.index import build
-from workbench.index.postings import decode_keys, encode_groups, read_instances
+from workbench.index.postings import _decode_small, decode_keys, encode_groups, read_instances
 from workbench.index.schema import SCHEMA_VERSION, IndexProblem
 from workbench.index.store import Index, query_expression
 from workbench.index.update import update_passages
@@ -155,3 +155,31 @@ def test_the_cli_names_an_older_index_and_exits_2(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "another version of the workbench" in done.stderr and "rebuild it with `sag2wb index" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("long_values", [3, 200], ids=["few-long-in-python", "many-long-in-numpy"])
+def test_decoder_equals_the_python_decoder_across_blocks(long_values):
+    # several blobs (a term's blocks) of different offset widths, decoded in one numpy pass
+    rng = np.random.default_rng(11)
+    for n_blobs in (1, 2, 5, 20):
+        groups, base = [], 0
+        for b in range(n_blobs):
+            n = 300
+            gaps = rng.integers(1, 3, n)  # one-byte gaps ...
+            gaps[rng.choice(n, size=min(long_values // n_blobs + 1, n), replace=False)] += 1 << 20  # ... and long ones
+            rows = base + np.cumsum(gaps)
+            offsets = rng.integers(0, 1 << (b % 3) * 5, n)  # `ob` differs between blobs
+            groups.append((rows << 32) | (rng.integers(0, 3, n) << 24) | offsets)
+            base = int(rows[-1]) + 1
+        blobs = encode_groups(np.concatenate(groups), [len(g) for g in groups])
+        got = decode_keys(blobs)
+        assert got.tolist() == _decode_small(blobs) == np.concatenate(groups).tolist()
+
+
+def test_decoder_hand_checked():
+    # keys (row 1, body, offset 3) and (row 300, title, offset 0): ob = 2 bits;
+    # v = row << 4 | column << 2 | offset = 27 and 4800; gaps 27 and 4773 = 0b100101_0100101
+    blob = bytes([2, 27, 0x80 | 0x25, 0x25])
+    assert _decode_small([blob]) == [(1 << 32) | (2 << 24) | 3, 300 << 32]
+    # the same blob padded with 200 zero gaps (repeats of the last key): past the Python decoder
+    assert decode_keys([blob + bytes(200)])[:2].tolist() == [(1 << 32) | (2 << 24) | 3, 300 << 32]

@@ -2,12 +2,13 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from workbench.engine import Run
 from workbench.index.corpora import load_corpus, load_questions
 from workbench.index.postings import _varints, phrases_of
-from workbench.index.store import Index, query_expression
+from workbench.index.store import Index, bm25_order, query_expression
 from workbench.judges.lexical import LexicalJudge
 
 from .conftest import REPO, build_index, units_from
@@ -196,3 +197,48 @@ def test_whole_trajectories_equal_with_and_without_postings(tmp_path):
         a = Run(memory, q, judge=LexicalJudge(memory)).run()
         b = Run(fts5, q, judge=LexicalJudge(fts5)).run()
         assert a.to_json(stats=False) == b.to_json(stats=False), q.id
+
+
+@pytest.mark.parametrize("weights", [(2.0, 2.0, 1.0), (0.3, 1.7, 0.1)])
+def test_bm25_among_equals_bm25_all_and_fts5(tmp_path, weights):
+    # the expansion scores only its candidate rows, with each phrase's cached row terms
+    memory, fts5 = both(tmp_path)
+    expression = query_expression(["same words", "apple", "josé martí", "new", "nothing", "apple"])
+    everything = fts5.bm25_all(expression, weights)
+    assert sorted(everything) == [1, 5, 6, 7, 8]
+    for among in ([1, 5, 6, 7, 8], [5], [1, 8], []):
+        got = memory.bm25_among(expression, np.array(among, dtype=np.int64), weights).tolist()
+        assert got == [everything[u] for u in among]  # bit for bit
+        assert fts5.bm25_among(expression, np.array(among, dtype=np.int64), weights).tolist() == got
+    # a second time from the cached terms, then the whole search: still FTS5's
+    assert memory.bm25_among(expression, np.array([7, 8]), weights).tolist() == [everything[7], everything[8]]
+    assert memory.bm25_all(expression, weights) == everything
+
+
+def test_bm25_order_partial_sort_equals_full_sort():
+    # the first `limit` of (score, id) order; many rows tie at the cut-off score
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n = int(rng.integers(0, 400))
+        rows = rng.permutation(1000)[:n].astype(np.int64)
+        scores = -rng.integers(0, 6, n).astype(np.float64) / 4  # few distinct values: ties
+        for limit in (0, 1, 3, 10, 50, 500):
+            full = np.lexsort((rows, scores))[:limit]
+            assert bm25_order(rows, scores, limit).tolist() == full.tolist()
+    # hand-checked: scores -1, -2, -2, -2, 0 ...; the best two are -2 at ids 4 and 7
+    rows = np.array([9, 7, 4, 8] + list(range(100, 200)))
+    scores = np.array([-1.0, -2.0, -2.0, -2.0] + [0.0] * 100)
+    assert bm25_order(rows, scores, 2).tolist() == [2, 1]
+
+
+def test_match_rows_and_unseen_matches(tmp_path):
+    memory, fts5 = both(tmp_path)
+    for term in ("same words", "apple", "nothing", "josé martí", "大学 apple"):
+        rows = memory.match_rows(term)
+        assert rows.tolist() == sorted(fts5.matches(term)) == fts5.match_rows(term).tolist()
+    # "same words" matches units 7 and 8
+    assert memory.has_unseen_match("same words", frozenset({7})) is True
+    assert memory.has_unseen_match("same words", frozenset({7, 8})) is False
+    assert memory.has_unseen_match("same words", frozenset({1, 2, 3})) is True  # more seen than matches
+    assert memory.has_unseen_match("same words", frozenset({7, 8, 1})) is False
+    assert memory.has_unseen_match("nothing", frozenset()) is False

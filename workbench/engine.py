@@ -22,10 +22,12 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from workbench import text as textlib
 from workbench.diversity import diversify as diversify
 from workbench.diversity import final_ranking
-from workbench.index.store import UNIT_CACHE_LIMIT, Index, normalize_title, query_expression, quote
+from workbench.index.store import UNIT_CACHE_LIMIT, Index, bm25_order, normalize_title, query_expression, quote
 from workbench.index.units import Question
 from workbench.judgment import JudgeError, JudgmentMemo
 from workbench.params import Params, earliest_affected_round
@@ -202,27 +204,56 @@ def resolve_term(index: Index, term: str, kind: str, surface: str, seen) -> tupl
     return resolved, how
 
 
+def unseen(rows: np.ndarray, seen_ids: np.ndarray) -> np.ndarray:
+    """The ascending `rows` not in `seen_ids` (ascending)."""
+    if not len(seen_ids) or not len(rows):
+        return rows
+    at = np.searchsorted(seen_ids, rows)
+    at[at == len(seen_ids)] = 0
+    return rows[seen_ids[at] != rows]
+
+
+def union(rows: list[np.ndarray]) -> np.ndarray:
+    """The ascending union of ascending unit-id arrays (marks in an array as long as the
+    largest id: the terms' lists overlap and together can hold a large share of the corpus)."""
+    count = sum(len(r) for r in rows)
+    if not count:
+        return np.zeros(0, dtype=np.int64)
+    top = max(int(r[-1]) for r in rows if len(r))
+    if 16 * count < top:  # few: sorting them is cheaper than a pass over every id
+        return np.unique(np.concatenate(rows))
+    marked = np.zeros(top + 1, dtype=bool)
+    for r in rows:
+        marked[r] = True
+    return np.flatnonzero(marked)
+
+
 def retrieve_expansion(index: Index, selected, round0_expression: str, seen, params: Params):
     """Per-term unseen matches ranked by BM25 of the whole expression, interleaved to B.
     Returns (expression, candidates, {term: (resolved, resolution)})."""
     resolutions = {t.term: resolve_term(index, t.term, t.kind, t.surface, seen) for t in selected}
     expression = " OR ".join([quote(resolutions[t.term][0]) for t in selected] + [round0_expression])
     # filter by each term separately: "term AND (...)" would count the term twice in BM25
-    matched = [sorted(index.matches(resolutions[t.term][0]) - seen) for t in selected]
-    bm25 = index.bm25_all(expression, params.field_weights, among={u for units in matched for u in units})
+    seen_ids = np.array(sorted(seen), dtype=np.int64)
+    matched = [unseen(index.match_rows(resolutions[t.term][0]), seen_ids) for t in selected]
+    among = union(matched)
+    bm25 = index.bm25_among(expression, among, params.field_weights)
     lists = []
     for t, units in zip(selected, matched):
-        units.sort(key=bm25.__getitem__)  # stable: equal scores keep the lower id first
-        lists.append((t.term, units))
+        scores = bm25[np.searchsorted(among, units)]
+        # by BM25, equal scores lower id first; the interleaving below reaches depth < B only
+        # (at depth d every list's first d units are taken, so d candidates are made)
+        first = bm25_order(units, scores, params.B)
+        lists.append((t.term, units[first].tolist(), scores[first].tolist()))
     candidates: list[Candidate] = []
     taken: set[int] = set()
     depth = 0
-    while len(candidates) < params.B and any(depth < len(units) for _, units in lists):
-        for term, units in lists:
+    while len(candidates) < params.B and any(depth < len(units) for _, units, _ in lists):
+        for term, units, scores in lists:
             if depth < len(units) and units[depth] not in taken and len(candidates) < params.B:
                 u = units[depth]
                 taken.add(u)
-                candidates.append(Candidate(u, len(candidates) + 1, bm25[u], term, depth + 1))
+                candidates.append(Candidate(u, len(candidates) + 1, scores[depth], term, depth + 1))
         depth += 1
     return expression, tuple(candidates), resolutions
 

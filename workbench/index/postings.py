@@ -145,6 +145,7 @@ def encode_groups(keys: np.ndarray, counts) -> list[bytes]:
 
 
 _SMALL_BLOBS = 192  # bytes: below this, a Python loop beats numpy's per-call overhead
+_FEW_LONG = 48  # values of several bytes: up to this many, a Python loop beats numpy's rounds
 
 
 def _decode_small(blobs: list[bytes]) -> list[int]:
@@ -166,34 +167,48 @@ def _decode_small(blobs: list[bytes]) -> list[int]:
 
 def decode_keys(blobs: list[bytes]) -> np.ndarray:
     """The int64 keys (row << 32 | column << 24 | offset) of stored blobs, concatenated (one
-    term's blocks in block order give its keys sorted), in one pass of numpy over them all."""
+    term's blocks in block order give its keys sorted), in one pass of numpy over them all.
+    A typical term's blobs hold ~1 KB, so the number of numpy calls, not the bytes, sets the
+    time: every step is one call over all blobs, whatever their number."""
     data = b"".join(blobs)
     if len(data) <= _SMALL_BLOBS:
         return np.array(_decode_small(blobs), dtype=np.int64)
     b = np.frombuffer(data, dtype=np.uint8)
     ends = np.flatnonzero(b < 0x80)  # the last byte of every value (a header byte is a value too)
-    starts = np.empty(len(ends), dtype=np.int64)
+    starts = np.empty_like(ends)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
     values = (b[starts] & 0x7F).astype(np.uint64)
-    extra = ends - starts  # bytes after each value's first
-    longer, j = np.flatnonzero(extra), 1
-    while len(longer):  # the j-th byte of the values that have one (most gaps take 1-2 bytes)
-        values[longer] |= (b[starts[longer] + j] & 0x7F).astype(np.uint64) << np.uint64(7 * j)
-        j += 1
-        longer = longer[extra[longer] >= j]
-    heads = np.searchsorted(starts, np.cumsum([0] + [len(x) for x in blobs[:-1]]))
-    out = np.empty(len(values) - len(blobs), dtype=np.int64)
-    at = 0
-    for k, head in enumerate(heads.tolist()):  # one blob at a time: its own `ob`, gaps from 0
-        stop = int(heads[k + 1]) if k + 1 < len(heads) else len(values)
-        ob = int(values[head])
-        v = np.cumsum(values[head + 1 : stop], dtype=np.uint64)
-        row = (v >> np.uint64(ob + 2)).astype(np.int64) << _ROW_SHIFT
-        row |= ((v >> np.uint64(ob)) & np.uint64(3)).astype(np.int64) << _COL_SHIFT
-        row |= (v & np.uint64((1 << ob) - 1)).astype(np.int64)
-        out[at : at + len(row)] = row
-        at += len(row)
+    longer = np.flatnonzero(ends != starts)
+    if len(longer) <= _FEW_LONG:  # e.g. only each blob's first gap, from 0: finish them in Python
+        for i, first, last in zip(longer.tolist(), starts[longer].tolist(), ends[longer].tolist()):
+            value = 0
+            for k in range(last, first - 1, -1):
+                value = (value << 7) | (data[k] & 0x7F)
+            values[i] = value
+    else:
+        extra = ends - starts  # bytes after each value's first
+        j = 1
+        while len(longer):  # the j-th byte of the values that have one (most gaps take 1-2 bytes)
+            values[longer] |= (b[starts[longer] + j] & 0x7F).astype(np.uint64) << np.uint64(7 * j)
+            j += 1
+            longer = longer[extra[longer] >= j]
+    # each blob's header value (its `ob`), then its gaps, which count from 0: a running sum over
+    # all blobs, less the sum before each blob (uint64 wraps alike on both sides: exact)
+    heads = np.searchsorted(starts, np.cumsum([0] + [len(x) for x in blobs[:-1]])).tolist()
+    sizes = np.diff(heads + [len(values)])
+    values[heads] = 0
+    v = np.cumsum(values)
+    if len(heads) > 1:
+        v -= np.repeat(v[heads], sizes)
+    gap = np.ones(len(values), dtype=bool)
+    gap[heads] = False
+    v = v[gap]
+    obs = [blob[0] for blob in blobs]
+    ob: Any = np.uint64(obs[0]) if min(obs) == max(obs) else np.repeat(np.array(obs, dtype=np.uint64), sizes - 1)
+    out = (v >> (ob + np.uint64(2))).astype(np.int64) << _ROW_SHIFT
+    out |= ((v >> ob) & np.uint64(3)).astype(np.int64) << _COL_SHIFT
+    out |= (v & ((np.uint64(1) << ob) - np.uint64(1))).astype(np.int64)
     return out
 
 
@@ -211,6 +226,8 @@ def averages(db: Queryable) -> tuple[int, float]:
 
 # phrase look-ups keep at most this many positions of recently used tokens in memory
 TOKEN_CACHE_POSITIONS = 16_000_000
+# and at most this many rows of phrases' BM25 terms (8 bytes each, with their row ids)
+TERMS_CACHE_ROWS = 4_000_000
 
 
 def _intersect_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -243,6 +260,9 @@ class Postings:
         self._phrases: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._token_keys: dict[str, np.ndarray] = {}
         self._cached_positions = 0
+        # (phrase, column weights) -> (rows, each row's BM25 term for the phrase), as `bm25` adds them
+        self._terms: dict[tuple[str, tuple[float, ...]], tuple[np.ndarray, np.ndarray]] = {}
+        self._cached_terms = 0
         self._lock = threading.Lock()
         self._scratch = False  # the scratch table that splits phrases like FTS5 exists
 
@@ -351,27 +371,70 @@ class Postings:
         return int(len(body) and 1 + np.count_nonzero(body[1:] != body[:-1]))
 
     # ---- scoring -------------------------------------------------------------------------
+    def phrase_terms(self, phrase: str, weights) -> tuple[np.ndarray, np.ndarray] | None:
+        """(rows with the phrase, ascending; the phrase's term of the BM25 sum in each row,
+        idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * |row| / avgdl))), or None for a phrase
+        without tokens. Remembered per phrase and weights: a question's rounds and re-runs
+        score the same phrases again."""
+        w = tuple(float(x) for x in weights) + (1.0,) * (len(COLUMNS) - len(weights))
+        found = self._terms.get((phrase, w))
+        if found is None:
+            instances = self.phrase(phrase)
+            if instances is None:
+                return None
+            rows, where, cols = instances
+            if len(rows):
+                # instances are in position order, so bincount adds each row's weights in FTS5's order
+                f = np.bincount(where, weights=np.array(w)[cols], minlength=len(rows))
+                n_hit = len(rows)
+                idf = math.log((self.n_rows - n_hit + 0.5) / (n_hit + 0.5))
+                if idf <= 0.0:
+                    idf = 1e-6
+                found = rows, idf * ((f * (K1 + 1.0)) / (f + self.row_norm[rows]))
+            else:
+                found = rows, np.zeros(0, dtype=np.float64)
+            if self._cached_terms + len(rows) > TERMS_CACHE_ROWS:
+                self._terms.clear()
+                self._cached_terms = 0
+            self._terms[phrase, w] = found
+            self._cached_terms += len(rows)
+        return found
+
     def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray] | None:
         """(rows matching any phrase, ascending; their bm25 as FTS5 returns it), or None
         when a phrase has no token."""
-        found = [self.phrase(p) for p in phrases]
+        found = [self.phrase_terms(p, weights) for p in phrases]
         if any(f is None for f in found):
             return None
         total = np.zeros(len(self.row_norm), dtype=np.float64)
         hit = np.zeros(len(self.row_norm), dtype=bool)
-        column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
-        k1_plus_1 = K1 + 1.0
-        # no None left (checked above)
-        for rows, where, cols in cast("list[tuple[np.ndarray, np.ndarray, np.ndarray]]", found):
-            if not len(rows):
-                continue  # adds 0.0 to every row in FTS5 too
-            # instances are in position order, so bincount adds each row's weights in FTS5's order
-            f = np.bincount(where, weights=column_weight[cols], minlength=len(rows))
-            n_hit = len(rows)
-            idf = math.log((self.n_rows - n_hit + 0.5) / (n_hit + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
-            total[rows] += idf * ((f * k1_plus_1) / (f + self.row_norm[rows]))
-            hit[rows] = True
+        for rows, term in cast("list[tuple[np.ndarray, np.ndarray]]", found):  # no None left
+            if len(rows):  # a phrase no row has adds 0.0 to every row in FTS5 too
+                total[rows] += term  # phrases in query order: FTS5's order of the sum
+                hit[rows] = True
         matched = np.flatnonzero(hit)
         return matched, -1.0 * total[matched]
+
+    def bm25_among(self, phrases: list[str], weights, among: np.ndarray) -> np.ndarray | None:
+        """bm25 (as `bm25` gives it) of the rows `among` (ascending, unique, each matching
+        some phrase), without scoring the others; None when a phrase has no token. Each row
+        adds the same terms in the same order as in `bm25`, so the scores are equal."""
+        found = [self.phrase_terms(p, weights) for p in phrases]
+        if any(f is None for f in found):
+            return None
+        total = np.zeros(len(among), dtype=np.float64)
+        for rows, term in cast("list[tuple[np.ndarray, np.ndarray]]", found):
+            if not len(rows) or not len(among):
+                continue
+            # look the shorter list up in the longer one
+            if len(among) <= len(rows):
+                at = np.searchsorted(rows, among)
+                at[at == len(rows)] = 0
+                present = rows[at] == among
+                total[present] += term[at[present]]
+            else:
+                at = np.searchsorted(among, rows)
+                at[at == len(among)] = 0
+                present = among[at] == rows
+                total[at[present]] += term[present]
+        return -1.0 * total

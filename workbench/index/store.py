@@ -133,6 +133,7 @@ class Index:
                 f"`sag2wb index CORPUS --db {self.path}`"
             )
         self._matches: dict[str, frozenset[int]] = {}
+        self._match_rows: dict[str, np.ndarray] = {}
         # df and idf run once per term per seed in term weighting: bound dict look-ups keep
         # known terms out of Python-level calls
         self._df = Memo(self._count_df)
@@ -344,6 +345,18 @@ class Index:
         self._bm25_cache[key] = rows  # most recent last
         return rows
 
+    def bm25_among(self, expression: str, among: np.ndarray, weights=DEFAULT_FIELD_WEIGHTS) -> np.ndarray:
+        """BM25 of `expression` for the units `among` (ascending unit ids, each matching the
+        expression), in that order: `bm25_all(expression, weights, among)` as an array, without
+        a dict of every unit (an expansion's terms can match a large share of the corpus)."""
+        phrases = phrases_of(expression)
+        postings = self.postings if phrases else None
+        scores = postings.bm25_among(phrases, weights, among) if postings is not None and phrases else None
+        if scores is None:
+            rows = self.bm25_all(expression, weights, among=set(among.tolist()))
+            scores = np.array([rows[u] for u in among.tolist()], dtype=np.float64)
+        return scores
+
     def _bm25_sql(self, expression: str, weights, restrict) -> dict[int, float]:
         w1, w2, w3 = weights
         args: tuple
@@ -383,21 +396,36 @@ class Index:
         for row in self.db.execute("SELECT title, heading, body, document, source, location, id FROM units"):
             self._units[row[-1]] = UnitRecord(*row)
 
+    def match_rows(self, term: str) -> np.ndarray:
+        """Units whose title, heading or body contains the phrase `term`, ascending."""
+        found = self._match_rows.get(term)
+        if found is None:
+            postings = self.postings
+            instances = postings.phrase(term) if postings is not None else None
+            if instances is not None:
+                found = instances[0]
+            else:
+                fts = self._fts("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid", (quote(term),))
+                found = np.array([r for (r,) in fts], dtype=np.int64)
+            if len(self._match_rows) >= 100_000:
+                self._match_rows.clear()
+            self._match_rows[term] = found
+        return found
+
     def matches(self, term: str) -> frozenset[int]:
         """Units whose title, heading or body contains the phrase `term`."""
         found = self._matches.get(term)
         if found is None:
-            postings = self.postings
-            found = postings.rows(term) if postings is not None else None
-            if found is None:
-                found = frozenset(r for (r,) in self._fts("SELECT rowid FROM fts WHERE fts MATCH ?", (quote(term),)))
-            if len(self._matches) >= 100_000:
+            found = frozenset(self.match_rows(term).tolist())
+            if len(self._matches) >= 10_000:
                 self._matches.clear()
             self._matches[term] = found
         return found
 
     def has_unseen_match(self, term: str, seen) -> bool:
-        return any(u not in seen for u in self.matches(term))
+        rows = self.match_rows(term)
+        # more matches than seen units: one of them is unseen
+        return len(rows) > len(seen) or any(u not in seen for u in rows.tolist())
 
     def _count_df(self, term: str) -> int:
         """SPEC §2 df(t): units whose *body* matches the token or phrase (`index.df(t)`)."""
@@ -545,8 +573,15 @@ class Index:
 
 def bm25_order(rows: np.ndarray, scores: np.ndarray, limit: int) -> np.ndarray:
     """Positions of the first `limit` rows in `Index.search`'s order: best BM25 first (lower is
-    better, as FTS5 gives it), ties by lower unit id."""
-    return np.lexsort((rows, scores))[: max(limit, 0)]
+    better, as FTS5 gives it), ties by lower unit id (then by position, as a stable sort)."""
+    limit = max(limit, 0)
+    if len(scores) > 4 * limit + 64:
+        # only rows at least as good as the limit-th best can be among the first `limit`
+        # (ties at that score included): sort those alone
+        worst = np.partition(scores, limit - 1)[limit - 1] if limit else -np.inf
+        near = np.flatnonzero(scores <= worst)
+        return near[np.lexsort((rows[near], scores[near]))[:limit]]
+    return np.lexsort((rows, scores))[:limit]
 
 
 def corpus_fingerprint(units) -> str:
