@@ -226,7 +226,7 @@ def test_bm25_order_partial_sort_equals_full_sort():
             full = np.lexsort((rows, scores))[:limit]
             assert bm25_order(rows, scores, limit).tolist() == full.tolist()
     # hand-checked: scores -1, -2, -2, -2, 0 ...; the best two are -2 at ids 4 and 7
-    rows = np.array([9, 7, 4, 8] + list(range(100, 200)))
+    rows = np.array([9, 7, 4, 8, *list(range(100, 200))])
     scores = np.array([-1.0, -2.0, -2.0, -2.0] + [0.0] * 100)
     assert bm25_order(rows, scores, 2).tolist() == [2, 1]
 

@@ -196,7 +196,7 @@ def decode_keys(blobs: list[bytes]) -> np.ndarray:
     # each blob's header value (its `ob`), then its gaps, which count from 0: a running sum over
     # all blobs, less the sum before each blob (uint64 wraps alike on both sides: exact)
     heads = np.searchsorted(starts, np.cumsum([0] + [len(x) for x in blobs[:-1]])).tolist()
-    sizes = np.diff(heads + [len(values)])
+    sizes = np.diff([*heads, len(values)])
     values[heads] = 0
     v = np.cumsum(values)
     if len(heads) > 1:
