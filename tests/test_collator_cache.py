@@ -13,7 +13,7 @@ import sys
 import pytest
 from pyuca import Collator
 
-from workbench import terms
+from workbench import collation
 
 # each test parses pyuca's table at least once (0.2-0.5 s): the long set
 pytestmark = pytest.mark.slow
@@ -63,11 +63,11 @@ def fresh_keys():
 
 
 def test_first_load_writes_the_pickle_and_the_second_reads_it(cache_home):
-    path = terms._collator_cache()
+    path = collation._collator_cache()
     assert path.is_relative_to(cache_home / "sag2wb" / "collation") and not path.exists()
-    first = terms._load_collator()
+    first = collation._load_collator()
     assert path.exists()
-    again = terms._load_collator()
+    again = collation._load_collator()
     assert again is not first  # read back from the file, not the same object
     assert [again.sort_key(w) for w in WORDS] == [first.sort_key(w) for w in WORDS] == fresh_keys()
 
@@ -78,24 +78,24 @@ def test_first_load_writes_the_pickle_and_the_second_reads_it(cache_home):
     ids=["empty", "garbage", "another object", "truncated"],
 )
 def test_a_damaged_pickle_is_replaced_by_a_fresh_collator(cache_home, damage):
-    path = terms._collator_cache()
+    path = collation._collator_cache()
     path.parent.mkdir(parents=True)
     path.write_bytes(damage)
-    c = terms._load_collator()
+    c = collation._load_collator()
     assert [c.sort_key(w) for w in WORDS] == fresh_keys()
     assert isinstance(pickle.loads(path.read_bytes()), Collator)  # rewritten whole
 
 
 def test_a_cache_path_that_is_a_file_still_gives_the_collator(cache_home):
     (cache_home / "sag2wb").write_text("a file where the folder would be")
-    c = terms._load_collator()
+    c = collation._load_collator()
     assert [c.sort_key(w) for w in WORDS] == fresh_keys()
     assert (cache_home / "sag2wb").read_text() == "a file where the folder would be"
 
 
 def test_the_tie_break_in_a_new_process_uses_the_cached_collator(cache_home):
-    terms._load_collator()
-    code = f"from workbench import terms; print(sorted({WORDS!r}, key=terms.collation_key))"
+    collation._load_collator()
+    code = f"from workbench import terms as terms_module; print(sorted({WORDS!r}, key=terms_module.collation_key))"
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

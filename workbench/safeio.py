@@ -138,12 +138,6 @@ def atomic_writer(path, mode: str = "w", encoding: str | None = "utf-8", *, reco
         raise
 
 
-def user_cache_dir(*parts: str) -> Path:
-    """$XDG_CACHE_HOME/sag2wb/PARTS (~/.cache/sag2wb/...): what we can rebuild, kept between processes."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base, "sag2wb", *parts)
-
-
 def atomic_write_text(path, text: str, encoding: str = "utf-8", *, record: str | None = None) -> None:
     with atomic_writer(path, "w", encoding, record=record) as f:
         f.write(text)

@@ -20,8 +20,6 @@ import functools
 import heapq
 import importlib.util
 import math
-import sys
-import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -29,7 +27,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from workbench import text as textlib
-from workbench.safeio import atomic_write_bytes, user_cache_dir
+from workbench.collation import _collator
 
 
 class TermWeightingError(ValueError):
@@ -411,52 +409,6 @@ def variant_fingerprint(name: str) -> str:
     defaults = getattr(target, "__defaults__", None)
     parts.append(repr(defaults))
     return hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:12]
-
-
-_COLLATOR: list = []  # pyuca's, made once under a lock: questions on threads each built one
-_COLLATOR_LOCK = threading.Lock()
-
-
-def _collator():
-    with _COLLATOR_LOCK:
-        if not _COLLATOR:
-            _COLLATOR.append(_load_collator())
-    return _COLLATOR[0]
-
-
-def _collator_cache() -> Path:
-    from importlib.metadata import version
-
-    from pyuca import Collator
-
-    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    return user_cache_dir("collation") / f"pyuca-{version('pyuca')}-uca{Collator.UCA_VERSION}-py{py}.pickle"
-
-
-def _load_collator():
-    """pyuca's collator, from a pickle of it in the user's cache when one is there: parsing
-    its allkeys table (~0.22 s) is most of a first question's set-up; the pickle loads in
-    ~0.08 s. A file that does not load as a Collator is replaced by a fresh one, and a cache
-    that cannot be written only costs the parse."""
-    import pickle
-
-    from pyuca import Collator
-
-    path = _collator_cache()
-    try:
-        with open(path, "rb") as f:
-            collator = pickle.load(f)
-        if isinstance(collator, Collator):
-            return collator
-    except Exception:  # missing, truncated or not ours: whatever it raises, it is rebuilt
-        pass
-    collator = Collator()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, pickle.dumps(collator, protocol=pickle.HIGHEST_PROTOCOL))
-    except OSError:
-        pass
-    return collator
 
 
 @functools.lru_cache(maxsize=1 << 16)

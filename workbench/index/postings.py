@@ -438,3 +438,16 @@ class Postings:
                 present = among[at] == rows
                 total[at[present]] += term[present]
         return -1.0 * total
+
+
+def bm25_order(rows: np.ndarray, scores: np.ndarray, limit: int) -> np.ndarray:
+    """Positions of the first `limit` rows in `Index.search`'s order: best BM25 first (lower is
+    better, as FTS5 gives it), ties by lower unit id (then by position, as a stable sort)."""
+    limit = max(limit, 0)
+    if len(scores) > 4 * limit + 64:
+        # only rows at least as good as the limit-th best can be among the first `limit`
+        # (ties at that score included): sort those alone
+        worst = np.partition(scores, limit - 1)[limit - 1] if limit else -np.inf
+        near = np.flatnonzero(scores <= worst)
+        return near[np.lexsort((rows[near], scores[near]))[:limit]]
+    return np.lexsort((rows, scores))[:limit]

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Mapping, Set
 from pathlib import Path
 
-from workbench.index.schema import damaged_index
+from workbench.index.schema import IndexProblem, damaged_index
 
 
 class Memo(dict):
@@ -99,3 +99,11 @@ class Aliases(Mapping):
 
     def __len__(self) -> int:
         return self.db.execute("SELECT count(*) FROM aliases").fetchone()[0]
+
+
+def busy_error(path: Path, exc: Exception) -> Exception:
+    """The error for an update that found the index locked by another connection."""
+    return IndexProblem(
+        f"{path}: cannot update the index ({exc}); another process is writing it or reading it "
+        "in a transaction: let it finish, or close it, and run the update again"
+    )

@@ -34,7 +34,7 @@ from workbench import text as textlib
 from workbench.index.build import Fingerprint, write_index
 from workbench.index.corpora import iter_corpus, skipped_files
 from workbench.index.files import check_replaceable, remove_stale_builds
-from workbench.index.postings import Postings, phrases_of
+from workbench.index.postings import Postings, bm25_order, phrases_of
 from workbench.index.readers import corpus_loader
 from workbench.index.schema import (  # noqa: F401  (quote and query_expression: the store's public face)
     DEFAULT_FIELD_WEIGHTS,
@@ -569,19 +569,6 @@ class Index:
         index = cls(path)
         index.skipped = skipped_files(folder) if folder is not None else []
         return index
-
-
-def bm25_order(rows: np.ndarray, scores: np.ndarray, limit: int) -> np.ndarray:
-    """Positions of the first `limit` rows in `Index.search`'s order: best BM25 first (lower is
-    better, as FTS5 gives it), ties by lower unit id (then by position, as a stable sort)."""
-    limit = max(limit, 0)
-    if len(scores) > 4 * limit + 64:
-        # only rows at least as good as the limit-th best can be among the first `limit`
-        # (ties at that score included): sort those alone
-        worst = np.partition(scores, limit - 1)[limit - 1] if limit else -np.inf
-        near = np.flatnonzero(scores <= worst)
-        return near[np.lexsort((rows[near], scores[near]))[:limit]]
-    return np.lexsort((rows, scores))[:limit]
 
 
 def corpus_fingerprint(units) -> str:

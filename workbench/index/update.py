@@ -57,6 +57,7 @@ from workbench.index.files import (
 )
 from workbench.index.postings import block_chunks, decode_keys, encode_groups
 from workbench.index.schema import IndexProblem, write_failure
+from workbench.index.sqlite import busy_error
 from workbench.index.units import CorpusError, Unit
 from workbench.safeio import file_sha256
 
@@ -382,14 +383,14 @@ def _transaction(path: Path):
             db.execute("PRAGMA journal_mode = DELETE")
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise _busy(path, exc) from None
+            raise busy_error(path, exc) from None
         try:
             yield db
             try:
                 if db.in_transaction:  # an update with nothing to record has rolled back itself
                     db.execute("COMMIT")
             except sqlite3.OperationalError as exc:
-                raise _busy(path, exc) from None
+                raise busy_error(path, exc) from None
         except BaseException as exc:
             if db.in_transaction:
                 db.execute("ROLLBACK")
@@ -399,14 +400,6 @@ def _transaction(path: Path):
             raise
     finally:
         db.close()
-
-
-def _busy(path: Path, exc: Exception) -> Exception:
-
-    return IndexProblem(
-        f"{path}: cannot update the index ({exc}); another process is writing it or reading it "
-        "in a transaction: let it finish, or close it, and run the update again"
-    )
 
 
 @dataclass
