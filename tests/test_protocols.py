@@ -310,7 +310,7 @@ ALLOWED = {
 # fields, run options' hooks, modules (plug-ins, deprecated names' new homes), records
 DYNAMIC_RECEIVERS = {
     *("args", "a", "self", "default", "old", "new", "p", "c", "q", "fn", "self.hooks"),
-    *("module", "importlib.import_module(home)"),
+    *("module", "importlib.import_module(home)", "self._module"),  # self._module: workbench/lazy.py
 }
 
 
