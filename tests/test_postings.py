@@ -242,3 +242,13 @@ def test_match_rows_and_unseen_matches(tmp_path):
     assert memory.has_unseen_match("same words", frozenset({1, 2, 3})) is True  # more seen than matches
     assert memory.has_unseen_match("same words", frozenset({7, 8, 1})) is False
     assert memory.has_unseen_match("nothing", frozenset()) is False
+
+
+def test_find_sorted_hand_checked():
+    from workbench.index.postings import find_sorted
+
+    at, found = find_sorted(np.array([2, 5, 9]), np.array([1, 5, 9, 10]))
+    assert found.tolist() == [False, True, True, False]
+    assert at[found].tolist() == [1, 2]
+    at, found = find_sorted(np.zeros(0, dtype=np.int64), np.array([3, 4]))
+    assert found.tolist() == [False, False] and len(at) == 2

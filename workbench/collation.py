@@ -4,19 +4,12 @@ was most of a first question's set-up; the pickle loads in ~0.08 s."""
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from pathlib import Path
 
 from workbench.safeio import atomic_write_bytes
-
-
-def user_cache_dir(*parts: str) -> Path:
-    """$XDG_CACHE_HOME/sag2wb/PARTS (~/.cache/sag2wb/...): what we can rebuild, kept between processes."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base, "sag2wb", *parts)
-
+from workbench.user_cache import user_cache_dir
 
 _COLLATOR: list = []  # pyuca's, made once under a lock: questions on threads each built one
 _COLLATOR_LOCK = threading.Lock()

@@ -27,6 +27,7 @@ import numpy as np
 from workbench import text as textlib
 from workbench.diversity import diversify as diversify
 from workbench.diversity import final_ranking
+from workbench.index.postings import find_sorted
 from workbench.index.store import UNIT_CACHE_LIMIT, Index, bm25_order, normalize_title, query_expression, quote
 from workbench.index.units import Question
 from workbench.judgment import JudgeError, JudgmentMemo
@@ -208,9 +209,7 @@ def unseen(rows: np.ndarray, seen_ids: np.ndarray) -> np.ndarray:
     """The ascending `rows` not in `seen_ids` (ascending)."""
     if not len(seen_ids) or not len(rows):
         return rows
-    at = np.searchsorted(seen_ids, rows)
-    at[at == len(seen_ids)] = 0
-    return rows[seen_ids[at] != rows]
+    return rows[~find_sorted(seen_ids, rows)[1]]
 
 
 def union(rows: list[np.ndarray]) -> np.ndarray:

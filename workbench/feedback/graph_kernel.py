@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.user_cache import user_cache_dir
+
 SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
@@ -166,8 +168,7 @@ _LOADED: list = []  # [the library or None], once per process
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "sag2wb" / "kernels"
+    return user_cache_dir("kernels")
 
 
 def _compile() -> ctypes.CDLL | None:

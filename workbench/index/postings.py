@@ -230,6 +230,16 @@ TOKEN_CACHE_POSITIONS = 16_000_000
 TERMS_CACHE_ROWS = 4_000_000
 
 
+def find_sorted(values: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, found): where each of `queries` sits in the sorted, duplicate-free `values`
+    (a binary search each), and whether it is there."""
+    if not len(values):
+        return np.zeros(len(queries), dtype=np.int64), np.zeros(len(queries), dtype=bool)
+    at = np.searchsorted(values, queries)
+    at[at == len(values)] = 0
+    return at, values[at] == queries
+
+
 def _intersect_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The values in both sorted, duplicate-free arrays (binary search of the shorter in
     the longer: a phrase's rarer token bounds the work)."""
@@ -237,9 +247,7 @@ def _intersect_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         a, b = b, a
     if not len(a) or not len(b):
         return a[:0]
-    at = np.searchsorted(b, a)
-    at[at == len(b)] = 0
-    return a[b[at] == a]
+    return a[find_sorted(b, a)[1]]
 
 
 class Postings:
@@ -350,11 +358,6 @@ class Postings:
             self._phrases[phrase] = found
         return found
 
-    def rows(self, phrase: str) -> frozenset[int] | None:
-        """Rows with the phrase in any column (None: ask FTS5)."""
-        found = self.phrase(phrase)
-        return None if found is None else frozenset(found[0].tolist())
-
     def body_rows(self, phrase: str) -> int | None:
         """How many rows have the phrase in their body (FTS5's `body : "phrase"` count;
         None: ask FTS5)."""
@@ -428,14 +431,10 @@ class Postings:
                 continue
             # look the shorter list up in the longer one
             if len(among) <= len(rows):
-                at = np.searchsorted(rows, among)
-                at[at == len(rows)] = 0
-                present = rows[at] == among
+                at, present = find_sorted(rows, among)
                 total[present] += term[at[present]]
             else:
-                at = np.searchsorted(among, rows)
-                at[at == len(among)] = 0
-                present = among[at] == rows
+                at, present = find_sorted(among, rows)
                 total[at[present]] += term[present]
         return -1.0 * total
 

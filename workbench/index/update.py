@@ -507,12 +507,11 @@ def update_folder(path: Path, root: Path) -> Changes:
         # same content, new stat: the manifest follows
         db.executemany(_INSERT_FILE, [(rel, *st, recorded_sha256(rel)) for rel, st in decided.touched])
         old = _documents(db)
-        walk_order = walk.documents
-        walk.documents = index_order(walk.documents)
-        order = [rel for rel, _ in walk.documents]
+        ordered = index_order(walk.documents)  # walk.documents keeps the walk's order: the listing's
+        order = [rel for rel, _ in ordered]
         different = set(decided.different)
         decided.different = [rel for rel in order if rel in different]  # in folder order
-        stats = dict(walk.documents)
+        stats = dict(ordered)
         fresh = {}
         for rel in decided.different:
             digest, fresh[rel] = _read_document(root, rel)
@@ -527,7 +526,7 @@ def update_folder(path: Path, root: Path) -> Changes:
         if decided.different or gone:
             _finish(db, str(root))
         db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (CHECKED_AT, str(started)))
-        _record_listing(db, walk_order, started)  # the manifest now holds every stat of this walk
+        _record_listing(db, walk.documents, started)  # the manifest now holds every stat of this walk
     changes.seconds = time.perf_counter() - t0
     if changes.added or changes.changed or changes.removed:
         changes.stale = derived_files(path)

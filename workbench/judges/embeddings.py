@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from workbench.safeio import InputError, file_sha256
+from workbench.user_cache import user_cache_dir
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -82,8 +83,7 @@ def default_cache_dir() -> Path:
     env = os.environ.get("SAG2WB_EMBED_CACHE")
     if env:
         return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "sag2wb" / "embeddings"
+    return user_cache_dir("embeddings")
 
 
 def default_precision() -> str:
