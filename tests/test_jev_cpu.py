@@ -63,6 +63,10 @@ def test_a_round_is_tokenized_once(monkeypatch):
             seen.append(text)
             return encoding.encode_ordinary(text)
 
+        def count(self, text):
+            seen.append(text)
+            return encoding.count(text)
+
     monkeypatch.setattr(tokens, "_encoding", Recording)
     for memo in ("_count_short", "_long", "_entry_tokens", "_passage_tokens"):  # nothing remembered yet
         for module in (tokens, payload):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import threading
 from typing import Any
 
 from workbench.judges.jev.errors import JEVError, JEVPayloadError
@@ -111,6 +112,24 @@ def _passage_tokens(title: str, passage: str) -> int:
     return count_tokens(_dumps({"1": {"title": title, "passage": passage}}))
 
 
+_QUESTIONS: dict[str, list[int]] = {}  # a template's question text -> costs of questions 1..n, summed
+_QUESTIONS_LOCK = threading.Lock()
+
+
+def _numbered_questions(t: Template, n: int) -> int:
+    """The summed cost (tokens + 64 each) of the stateful questions numbered 1..n, as
+    `request_tokens` counts a body's questions."""
+    sums = _QUESTIONS.get(t.question)
+    if sums is None or len(sums) <= n:
+        with _QUESTIONS_LOCK:
+            sums = list(_QUESTIONS.get(t.question, [0]))
+            while len(sums) <= n:
+                q = _question({}, len(sums), "stateful", t)
+                sums.append(sums[-1] + count_tokens(_dumps(q)) + QUESTION_OVERHEAD)
+            _QUESTIONS[t.question] = sums
+    return sums[n]
+
+
 def state_tokens(frame: tuple[str, str], candidates: list[dict]) -> int:
     """o200k tokens of the stateful state holding `candidates` (numbered 1..), without building it:
     equal to `count_tokens` of the body's `state` (`state_frame` of its base state)."""
@@ -124,9 +143,19 @@ def state_tokens(frame: tuple[str, str], candidates: list[dict]) -> int:
     )
 
 
+class PlannedBody(dict):
+    """A request body as `plan_requests` made it, with `tokens`: its cost by the batching rule,
+    known from the packing (equal to `request_tokens` of the body), so sending it counts nothing
+    again. Encoded, compared and copied as the plain dict it is."""
+
+    __slots__ = ("tokens",)
+    tokens: int
+
+
 def encode_request(body: dict) -> tuple[bytes, int]:
     """(the body as sent, its tokens by the batching rule)."""
-    return _dumps(body).encode("utf-8"), request_tokens(body)
+    tokens = body.tokens if type(body) is PlannedBody else request_tokens(body)
+    return _dumps(body).encode("utf-8"), tokens
 
 
 # ---- payloads ------------------------------------------------------------------------------
@@ -178,8 +207,11 @@ def _question(candidate: dict, number: int, style: str, t: Template) -> dict:
     return {"type": "noul", "instructions": {"question": t.question, "candidate_number": number}}
 
 
-def _body(model: str, state: dict, candidates: list[dict], style: str, t: Template, positions: list[int]) -> dict:
-    """One body: `state` (a base state, copied) with `candidates` numbered 1.. in it."""
+def _body(
+    model: str, state: dict, candidates: list[dict], style: str, t: Template, positions: list[int], tokens=None
+) -> dict:
+    """One body: `state` (a base state, copied) with `candidates` numbered 1.. in it (a
+    PlannedBody if its `tokens` are given)."""
     state = dict(state)
     questions: dict[str, dict] = {}
     if style == "stateful":
@@ -194,7 +226,11 @@ def _body(model: str, state: dict, candidates: list[dict], style: str, t: Templa
                 f"give every candidate of a round its own unit_id"
             )
         questions[key] = _question(c, n, style, t)
-    return {"model": model, "state": _dumps(state), "questions": questions}
+    if tokens is None:
+        return {"model": model, "state": _dumps(state), "questions": questions}
+    body = PlannedBody(model=model, state=_dumps(state), questions=questions)
+    body.tokens = tokens
+    return body
 
 
 def build_request(
@@ -240,19 +276,31 @@ def plan_requests(
     """
     t = get_instructions(instructions)
     state = base_state(question, context, style, t)
-    state_cost = count_tokens(_dumps(state)) + STATE_OVERHEAD
+    state_text = _dumps(state)
+    # The base state's count decides only what its bound (a token is at least one UTF-8 byte)
+    # cannot: counted when a decision needs it, or for an inline request's cost
+    state_bound = len(state_text.encode("utf-8")) + STATE_OVERHEAD
+    exact: list[int] = []
+
+    def state_cost() -> int:
+        if not exact:
+            exact.append(count_tokens(state_text) + STATE_OVERHEAD)
+        return exact[0]
+
     if style == "stateful":  # every question the same text (it names "candidate 1" here); counted once
         qcost = [count_tokens(_dumps(_question({}, 1, style, t))) + QUESTION_OVERHEAD] * len(candidates)
     else:
         qcost = [count_tokens(_dumps(_question(c, 1, style, t))) + QUESTION_OVERHEAD for c in candidates]
     for i, c in enumerate(candidates):
-        alone = state_cost + qcost[i]
         if style == "stateful":  # what it adds to the state: its numbered passage, `{"1":{...}}`
             # counted only when it could matter: a token is at least one UTF-8 byte, and a
             # character at most 6 bytes of JSON (\u001f); 31 bytes of JSON around the texts
-            if alone + 6 * (len(c["title"]) + len(c["text"])) + 31 <= max_item_tokens:
+            most = qcost[i] + 6 * (len(c["title"]) + len(c["text"])) + 31
+            if state_bound + most <= max_item_tokens or state_cost() + most <= max_item_tokens:
                 continue
-            alone += _passage_tokens(c["title"], c["text"])
+            alone = state_cost() + qcost[i] + _passage_tokens(c["title"], c["text"])
+        else:
+            alone = state_cost() + qcost[i]
         if alone > max_item_tokens:
             raise JEVPayloadError(
                 f"candidate {c.get('unit_id', i)!r} ({c.get('title', '')!r}) costs {alone} tokens with the state "
@@ -260,23 +308,27 @@ def plan_requests(
                 f"truncated — shorten the unit (re-index with smaller units) or reduce the context size"
             )
     groups: list[list[int]] = []
-    current: list[int] = []
-    used = state_cost
-    for i in range(len(candidates)):
-        full = max_questions is not None and len(current) >= max_questions
-        if current and (used + qcost[i] > max_tokens or full):
+    n = len(candidates)
+    if state_bound + sum(qcost) <= max_tokens and (max_questions is None or n <= max_questions):
+        groups = [list(range(n))] if n else []  # what packing by the exact count gives: no cut anywhere
+    else:
+        current: list[int] = []
+        used = state_cost()
+        for i in range(n):
+            full = max_questions is not None and len(current) >= max_questions
+            if current and (used + qcost[i] > max_tokens or full):
+                groups.append(current)
+                current, used = [], state_cost()
+            current.append(i)
+            used += qcost[i]
+        if current:
             groups.append(current)
-            current, used = [], state_cost
-        current.append(i)
-        used += qcost[i]
-    if current:
-        groups.append(current)
 
-    def body(idx: list[int]) -> dict:
-        return _body(model, state, [candidates[i] for i in idx], style, t, [i + 1 for i in idx])
+    def body(idx: list[int], tokens: int) -> dict:
+        return _body(model, state, [candidates[i] for i in idx], style, t, [i + 1 for i in idx], tokens)
 
     if style != "stateful":
-        return [(g, body(g)) for g in groups]
+        return [(g, body(g, state_cost() + sum(qcost[i] for i in g))) for g in groups]
 
     frame = state_frame(state)
 
@@ -286,8 +338,9 @@ def plan_requests(
         if len(idx) > 1 and (s + max(qcost[i] for i in idx) > max_item_tokens or total > max_tokens):
             mid = len(idx) // 2
             return split(idx[:mid]) + split(idx[mid:])
-        b = body(idx)
-        remember_count(b["state"], s - STATE_OVERHEAD)  # sending it reads this count
+        # its cost as `request_tokens` counts it: each question by its own number
+        b = body(idx, s + _numbered_questions(t, len(idx)))  # sending it reads this (PlannedBody)
+        remember_count(b["state"], s - STATE_OVERHEAD)  # and counting its state again reads this
         return [(idx, b)]
 
     return [p for g in groups for p in split(g)]
