@@ -122,3 +122,20 @@ def test_questions_past_999_are_counted_by_their_numbers():
     assert body.tokens == counted(body)
     one = tokens._count(dumps(payload._question({}, 1, "stateful", get_instructions(None))))
     assert body.tokens != tokens._count(body["state"]) + payload.STATE_OVERHEAD + 1200 * (one + 64)
+
+
+@pytest.mark.parametrize("ending", [*ENDINGS, "\x00\x1f\x7f", "\u2028"], ids=repr)
+def test_a_state_joined_from_pieces_is_the_state_encoded_whole(ending):
+    """A planned stateful body's state (joined from each passage's JSON) and its bytes as sent
+    (the state escaped from pieces) equal encoding the body whole, as build_request does."""
+    context = [{"title": "Ostrow" + ending, "text": "A port" + ending, "previous_score": 0.5}]
+    cs = [{**c, "title": c["title"] + ending, "text": c["text"] + '"\\' + ending} for c in cands(12)]
+    question = 'Who "directed" it?' + ending
+    plans = payload.plan_requests("m", question, cs, context, "stateful", max_item_tokens=2_200)
+    assert len(plans) > 1
+    for idx, body in plans:
+        whole = payload.build_request("m", question, [cs[i] for i in idx], context, "stateful")
+        whole["questions"] = {f"candidate_{1000 + i}": q for i, q in zip(idx, whole["questions"].values())}
+        assert body["state"] == whole["state"]
+        assert body.escaped_state == dumps(body["state"])[1:-1]
+        assert payload.encode_request(body)[0] == dumps(whole).encode()

@@ -19,7 +19,7 @@ from pathlib import Path
 from workbench.judges.cached import valid_entry
 from workbench.judges.jev.errors import JEVCacheError, JEVError, JEVInputError
 from workbench.judges.jev.instructions import Template, get_instructions
-from workbench.judges.jev.payload import context_items
+from workbench.judges.jev.payload import context_items, item_json
 from workbench.judges.jev.readonly import (
     CACHE_FILE,
     ReadOnlyStore,
@@ -74,10 +74,13 @@ def request_keys(
         "question": question,
         "evidence": context_items(context),
     }
-    items = [[c["title"], c["text"]] for c in candidates]
+    # each candidate's canonical [title, text], made once per passage (payload.item_json)
+    items = [item_json(c["title"], c["text"]) for c in candidates]
     if style == "stateful":
-        # sha256(head + "\n" + n) for each position: the head (every batch mate's text) hashed once
-        head = hashlib.sha256(_canon({**shared, "batch": items}).encode())
+        # sha256(head + "\n" + n) for each position: the head (every batch mate's text) hashed once;
+        # the canonical head is {"batch": [...], ...shared}: "batch" sorts before every shared key
+        canon = '{"batch":[' + ",".join(items) + "]," + _canon(shared)[1:]
+        head = hashlib.sha256(canon.encode())
         keys = []
         for n in range(1, len(items) + 1):
             h = head.copy()
@@ -88,7 +91,7 @@ def request_keys(
     keys = []
     for item in items:
         h = tail.copy()
-        h.update(_canon(item).encode())
+        h.update(item.encode())
         keys.append(CACHE_KEY_PREFIX + h.hexdigest())
     return keys
 

@@ -97,12 +97,28 @@ def state_frame(state: dict) -> tuple[str, str]:
     return text[: at + len(_PASSAGES)], text[at + len(_MARK) :]
 
 
+@functools.lru_cache(maxsize=4_096)
+def _entry_pieces(title: str, passage: str) -> tuple[str, str]:
+    """A passage's state entry after its number, `":{"title":...,"passage":...}`, and the same
+    text escaped as in the body, where the state is a JSON string. A passage comes back in later
+    rounds and requests (~3 times per 2Wiki question): its JSON is made once, and a request's
+    state and body are joined from these pieces (escaping maps each character on its own, so the
+    escaped join is the escaped whole; tests/test_jev_plan_cost.py checks both against `_dumps`)."""
+    entry = _dumps({"1": {"title": title, "passage": passage}})[3:-1]
+    return entry, _dumps(entry)[1:-1]
+
+
+@functools.lru_cache(maxsize=4_096)
+def item_json(title: str, passage: str) -> str:
+    """`[title, passage]` as canonical JSON: a candidate's part of its judgment's cache key."""
+    return json.dumps([title, passage], ensure_ascii=False, separators=(",", ":"))
+
+
 @functools.lru_cache(maxsize=16_384)
 def _entry_tokens(title: str, passage: str, last: bool) -> int:
     """Tokens of a passage's entry from after its number to the next cut: `":{"title":...}` and
     `,"` before the next number, or `},"` closing the passages."""
-    entry = _dumps({"1": {"title": title, "passage": passage}})[3:-1]
-    return count_tokens(entry + ('},"' if last else ',"'))
+    return count_tokens(_entry_pieces(title, passage)[0] + ('},"' if last else ',"'))
 
 
 @functools.lru_cache(maxsize=16_384)
@@ -146,16 +162,25 @@ def state_tokens(frame: tuple[str, str], candidates: list[dict]) -> int:
 class PlannedBody(dict):
     """A request body as `plan_requests` made it, with `tokens`: its cost by the batching rule,
     known from the packing (equal to `request_tokens` of the body), so sending it counts nothing
-    again. Encoded, compared and copied as the plain dict it is."""
+    again; and, stateful, `escaped_state`: its state as the body's JSON holds it, joined from
+    the passages' pieces (`_entry_pieces`). Compared and copied as the plain dict it is."""
 
-    __slots__ = ("tokens",)
+    __slots__ = ("escaped_state", "tokens")
     tokens: int
+    escaped_state: str | None
 
 
 def encode_request(body: dict) -> tuple[bytes, int]:
     """(the body as sent, its tokens by the batching rule)."""
-    tokens = body.tokens if type(body) is PlannedBody else request_tokens(body)
-    return _dumps(body).encode("utf-8"), tokens
+    if type(body) is not PlannedBody:
+        return _dumps(body).encode("utf-8"), request_tokens(body)
+    if body.escaped_state is None:
+        return _dumps(body).encode("utf-8"), body.tokens
+    text = (
+        f'{{"model":{_dumps(body["model"])},"state":"{body.escaped_state}",'
+        f'"questions":{_dumps(body["questions"])}}}'
+    )  # _dumps(body): its three members in this order, the state escaped from its pieces
+    return text.encode("utf-8"), body.tokens
 
 
 # ---- payloads ------------------------------------------------------------------------------
@@ -208,13 +233,33 @@ def _question(candidate: dict, number: int, style: str, t: Template) -> dict:
 
 
 def _body(
-    model: str, state: dict, candidates: list[dict], style: str, t: Template, positions: list[int], tokens=None
+    model: str,
+    state: dict,
+    candidates: list[dict],
+    style: str,
+    t: Template,
+    positions: list[int],
+    tokens: int | None = None,
+    frames: tuple[tuple[str, str], tuple[str, str]] | None = None,
 ) -> dict:
     """One body: `state` (a base state, copied) with `candidates` numbered 1.. in it (a
-    PlannedBody if its `tokens` are given)."""
+    PlannedBody if its `tokens` are given). `frames`: the stateful state's `state_frame` and the
+    same escaped, to join the state from its pieces instead of encoding it whole."""
     state = dict(state)
     questions: dict[str, dict] = {}
-    if style == "stateful":
+    text = escaped = None
+    if style == "stateful" and frames is not None:
+        (head, tail), (ehead, etail) = frames
+        parts, eparts = [head], [ehead]
+        last = len(candidates)
+        for n, c in enumerate(candidates, start=1):
+            entry, eentry = _entry_pieces(c["title"], c["text"])
+            parts += (str(n), entry, '},"' if n == last else ',"')
+            eparts += (str(n), eentry, '},\\"' if n == last else ',\\"')
+        parts.append(tail)
+        eparts.append(etail)
+        text, escaped = "".join(parts), "".join(eparts)
+    elif style == "stateful":
         state["candidate_passages"] = {
             str(n): {"title": c["title"], "passage": c["text"]} for n, c in enumerate(candidates, start=1)
         }
@@ -226,10 +271,12 @@ def _body(
                 f"give every candidate of a round its own unit_id"
             )
         questions[key] = _question(c, n, style, t)
+    if text is None:
+        text = _dumps(state)
     if tokens is None:
-        return {"model": model, "state": _dumps(state), "questions": questions}
-    body = PlannedBody(model=model, state=_dumps(state), questions=questions)
-    body.tokens = tokens
+        return {"model": model, "state": text, "questions": questions}
+    body = PlannedBody(model=model, state=text, questions=questions)
+    body.tokens, body.escaped_state = tokens, escaped
     return body
 
 
@@ -324,13 +371,14 @@ def plan_requests(
         if current:
             groups.append(current)
 
-    def body(idx: list[int], tokens: int) -> dict:
-        return _body(model, state, [candidates[i] for i in idx], style, t, [i + 1 for i in idx], tokens)
+    def body(idx: list[int], tokens: int, frames=None) -> dict:
+        return _body(model, state, [candidates[i] for i in idx], style, t, [i + 1 for i in idx], tokens, frames)
 
     if style != "stateful":
         return [(g, body(g, state_cost() + sum(qcost[i] for i in g))) for g in groups]
 
     frame = state_frame(state)
+    frames = (frame, (_dumps(frame[0])[1:-1], _dumps(frame[1])[1:-1]))
 
     def split(idx: list[int]) -> list[tuple[list[int], dict]]:
         s = state_tokens(frame, [candidates[i] for i in idx]) + STATE_OVERHEAD
@@ -339,7 +387,7 @@ def plan_requests(
             mid = len(idx) // 2
             return split(idx[:mid]) + split(idx[mid:])
         # its cost as `request_tokens` counts it: each question by its own number
-        b = body(idx, s + _numbered_questions(t, len(idx)))  # sending it reads this (PlannedBody)
+        b = body(idx, s + _numbered_questions(t, len(idx)), frames)  # sending it reads this (PlannedBody)
         remember_count(b["state"], s - STATE_OVERHEAD)  # and counting its state again reads this
         return [(idx, b)]
 
