@@ -209,8 +209,7 @@ class JudgmentStore:
         bookkeeping, culling): else the per-key methods are used."""
         cache = self.cache
         return (
-            hasattr(cache, "_sql")
-            and not cache.statistics
+            not cache.statistics
             and cache.eviction_policy == "none"
             and cache.cull_limit == 0
             and type(cache.disk) is _disk_class()  # a str key is stored as itself with raw = 1
