@@ -17,8 +17,9 @@
 The store is anything with `get(key, default=None)`, `set(key, value)`, `transact()` (a
 context manager) and `close()`: a `diskcache.Cache` fits. A store may also offer
 `get_many(keys) -> {key: value}` (the keys present) and `set_many([(key, value)])` (one
-transaction): a call's look-ups and each part's writes then go in bulk (the JEV JudgmentStore). One value per judgment,
-`{"p": probability, "model": what answered, or None}`; only validated answers are stored.
+transaction): a call's look-ups and each part's writes then go in bulk (the JEV JudgmentStore).
+One value per judgment, `{"p": probability, "model": what answered, or None}`; only validated
+answers are stored.
 
 What an inner judge may offer (all optional, each a Protocol of `workbench.protocols`):
   HasCacheKeys: cache_keys(question, candidates, context) -> [str]   the store key of each
