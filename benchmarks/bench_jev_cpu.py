@@ -9,7 +9,8 @@ cpu: `sag2wb judge-server --judge lexical` (answers at once) and `sag2wb eval --
     in process. Every figure is one process's CPU (user + sys, from wait4 for the eval processes,
     /proc/PID/stat before and after for the server): the client's is the eval process's.
 concurrency: a server answering with the built-in hash judge `--delay-ms` late; the same eval at
-    --concurrency 1 and N (wall time, and the client's CPU).
+    --concurrency 1 and N (wall time, and the client's CPU); with --old-tree, that tree's client too
+    (alternated, against the same server).
 Medians of `--repeat` runs, the two sides alternated so they share the same minutes.
 """
 
@@ -133,29 +134,35 @@ def main() -> int:
                 f"(runs: lexical {[round(x, 2) for x in f['lexical']]}, client {[round(x, 2) for x in f['client']]})"
             )
     if args.part in ("concurrency", "both"):
-        server = Server("hash", args.db, args.delay_ms)  # this tree's code
+        server = Server("hash", args.db, args.delay_ms)  # this tree's code, serving both trees' clients
+        n = args.concurrency
+        trees = [("this tree", ROOT, args.db)] + (
+            [("old tree", args.old_tree, args.old_db or args.db)] if args.old_tree else []
+        )
+        runs: dict[str, dict[str, list[float]]] = {name: {} for name, _, _ in trees}
         try:
-            walls: dict[int, list[float]] = {1: [], args.concurrency: []}
-            cpus: dict[int, list[float]] = {1: [], args.concurrency: []}
-            served: dict[int, list[float]] = {1: [], args.concurrency: []}
             for i in range(args.repeat):
-                for n in (1, args.concurrency):
-                    before = server.cpu()
-                    c, w = run_cpu(eval_cmd(args.db, qfile, tmp / f"c{n}.json", jev(server.url, i), n))
-                    walls[n].append(w)
-                    cpus[n].append(c)
-                    served[n].append(server.cpu() - before)
+                for name, tree, db in trees:  # alternated: the same minutes for both
+                    for k in (1, n):
+                        before = server.cpu()
+                        c, w = run_cpu(eval_cmd(db, qfile, tmp / f"c{k}.json", jev(server.url, i), k), tree)
+                        f = runs[name]
+                        f.setdefault(f"wall {k}", []).append(w)
+                        f.setdefault(f"cpu {k}", []).append(c)
+                        f.setdefault(f"served {k}", []).append(server.cpu() - before)
         finally:
             server.close()
         m = statistics.median
-        n = args.concurrency
-        print(
-            f"concurrency ({args.delay_ms} ms server, hash judge): 1 at once {m(walls[1]):.1f} s wall "
-            f"({m(cpus[1]):.2f} s CPU, server {m(served[1]):.2f} s), {n} at once {m(walls[n]):.1f} s "
-            f"({m(cpus[n]):.2f} s CPU, server {m(served[n]):.2f} s): "
-            f"{m(walls[1]) / m(walls[n]):.2f}x (walls 1: {[round(x, 1) for x in walls[1]]}, "
-            f"{n}: {[round(x, 1) for x in walls[n]]})"
-        )
+        for name, _, _ in trees:
+            f = runs[name]
+            print(
+                f"concurrency ({name}; {args.delay_ms} ms server, hash judge): 1 at once {m(f['wall 1']):.1f} s wall "
+                f"({m(f['cpu 1']):.2f} s CPU, server {m(f['served 1']):.2f} s), {n} at once {m(f[f'wall {n}']):.1f} s "
+                f"({m(f[f'cpu {n}']):.2f} s CPU, server {m(f[f'served {n}']):.2f} s): "
+                f"{m(f['wall 1']) / m(f[f'wall {n}']):.2f}x (walls 1: {[round(x, 1) for x in f['wall 1']]}, "
+                f"{n}: {[round(x, 1) for x in f[f'wall {n}']]}; ratios per repeat: "
+                f"{[round(a / b, 2) for a, b in zip(f['wall 1'], f[f'wall {n}'])]})"
+            )
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     return 0
 

@@ -63,6 +63,10 @@ def test_a_round_is_tokenized_once(monkeypatch):
             seen.append(text)
             return encoding.encode_ordinary(text)
 
+        def count(self, text):
+            seen.append(text)
+            return encoding.count(text)
+
     monkeypatch.setattr(tokens, "_encoding", Recording)
     for memo in ("_count_short", "_long", "_entry_tokens", "_passage_tokens"):  # nothing remembered yet
         for module in (tokens, payload):
@@ -85,11 +89,12 @@ def test_a_round_is_tokenized_once(monkeypatch):
     assert seen == []
 
 
+@pytest.mark.parametrize("ending", [".", '"\\', "京😀", "\x00\n"], ids=repr)
 @pytest.mark.parametrize("style", ["stateful", "inline"])
-def test_cache_keys_are_unchanged(style):
+def test_cache_keys_are_unchanged(style, ending):
     """The keys an existing cache holds: sha256 of the canonical JSON, then "\\n" and the position
     (stateful) or the candidate (inline), computed here as the first format-2 client did."""
-    cands = candidates(".", 5)
+    cands = candidates(ending, 5)  # keys are joined from each candidate's JSON: escapes included
     context = [{"title": "Ostrow", "text": "A port.", "previous_score": 0.5}]
     t = get_instructions(None)
     shared = {

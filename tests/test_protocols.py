@@ -297,6 +297,7 @@ NOT_A_JUDGE = {("close", "self.outcomes"): "an iterator of outcomes (a generator
 ALLOWED = {
     **dict.fromkeys(("name", "key"), "a Judge's own name or key read with a default (display, resume keys)"),
     "count": "a judgment store's size (jev/judge.py: the replay hint)",
+    **dict.fromkeys(("get_many", "set_many"), "a judgment store's bulk reads and writes (judges/cached.py)"),
     "build": "a JudgeSpec-like value (run_arguments.judge_from)",
     **dict.fromkeys(("__code__", "__defaults__", "__name__", "__qualname__", "func", "co_code"), "functions, code"),
     **dict.fromkeys(("__iter__", "__len__", "item", "dtype", "shape", "to_dict"), "plain values"),

@@ -15,8 +15,11 @@
 >>> judge.close()
 
 The store is anything with `get(key, default=None)`, `set(key, value)`, `transact()` (a
-context manager) and `close()`: a `diskcache.Cache` fits. One value per judgment,
-`{"p": probability, "model": what answered, or None}`; only validated answers are stored.
+context manager) and `close()`: a `diskcache.Cache` fits. A store may also offer
+`get_many(keys) -> {key: value}` (the keys present) and `set_many([(key, value)])` (one
+transaction): a call's look-ups and each part's writes then go in bulk (the JEV JudgmentStore).
+One value per judgment, `{"p": probability, "model": what answered, or None}`; only validated
+answers are stored.
 
 What an inner judge may offer (all optional, each a Protocol of `workbench.protocols`):
   HasCacheKeys: cache_keys(question, candidates, context) -> [str]   the store key of each
@@ -261,8 +264,11 @@ class CachedJudge:
         store = self.store
         status: dict[str, bool | None] = {}
         values: dict[str, float] = {}
-        for k in dict.fromkeys(keys):
-            value = store.get(k)
+        distinct = list(dict.fromkeys(keys))
+        get_many = getattr(store, "get_many", None)  # one look-up for the call (JudgmentStore), else one per key
+        found = get_many(distinct) if get_many is not None else None
+        for k in distinct:
+            value = found.get(k) if found is not None else store.get(k)
             st = self._status(value)
             status[k] = st
             if st is not False:
@@ -320,6 +326,10 @@ class CachedJudge:
 
         def on_answered(indices, probabilities, model=None) -> None:
             store = self.store
+            set_many = getattr(store, "set_many", None)  # one transaction, one INSERT (JudgmentStore)
+            if set_many is not None:
+                set_many([(keys[i], {"p": p, "model": model}) for i, p in zip(indices, probabilities)])
+                return
             with store.transact():
                 for i, p in zip(indices, probabilities):
                     store.set(keys[i], {"p": p, "model": model})

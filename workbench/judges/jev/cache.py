@@ -12,13 +12,14 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.judges.cached import valid_entry
 from workbench.judges.jev.errors import JEVCacheError, JEVError, JEVInputError
 from workbench.judges.jev.instructions import Template, get_instructions
-from workbench.judges.jev.payload import context_items
+from workbench.judges.jev.payload import context_items, item_json
 from workbench.judges.jev.readonly import (
     CACHE_FILE,
     ReadOnlyStore,
@@ -73,10 +74,13 @@ def request_keys(
         "question": question,
         "evidence": context_items(context),
     }
-    items = [[c["title"], c["text"]] for c in candidates]
+    # each candidate's canonical [title, text], made once per passage (payload.item_json)
+    items = [item_json(c["title"], c["text"]) for c in candidates]
     if style == "stateful":
-        # sha256(head + "\n" + n) for each position: the head (every batch mate's text) hashed once
-        head = hashlib.sha256(_canon({**shared, "batch": items}).encode())
+        # sha256(head + "\n" + n) for each position: the head (every batch mate's text) hashed once;
+        # the canonical head is {"batch": [...], ...shared}: "batch" sorts before every shared key
+        canon = '{"batch":[' + ",".join(items) + "]," + _canon(shared)[1:]
+        head = hashlib.sha256(canon.encode())
         keys = []
         for n in range(1, len(items) + 1):
             h = head.copy()
@@ -87,7 +91,7 @@ def request_keys(
     keys = []
     for item in items:
         h = tail.copy()
-        h.update(_canon(item).encode())
+        h.update(item.encode())
         keys.append(CACHE_KEY_PREFIX + h.hexdigest())
     return keys
 
@@ -172,6 +176,16 @@ def open_cache(cache_dir: str | Path, *, must_exist: bool = False):
         raise _cache_problem(path, f"in {path} cannot be opened ({_sqlite_detail(exc)})") from None
 
 
+_CHUNK = 500  # keys per statement (SQLite allows 999 variables in old builds)
+_ABSENT = object()
+
+
+def _disk_class():
+    import diskcache
+
+    return diskcache.Disk
+
+
 class JudgmentStore:
     """A cache directory's diskcache.Cache as the store of a `CachedJudge`: a SQLite or OS
     failure while in use is a JEVCacheError that names the file (`cache_errors`)."""
@@ -188,6 +202,76 @@ class JudgmentStore:
     def set(self, key, value) -> None:
         with cache_errors(self.cache_dir):
             self.cache.set(key, value)
+
+    def _bulk(self) -> bool:
+        """Whether reads and writes may go in bulk: the table as diskcache 5 lays it out, and
+        nothing that `Cache.get` or `Cache.set` would do per key besides (statistics, eviction
+        bookkeeping, culling): else the per-key methods are used."""
+        cache = self.cache
+        return (
+            not cache.statistics
+            and cache.eviction_policy == "none"
+            and cache.cull_limit == 0
+            and type(cache.disk) is _disk_class()  # a str key is stored as itself with raw = 1
+        )
+
+    def get_many(self, keys: list[str]) -> dict:
+        """{key: value} of the keys present, as `get` reads each (not expired, decoded by the
+        cache's Disk): one SELECT per 500 keys instead of one per key (~15 us each)."""
+        if not self._bulk() or not all(type(k) is str for k in keys):
+            return {k: v for k in keys if (v := self.get(k, _ABSENT)) is not _ABSENT}
+        cache, out = self.cache, {}
+        fetch = cache.disk.fetch
+        try:
+            for at in range(0, len(keys), _CHUNK):
+                part = keys[at : at + _CHUNK]
+                rows = cache._sql(
+                    "SELECT key, mode, filename, value FROM Cache WHERE raw = 1 AND key IN "
+                    f"({','.join('?' * len(part))}) AND (expire_time IS NULL OR expire_time > ?)",
+                    (*part, time.time()),
+                ).fetchall()
+                for key, mode, filename, value in rows:
+                    with contextlib.suppress(OSError):  # as Cache.get: its file went meanwhile: missing
+                        out[key] = fetch(mode, filename, value, False)
+        except sqlite3.Error as exc:
+            raise _in_use_problem(self.cache_dir, exc) from None
+        return out
+
+    def set_many(self, pairs: list[tuple[str, dict]]) -> None:
+        """Store every (key, value) in one transaction, all or none, as `set` would store each:
+        one SELECT for the keys already present and one INSERT for the rest instead of two
+        statements (and a transaction context) per judgment. A present key is set by `set`."""
+        latest = dict(pairs)  # a key given twice: its last value, as setting them in turn leaves it
+        if not self._bulk() or not all(type(k) is str for k in latest):
+            with self.transact():
+                for k, v in latest.items():
+                    self.set(k, v)
+            return
+        cache = self.cache
+        store = cache.disk.store
+        with cache_errors(self.cache_dir), cache.transact():
+            keys = list(latest)
+            present: set[str] = set()
+            for at in range(0, len(keys), _CHUNK):
+                part = keys[at : at + _CHUNK]
+                present.update(
+                    k
+                    for (k,) in cache._sql(
+                        f"SELECT key FROM Cache WHERE raw = 1 AND key IN ({','.join('?' * len(part))})", part
+                    ).fetchall()
+                )
+            rows, now = [], time.time()
+            for key, value in latest.items():
+                if key in present:  # an update (and maybe an old file to remove): diskcache's own path
+                    cache.set(key, value)
+                    continue
+                size, mode, filename, db_value = store(value, False, key=key)
+                rows.append((key, now, now, size, mode, filename, db_value))
+            cache._con.executemany(
+                "INSERT INTO Cache(key, raw, store_time, expire_time, access_time, access_count, tag, size,"
+                " mode, filename, value) VALUES (?, 1, ?, NULL, ?, 0, NULL, ?, ?, ?, ?)",
+                rows,
+            )
 
     @contextlib.contextmanager
     def transact(self):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import threading
 from typing import Any
 
 from workbench.judges.jev.errors import JEVError, JEVPayloadError
@@ -96,12 +97,28 @@ def state_frame(state: dict) -> tuple[str, str]:
     return text[: at + len(_PASSAGES)], text[at + len(_MARK) :]
 
 
+@functools.lru_cache(maxsize=4_096)
+def _entry_pieces(title: str, passage: str) -> tuple[str, str]:
+    """A passage's state entry after its number, `":{"title":...,"passage":...}`, and the same
+    text escaped as in the body, where the state is a JSON string. A passage comes back in later
+    rounds and requests (~3 times per 2Wiki question): its JSON is made once, and a request's
+    state and body are joined from these pieces (escaping maps each character on its own, so the
+    escaped join is the escaped whole; tests/test_jev_plan_cost.py checks both against `_dumps`)."""
+    entry = _dumps({"1": {"title": title, "passage": passage}})[3:-1]
+    return entry, _dumps(entry)[1:-1]
+
+
+@functools.lru_cache(maxsize=4_096)
+def item_json(title: str, passage: str) -> str:
+    """`[title, passage]` as canonical JSON: a candidate's part of its judgment's cache key."""
+    return json.dumps([title, passage], ensure_ascii=False, separators=(",", ":"))
+
+
 @functools.lru_cache(maxsize=16_384)
 def _entry_tokens(title: str, passage: str, last: bool) -> int:
     """Tokens of a passage's entry from after its number to the next cut: `":{"title":...}` and
     `,"` before the next number, or `},"` closing the passages."""
-    entry = _dumps({"1": {"title": title, "passage": passage}})[3:-1]
-    return count_tokens(entry + ('},"' if last else ',"'))
+    return count_tokens(_entry_pieces(title, passage)[0] + ('},"' if last else ',"'))
 
 
 @functools.lru_cache(maxsize=16_384)
@@ -109,6 +126,24 @@ def _passage_tokens(title: str, passage: str) -> int:
     """Tokens of a passage numbered alone, `{"1":{"title":...,"passage":...}}` (a candidate's share
     of a state in the one-question limit)."""
     return count_tokens(_dumps({"1": {"title": title, "passage": passage}}))
+
+
+_QUESTIONS: dict[str, list[int]] = {}  # a template's question text -> costs of questions 1..n, summed
+_QUESTIONS_LOCK = threading.Lock()
+
+
+def _numbered_questions(t: Template, n: int) -> int:
+    """The summed cost (tokens + 64 each) of the stateful questions numbered 1..n, as
+    `request_tokens` counts a body's questions."""
+    sums = _QUESTIONS.get(t.question)
+    if sums is None or len(sums) <= n:
+        with _QUESTIONS_LOCK:
+            sums = list(_QUESTIONS.get(t.question, [0]))
+            while len(sums) <= n:
+                q = _question({}, len(sums), "stateful", t)
+                sums.append(sums[-1] + count_tokens(_dumps(q)) + QUESTION_OVERHEAD)
+            _QUESTIONS[t.question] = sums
+    return sums[n]
 
 
 def state_tokens(frame: tuple[str, str], candidates: list[dict]) -> int:
@@ -124,9 +159,28 @@ def state_tokens(frame: tuple[str, str], candidates: list[dict]) -> int:
     )
 
 
+class PlannedBody(dict):
+    """A request body as `plan_requests` made it, with `tokens`: its cost by the batching rule,
+    known from the packing (equal to `request_tokens` of the body), so sending it counts nothing
+    again; and, stateful, `escaped_state`: its state as the body's JSON holds it, joined from
+    the passages' pieces (`_entry_pieces`). Compared and copied as the plain dict it is."""
+
+    __slots__ = ("escaped_state", "tokens")
+    tokens: int
+    escaped_state: str | None
+
+
 def encode_request(body: dict) -> tuple[bytes, int]:
     """(the body as sent, its tokens by the batching rule)."""
-    return _dumps(body).encode("utf-8"), request_tokens(body)
+    if type(body) is not PlannedBody:
+        return _dumps(body).encode("utf-8"), request_tokens(body)
+    if body.escaped_state is None:
+        return _dumps(body).encode("utf-8"), body.tokens
+    text = (
+        f'{{"model":{_dumps(body["model"])},"state":"{body.escaped_state}",'
+        f'"questions":{_dumps(body["questions"])}}}'
+    )  # _dumps(body): its three members in this order, the state escaped from its pieces
+    return text.encode("utf-8"), body.tokens
 
 
 # ---- payloads ------------------------------------------------------------------------------
@@ -178,11 +232,34 @@ def _question(candidate: dict, number: int, style: str, t: Template) -> dict:
     return {"type": "noul", "instructions": {"question": t.question, "candidate_number": number}}
 
 
-def _body(model: str, state: dict, candidates: list[dict], style: str, t: Template, positions: list[int]) -> dict:
-    """One body: `state` (a base state, copied) with `candidates` numbered 1.. in it."""
+def _body(
+    model: str,
+    state: dict,
+    candidates: list[dict],
+    style: str,
+    t: Template,
+    positions: list[int],
+    tokens: int | None = None,
+    frames: tuple[tuple[str, str], tuple[str, str]] | None = None,
+) -> dict:
+    """One body: `state` (a base state, copied) with `candidates` numbered 1.. in it (a
+    PlannedBody if its `tokens` are given). `frames`: the stateful state's `state_frame` and the
+    same escaped, to join the state from its pieces instead of encoding it whole."""
     state = dict(state)
     questions: dict[str, dict] = {}
-    if style == "stateful":
+    text = escaped = None
+    if style == "stateful" and frames is not None:
+        (head, tail), (ehead, etail) = frames
+        parts, eparts = [head], [ehead]
+        last = len(candidates)
+        for n, c in enumerate(candidates, start=1):
+            entry, eentry = _entry_pieces(c["title"], c["text"])
+            parts += (str(n), entry, '},"' if n == last else ',"')
+            eparts += (str(n), eentry, '},\\"' if n == last else ',\\"')
+        parts.append(tail)
+        eparts.append(etail)
+        text, escaped = "".join(parts), "".join(eparts)
+    elif style == "stateful":
         state["candidate_passages"] = {
             str(n): {"title": c["title"], "passage": c["text"]} for n, c in enumerate(candidates, start=1)
         }
@@ -194,7 +271,13 @@ def _body(model: str, state: dict, candidates: list[dict], style: str, t: Templa
                 f"give every candidate of a round its own unit_id"
             )
         questions[key] = _question(c, n, style, t)
-    return {"model": model, "state": _dumps(state), "questions": questions}
+    if text is None:
+        text = _dumps(state)
+    if tokens is None:
+        return {"model": model, "state": text, "questions": questions}
+    body = PlannedBody(model=model, state=text, questions=questions)
+    body.tokens, body.escaped_state = tokens, escaped
+    return body
 
 
 def build_request(
@@ -240,19 +323,31 @@ def plan_requests(
     """
     t = get_instructions(instructions)
     state = base_state(question, context, style, t)
-    state_cost = count_tokens(_dumps(state)) + STATE_OVERHEAD
+    state_text = _dumps(state)
+    # The base state's count decides only what its bound (a token is at least one UTF-8 byte)
+    # cannot: counted when a decision needs it, or for an inline request's cost
+    state_bound = len(state_text.encode("utf-8")) + STATE_OVERHEAD
+    exact: list[int] = []
+
+    def state_cost() -> int:
+        if not exact:
+            exact.append(count_tokens(state_text) + STATE_OVERHEAD)
+        return exact[0]
+
     if style == "stateful":  # every question the same text (it names "candidate 1" here); counted once
         qcost = [count_tokens(_dumps(_question({}, 1, style, t))) + QUESTION_OVERHEAD] * len(candidates)
     else:
         qcost = [count_tokens(_dumps(_question(c, 1, style, t))) + QUESTION_OVERHEAD for c in candidates]
     for i, c in enumerate(candidates):
-        alone = state_cost + qcost[i]
         if style == "stateful":  # what it adds to the state: its numbered passage, `{"1":{...}}`
             # counted only when it could matter: a token is at least one UTF-8 byte, and a
             # character at most 6 bytes of JSON (\u001f); 31 bytes of JSON around the texts
-            if alone + 6 * (len(c["title"]) + len(c["text"])) + 31 <= max_item_tokens:
+            most = qcost[i] + 6 * (len(c["title"]) + len(c["text"])) + 31
+            if state_bound + most <= max_item_tokens or state_cost() + most <= max_item_tokens:
                 continue
-            alone += _passage_tokens(c["title"], c["text"])
+            alone = state_cost() + qcost[i] + _passage_tokens(c["title"], c["text"])
+        else:
+            alone = state_cost() + qcost[i]
         if alone > max_item_tokens:
             raise JEVPayloadError(
                 f"candidate {c.get('unit_id', i)!r} ({c.get('title', '')!r}) costs {alone} tokens with the state "
@@ -260,25 +355,30 @@ def plan_requests(
                 f"truncated — shorten the unit (re-index with smaller units) or reduce the context size"
             )
     groups: list[list[int]] = []
-    current: list[int] = []
-    used = state_cost
-    for i in range(len(candidates)):
-        full = max_questions is not None and len(current) >= max_questions
-        if current and (used + qcost[i] > max_tokens or full):
+    n = len(candidates)
+    if state_bound + sum(qcost) <= max_tokens and (max_questions is None or n <= max_questions):
+        groups = [list(range(n))] if n else []  # what packing by the exact count gives: no cut anywhere
+    else:
+        current: list[int] = []
+        used = state_cost()
+        for i in range(n):
+            full = max_questions is not None and len(current) >= max_questions
+            if current and (used + qcost[i] > max_tokens or full):
+                groups.append(current)
+                current, used = [], state_cost()
+            current.append(i)
+            used += qcost[i]
+        if current:
             groups.append(current)
-            current, used = [], state_cost
-        current.append(i)
-        used += qcost[i]
-    if current:
-        groups.append(current)
 
-    def body(idx: list[int]) -> dict:
-        return _body(model, state, [candidates[i] for i in idx], style, t, [i + 1 for i in idx])
+    def body(idx: list[int], tokens: int, frames=None) -> dict:
+        return _body(model, state, [candidates[i] for i in idx], style, t, [i + 1 for i in idx], tokens, frames)
 
     if style != "stateful":
-        return [(g, body(g)) for g in groups]
+        return [(g, body(g, state_cost() + sum(qcost[i] for i in g))) for g in groups]
 
     frame = state_frame(state)
+    frames = (frame, (_dumps(frame[0])[1:-1], _dumps(frame[1])[1:-1]))
 
     def split(idx: list[int]) -> list[tuple[list[int], dict]]:
         s = state_tokens(frame, [candidates[i] for i in idx]) + STATE_OVERHEAD
@@ -286,8 +386,9 @@ def plan_requests(
         if len(idx) > 1 and (s + max(qcost[i] for i in idx) > max_item_tokens or total > max_tokens):
             mid = len(idx) // 2
             return split(idx[:mid]) + split(idx[mid:])
-        b = body(idx)
-        remember_count(b["state"], s - STATE_OVERHEAD)  # sending it reads this count
+        # its cost as `request_tokens` counts it: each question by its own number
+        b = body(idx, s + _numbered_questions(t, len(idx)), frames)  # sending it reads this (PlannedBody)
+        remember_count(b["state"], s - STATE_OVERHEAD)  # and counting its state again reads this
         return [(idx, b)]
 
     return [p for g in groups for p in split(g)]

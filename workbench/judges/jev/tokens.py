@@ -40,7 +40,9 @@ def _encoding():
 
 
 def _count(text: str) -> int:
-    return len(_encoding().encode_ordinary(text))
+    # the tokenizer's own count: len(encode_ordinary(text)) without the list of ids (~35% less
+    # CPU on 2Wiki passages; equal on the whole 2Wiki corpus and special-token text, tests/test_jev_plan_cost.py)
+    return _encoding().count(text)
 
 
 _count_short = functools.lru_cache(maxsize=SHORT_KEPT)(_count)
