@@ -4,11 +4,13 @@ left. The folder an index was built from: one walk that lists its files with the
 from __future__ import annotations
 
 import errno
+import gc
 import hashlib
 import marshal
 import os
 import re
 import sqlite3
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +123,26 @@ def walk_folder(root: Path, ordered: bool = True) -> Walk:
     skipped: list[str] = []
     folders = [("", os.fspath(root))]
     by_fd = os.scandir in os.supports_fd
+    with _collector_paused():
+        _walk(folders, by_fd, documents, skipped)
+    return Walk(index_order(documents) if ordered else documents, sorted(skipped))
+
+
+@contextmanager
+def _collector_paused():
+    """The cyclic garbage collector off while a walk appends two tuples per file, none of which can
+    be garbage: at 600k files its passes over the growing list cost 0.3 s of a 2.3 s walk (CPU).
+    Put back as it was found, also on an error."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _walk(folders: list, by_fd: bool, documents: list, skipped: list) -> None:
     while folders:
         prefix, directory = folders.pop()
         hidden = prefix.startswith(".") or "/." in prefix
@@ -139,7 +161,6 @@ def walk_folder(root: Path, ordered: bool = True) -> Walk:
         finally:
             if fd is not None:
                 os.close(fd)
-    return Walk(index_order(documents) if ordered else documents, sorted(skipped))
 
 
 def _list_folder(listing, prefix: str, directory: str, hidden: bool, folders: list, documents: list, skipped: list):
