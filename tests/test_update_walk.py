@@ -1,6 +1,7 @@
 """The folder walk pauses the cyclic garbage collector while it lists (issue 33: 0.3 s of a 600k-file
 walk): it finds what `rglob` and `os.stat` find, and leaves the collector as it found it, also when
-the walk fails."""
+the walk fails. A no-change update walks into bytes (`walk_listing`): the same documents, in the
+same order, and the same digest as the walk's objects give."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from workbench.index.files import stat_of, walk_folder
+from workbench.index.files import listing_digest, stat_of, walk_folder, walk_listing
 
 
 def straightforward(root: Path) -> list[tuple[str, tuple]]:
@@ -60,3 +61,23 @@ def test_the_collector_is_off_only_while_the_folders_are_listed(tmp_path, monkey
     finally:
         gc.enable() if was else gc.disable()
     assert seen == [False] and after is True
+
+
+def test_the_listing_in_bytes_is_the_walk_and_its_digest(tmp_path):
+    root = tmp_path / "docs"
+    names = ["b.md", "a/x.txt", "a/y.MD", "a/b/z.md", "notes.pdf", "é/ü.md", "e/" + "long" * 60 + ".md"]
+    for i, rel in enumerate(names):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x" * i, encoding="utf-8")
+    (root / "empty").mkdir()
+    undecodable = os.path.join(os.fsencode(root), b"\xff-bytes.md")  # a name that is no UTF-8: a surrogate
+    with open(undecodable, "wb") as f:
+        f.write(b"text")
+    os.utime(root / "b.md", ns=(2**62, 2**62 + 1))  # stamps that need more than 32 bits
+    walk, listed = walk_folder(root, ordered=False), walk_listing(root)
+    assert len(walk.documents) == 7 and listed.count == 7
+    assert listed.documents() == walk.documents and listed.skipped == walk.skipped == ["notes.pdf"]
+    for started in (0, 10**18 + 5, 2**63):
+        assert listed.digest(started) == listing_digest(walk.documents, started)
+    empty = walk_listing(root / "empty")
+    assert (empty.count, empty.documents(), empty.digest(7)) == (0, [], listing_digest([], 7))

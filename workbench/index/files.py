@@ -121,11 +121,50 @@ def walk_folder(root: Path, ordered: bool = True) -> Walk:
     """
     documents: list[tuple[str, Stat]] = []
     skipped: list[str] = []
-    folders = [("", os.fspath(root))]
-    by_fd = os.scandir in os.supports_fd
     with _collector_paused():
-        _walk(folders, by_fd, documents, skipped)
+        _walk(root, documents.extend, skipped)
     return Walk(index_order(documents) if ordered else documents, sorted(skipped))
+
+
+@dataclass
+class Listing:
+    """A walk's documents in the walk's order (`walk_folder(root, ordered=False).documents`) kept
+    as the bytes `listing_digest` hashes, one folder's at a time: a no-change update hashes them
+    and needs no object per file (0.15 s of CPU and 200 MiB less at 600k files)."""
+
+    count: int
+    chunks: list[bytes]  # each folder's documents, marshal.dumps(list, 2) without its 5-byte head
+    skipped: list[str]
+
+    def marshalled(self) -> list[bytes]:
+        # a list's marshal (version 2, no references) is its head, then each item's bytes
+        return [b"[" + self.count.to_bytes(4, "little"), *self.chunks]
+
+    def digest(self, started_ns: int) -> str:
+        """`listing_digest(self.documents(), started_ns)`, from the bytes."""
+        h = hashlib.sha256(str(started_ns).encode())
+        for part in self.marshalled():
+            h.update(part)
+        return h.hexdigest()
+
+    def documents(self) -> list[tuple[str, Stat]]:
+        return marshal.loads(b"".join(self.marshalled()))
+
+
+def walk_listing(root: Path) -> Listing:
+    """`walk_folder(root, ordered=False)` as a `Listing`."""
+    chunks: list[bytes] = []
+    skipped: list[str] = []
+    count = 0
+
+    def keep(documents: list) -> None:
+        nonlocal count
+        count += len(documents)
+        chunks.append(marshal.dumps(documents, 2)[5:])
+
+    with _collector_paused():
+        _walk(root, keep, skipped)
+    return Listing(count, chunks, sorted(skipped))
 
 
 @contextmanager
@@ -142,7 +181,10 @@ def _collector_paused():
             gc.enable()
 
 
-def _walk(folders: list, by_fd: bool, documents: list, skipped: list) -> None:
+def _walk(root: Path, keep, skipped: list) -> None:
+    """The walk of `walk_folder`: each folder's documents handed to `keep` (a list), other files onto `skipped`."""
+    folders = [("", os.fspath(root))]
+    by_fd = os.scandir in os.supports_fd
     while folders:
         prefix, directory = folders.pop()
         hidden = prefix.startswith(".") or "/." in prefix
@@ -155,12 +197,14 @@ def _walk(folders: list, by_fd: bool, documents: list, skipped: list) -> None:
             if not prefix:
                 raise
             continue  # removed while we walked
+        documents: list[tuple[str, Stat]] = []
         try:
             with listing:
                 _list_folder(listing, prefix, directory, hidden, folders, documents, skipped)
         finally:
             if fd is not None:
                 os.close(fd)
+        keep(documents)
 
 
 def _list_folder(listing, prefix: str, directory: str, hidden: bool, folders: list, documents: list, skipped: list):
