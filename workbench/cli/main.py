@@ -57,7 +57,10 @@ QUESTION_FAILED = (("workbench.runs.records", "QuestionFailed"),)
 
 def imported(classes) -> tuple[type[BaseException], ...]:
     """The exception classes of `classes` ((module, name) pairs) whose modules are imported."""
-    found = (getattr(sys.modules.get(module), name, None) for module, name in classes)
+    found = []
+    for where, name in classes:
+        module = sys.modules.get(where)
+        found.append(getattr(module, name, None))
     return tuple(c for c in found if isinstance(c, type) and issubclass(c, BaseException))
 
 
