@@ -462,11 +462,10 @@ def compare_files(root: Path, found: list[tuple[str, Stat]], known: dict[str, tu
 
 
 def update_folder(path: Path, root: Path) -> Changes:
-    """Bring the index at `path` of the folder `root` up to date with the folder's files
-    (`compare_files` decides what changed). When the walk's listing is the one recorded by
-    the last walk that found every file settled (`files.listing_digest`), nothing changed,
-    without a look at the manifest. An update that finds nothing to change leaves the index
-    file as it was, byte for byte (except once, to record the listing, when there was none)."""
+    """Bring the index at `path` of the folder `root` up to date with the folder's files (`compare_files` decides
+    what changed). When the walk's listing is the one recorded by the last walk that found every file settled
+    (`files.listing_digest`), nothing changed, without a look at the manifest. An update that finds nothing to
+    change leaves the index file as it was, byte for byte (except once, to record the listing, when there was none)."""
     t0 = time.perf_counter()
     changes = Changes()
     with _transaction(path) as db:
@@ -488,6 +487,7 @@ def update_folder(path: Path, root: Path) -> Changes:
             changes.seconds = time.perf_counter() - t0
             return changes
         documents = listed.documents()
+        del listed  # its bytes (45 MB at 600k files) are not held through the update
         known = {r[0]: r[1:] for r in db.execute("SELECT path, size, mtime_ns, ctime_ns, inode, device FROM files")}
 
         def recorded_sha256(rel: str) -> str:
