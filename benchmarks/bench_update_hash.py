@@ -10,10 +10,11 @@ FOLDER --db DB`) are made once and kept in `--work`. Then, in turns, `--repeat` 
 bare walk (os.scandir, one `stat` per file, nothing else), `sag2wb index FOLDER --db DB` as a
 process on the unchanged folder (its whole time: start-up, the provenance check of the DB,
 the walk, the decision, the report; and its peak RSS), and the decision alone in this
-process (`update_folder`). Medians, warm page cache. The sha256 of the whole DB is timed
+process (`update_folder`). Medians, warm page cache; each figure as wall seconds and as CPU seconds
+(user + system: steadier than wall time on a shared machine). The sha256 of the whole DB is timed
 once: what a provenance check pays when it must hash. `--old`: a checkout of the code before
 (`git worktree add /tmp/old-s2 2cc047c`); its no-change update of the same folder (its own
-index, built once) is timed the same way, for the smaller sizes only (it hashes every file).
+index, built once) is timed the same way, in turns with this code's, for sizes up to `--old-max`.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ def bare_walk(root: str) -> int:
     return n
 
 
-def run_process(argv: list[str], env: dict | None = None) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MiB) and stdout of one process."""
+def run_process(argv: list[str], env: dict | None = None) -> tuple[float, float, str, float]:
+    """Wall seconds, peak RSS (MiB), stdout and CPU seconds (user + system) of one process."""
     t = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     out = proc.stdout.read() if proc.stdout else ""
@@ -75,7 +76,7 @@ def run_process(argv: list[str], env: dict | None = None) -> tuple[float, float,
     seconds = time.perf_counter() - t
     if proc.returncode != 0:
         sys.exit(f"{' '.join(argv)} failed ({proc.returncode}):\n{out}")
-    return seconds, usage.ru_maxrss / 1024, out
+    return seconds, usage.ru_maxrss / 1024, out, usage.ru_utime + usage.ru_stime
 
 
 # -P: the code comes from PYTHONPATH (`env_for`), never from the current folder
@@ -91,7 +92,7 @@ def build_once(code: Path, folder: Path, db: Path) -> None:
     if marker.exists():
         return
     t = time.perf_counter()
-    seconds, rss, _ = run_process([*SAG2WB, "index", str(folder), "--db", str(db)], env_for(code))
+    seconds, rss, _, _ = run_process([*SAG2WB, "index", str(folder), "--db", str(db)], env_for(code))
     marker.write_text("")
     print(f"  built {db} in {seconds:.0f} s (peak RSS {rss:.0f} MiB), {time.perf_counter() - t:.0f} s")
 
@@ -127,38 +128,47 @@ def main() -> None:
         if old is not None:
             build_once(old, folder, old_db)
         walk, process, rss, decide, old_process, old_rss = [], [], [], [], [], []
+        walk_cpu, process_cpu, decide_cpu, old_cpu = [], [], [], []
         out = ""
         for _ in range(args.repeat):  # in turns, so a busy minute weighs on each the same
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             files = bare_walk(str(folder))
             walk.append(time.perf_counter() - t)
-            seconds, peak, out = run_process([*SAG2WB, "index", str(folder), "--db", str(db)], env_for(REPO))
+            walk_cpu.append(time.process_time() - c)
+            seconds, peak, out, cpu = run_process([*SAG2WB, "index", str(folder), "--db", str(db)], env_for(REPO))
             process.append(seconds)
+            process_cpu.append(cpu)
             rss.append(peak)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             changes = update_folder(db, folder)
             decide.append(time.perf_counter() - t)
+            decide_cpu.append(time.process_time() - c)
             assert not (changes.added or changes.changed or changes.removed)
             if old is not None:
-                seconds, peak, _ = run_process([*SAG2WB, "index", str(folder), "--db", str(old_db)], env_for(old))
+                seconds, peak, _, cpu = run_process([*SAG2WB, "index", str(folder), "--db", str(old_db)], env_for(old))
                 old_process.append(seconds)
+                old_cpu.append(cpu)
                 old_rss.append(peak)
         t = time.perf_counter()
         file_sha256(db)
         db_hash = time.perf_counter() - t
-        w = median(walk)
-        print(f"{size} passages in {files} files, median of {args.repeat} runs, warm cache")
-        print(f"  bare os.scandir + stat walk          {w:7.2f} s")
-        print(
-            f"  sag2wb index FOLDER --db DB, no change {median(process):7.2f} s "
-            f"({median(process) / w:.2f}x the walk; peak RSS {max(rss):.0f} MiB)"
-        )
-        print(f"  update_folder in this process        {median(decide):7.2f} s ({median(decide) / w:.2f}x the walk)")
-        if old_process:
+        w, wc = median(walk), median(walk_cpu)
+        print(f"{size} passages in {files} files, median of {args.repeat} runs, warm cache, load {os.getloadavg()}")
+        print(f"  {'':38} {'wall':>7}   {'':17} {'CPU':>7}")
+        print(f"  {'bare os.scandir + stat walk':38} {w:7.2f} s {'':17} {wc:7.2f} s")
+
+        def row(label: str, wall: list[float], cpu: list[float], rss: list[float] | None = None) -> None:
+            peak = f"; peak RSS {max(rss):.0f} MiB" if rss else ""
             print(
-                f"  old code (2cc047c), same command     {median(old_process):7.2f} s "
-                f"({median(old_process) / w:.2f}x the walk; peak RSS {max(old_rss):.0f} MiB)"
+                f"  {label:38} {median(wall):7.2f} s ({median(wall) / w:.2f}x the walk) "
+                f"{median(cpu):7.2f} s ({median(cpu) / wc:.2f}x the walk{peak})"
             )
+
+        row("sag2wb index FOLDER --db DB, no change", process, process_cpu, rss)
+        row("update_folder in this process", decide, decide_cpu)
+        if old_process:
+            row(f"old code ({old}), same command", old_process, old_cpu, old_rss)
+            print(f"  this code's process / the old code's: CPU {median(process_cpu) / median(old_cpu):.2f}")
         print(f"  sha256 of the whole DB ({db.stat().st_size / 2**30:.2f} GiB)   {db_hash:7.2f} s")
         print(f"  the command said: {out.splitlines()[0] if out else ''}")
 

@@ -231,7 +231,7 @@ def test_a_racy_edit_in_the_second_of_the_update_is_found(whole_second_fs, tmp_p
     # second (an editor saving twice while sag2wb ran)
     racy = f"""
 import time, workbench.index.update as _update
-_walk, _read = _update.walk_folder, _update._read_document
+_walk, _read = _update.walk_listing, _update._read_document
 def _walk_at_the_top_of_a_second(root, **how):
     time.sleep(1.02 - time.time() % 1)
     global _second
@@ -244,7 +244,7 @@ def _read_then_save_again(root, rel):
         open({str(target)!r}, "w").write({second!r})
         open({str(report)!r}, "w").write(str(int(time.time()) == _second))
     return read
-_update.walk_folder, _update._read_document = _walk_at_the_top_of_a_second, _read_then_save_again
+_update.walk_listing, _update._read_document = _walk_at_the_top_of_a_second, _read_then_save_again
 """
     done, _ = update(folder, db, tmp_path, racy)
     assert done.returncode == 0 and "1 changed" in done.stdout, done.stdout + done.stderr
@@ -303,12 +303,12 @@ def test_a_file_removed_while_the_update_reads_the_folder_is_named(built, tmp_pa
     before = digest(db)
     gone = f"""
 import workbench.index.update as _update
-_walk = _update.walk_folder
+_walk = _update.walk_listing
 def _walk_then_remove(root, **how):
     walk = _walk(root, **how)
     os.unlink({str(target)!r})
     return walk
-_update.walk_folder = _walk_then_remove
+_update.walk_listing = _walk_then_remove
 """
     done, _ = update(folder, db, tmp_path, gone)
     assert done.returncode == 2

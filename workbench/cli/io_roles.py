@@ -8,7 +8,6 @@ import argparse
 from pathlib import Path
 
 from workbench import safeio
-from workbench.judges.registry import JudgeSpec
 
 IO_ROLE = "sag2wb_io"  # set on an argparse action: "input" or "output"
 
@@ -66,6 +65,7 @@ def judge_files(text) -> list[Path]:
     ([PosixPath('J.json')], [PosixPath('my.py')], [PosixPath('t.toml')])
     """
     from workbench.judges.learned import default_model_path
+    from workbench.judges.registry import JudgeSpec  # here: the judges package is ~0.1 s of every start
 
     spec = JudgeSpec.parse(text)
     if spec.name == "function":

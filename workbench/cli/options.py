@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 
 from workbench.cli.errors import CLIError
 from workbench.cli.io_roles import option_name, path_option
-from workbench.judges.base import check_timeout
-from workbench.judges.registry import JudgeSpec, judge_help
-from workbench.measures import measure_name
-from workbench.params import Params
+
+# The judges, the measures and the parameters are imported where they are used: a command that
+# has no run options (`index`) starts without them (~0.4 s of imports).
+if TYPE_CHECKING:
+    from workbench.judges.registry import JudgeSpec
+    from workbench.params import Params
 
 
 def number(kind=float, *, minimum=None, above=None, maximum=None):
@@ -72,6 +75,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def add_run_options(p: argparse.ArgumentParser, *, rounds: bool = True) -> None:
+    from workbench.judges.registry import judge_help
+
     p.add_argument(
         "--judge",
         default="auto",
@@ -115,6 +120,8 @@ def add_run_options(p: argparse.ArgumentParser, *, rounds: bool = True) -> None:
 
 
 def add_ecosystem_options(p: argparse.ArgumentParser) -> None:
+    from workbench.measures import measure_name
+
     g = p.add_argument_group("IR toolbox (docs/ecosystem.md)")
     g.add_argument("--split", default=None, help="the qrels split when --questions is a BEIR folder (default: test)")
     path_option(
@@ -134,6 +141,8 @@ def add_ecosystem_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_params(args) -> Params:
+    from workbench.params import Params
+
     params = Params().with_assignments(args.param)
     if getattr(args, "rounds", None) is not None:
         params = params.replace(H=args.rounds)
@@ -143,6 +152,8 @@ def run_params(args) -> Params:
 def judge_spec(args, index) -> JudgeSpec:
     """--judge as a value: `auto` resolved for this index, JEV's options or the function judge's
     time limit (`with_timeout`) attached."""
+    from workbench.judges.registry import JudgeSpec
+
     spec = JudgeSpec.parse(args.judge).resolve(index)
     if spec.name == "jev":
         return spec.with_options(**jev_options(args))
@@ -161,7 +172,11 @@ def timeout_option(args) -> dict:
     ({}, {})
     """
     text = getattr(args, "run_judge_timeout", None)
-    return {} if text is None else {"timeout": check_timeout(text, "--judge-timeout")}
+    if text is None:
+        return {}
+    from workbench.judges.base import check_timeout
+
+    return {"timeout": check_timeout(text, "--judge-timeout")}
 
 
 def with_timeout(args, judge: str | JudgeSpec) -> str | JudgeSpec:
@@ -174,6 +189,8 @@ def with_timeout(args, judge: str | JudgeSpec) -> str | JudgeSpec:
     >>> with_timeout(Args(run_judge_timeout="3"), "lexical"), with_timeout(Args(run_judge_timeout=None), "my.py:f")
     ('lexical', 'my.py:f')
     """
+    from workbench.judges.registry import JudgeSpec
+
     options = timeout_option(args)
     if not options:
         return judge
@@ -182,6 +199,8 @@ def with_timeout(args, judge: str | JudgeSpec) -> str | JudgeSpec:
 
 
 def jev_options(args) -> dict:
+    from workbench.judges.registry import JudgeSpec
+
     if JudgeSpec.parse(args.judge).name != "jev":
         return {}
     options = {

@@ -54,6 +54,7 @@ from workbench.index.files import (
     stat_of,
     unchanged_by_stat,
     walk_folder,
+    walk_listing,
 )
 from workbench.index.postings import block_chunks, decode_keys, encode_groups
 from workbench.index.schema import IndexProblem, write_failure
@@ -461,11 +462,10 @@ def compare_files(root: Path, found: list[tuple[str, Stat]], known: dict[str, tu
 
 
 def update_folder(path: Path, root: Path) -> Changes:
-    """Bring the index at `path` of the folder `root` up to date with the folder's files
-    (`compare_files` decides what changed). When the walk's listing is the one recorded by
-    the last walk that found every file settled (`files.listing_digest`), nothing changed,
-    without a look at the manifest. An update that finds nothing to change leaves the index
-    file as it was, byte for byte (except once, to record the listing, when there was none)."""
+    """Bring the index at `path` of the folder `root` up to date with the folder's files (`compare_files` decides
+    what changed). When the walk's listing is the one recorded by the last walk that found every file settled
+    (`files.listing_digest`), nothing changed, without a look at the manifest. An update that finds nothing to
+    change leaves the index file as it was, byte for byte (except once, to record the listing, when there was none)."""
     t0 = time.perf_counter()
     changes = Changes()
     with _transaction(path) as db:
@@ -475,31 +475,33 @@ def update_folder(path: Path, root: Path) -> Changes:
         checked_at = int(meta[CHECKED_AT]) if str(meta.get(CHECKED_AT)).isdigit() else None
         if checked_at is not None and started < checked_at:
             checked_at = None  # the clock went back since: no stat can be trusted, every file is hashed
-        walk = walk_folder(root, ordered=False)  # put in order only when something changed
-        if not walk.documents:
+        listed = walk_listing(root)  # as bytes; as objects (walk order), then in folder order, on a change
+        if not listed.count:
             folder_files(root)  # says what the folder holds instead
-        changes.skipped = walk.skipped
-        listing = listing_digest(walk.documents, checked_at) if checked_at is not None else None
+        changes.skipped = listed.skipped
+        listing = listed.digest(checked_at) if checked_at is not None else None
         if listing is not None and listing == meta.get(LISTING):
             # every file where and as the last settled walk recorded it: none changed, none is read
             db.execute("ROLLBACK")
-            changes.checked = len(walk.documents)
+            changes.checked = listed.count
             changes.seconds = time.perf_counter() - t0
             return changes
+        documents = listed.documents()
+        del listed  # its bytes (45 MB at 600k files) are not held through the update
         known = {r[0]: r[1:] for r in db.execute("SELECT path, size, mtime_ns, ctime_ns, inode, device FROM files")}
 
         def recorded_sha256(rel: str) -> str:
             return db.execute("SELECT sha256 FROM files WHERE path = ?", (rel,)).fetchone()[0]
 
-        decided = compare_files(root, walk.documents, known, recorded_sha256, checked_at)
+        decided = compare_files(root, documents, known, recorded_sha256, checked_at)
         changes.checked, changes.hashed = decided.checked, decided.hashed
         # every recorded file seen (walked paths are unique): none is gone
-        gone = set() if decided.checked == len(known) else set(known) - {rel for rel, _ in walk.documents}
+        gone = set() if decided.checked == len(known) else set(known) - {rel for rel, _ in documents}
         if not (decided.different or decided.touched or decided.racy or gone) and checked_at is not None:
             # nothing changed, and every file was settled at the last walk (or it was hashed):
             # only the listing is recorded (an index of an older workbench has none), once
             if listing is not None and meta.get(LISTING) != listing:
-                _record_listing(db, walk.documents, checked_at)
+                _record_listing(db, documents, checked_at)
             else:
                 db.execute("ROLLBACK")  # nothing to record: the file is left untouched
             changes.seconds = time.perf_counter() - t0
@@ -507,7 +509,7 @@ def update_folder(path: Path, root: Path) -> Changes:
         # same content, new stat: the manifest follows
         db.executemany(_INSERT_FILE, [(rel, *st, recorded_sha256(rel)) for rel, st in decided.touched])
         old = _documents(db)
-        ordered = index_order(walk.documents)  # walk.documents keeps the walk's order: the listing's
+        ordered = index_order(documents)  # documents keeps the walk's order: the listing's
         order = [rel for rel, _ in ordered]
         different = set(decided.different)
         decided.different = [rel for rel in order if rel in different]  # in folder order
@@ -526,7 +528,7 @@ def update_folder(path: Path, root: Path) -> Changes:
         if decided.different or gone:
             _finish(db, str(root))
         db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (CHECKED_AT, str(started)))
-        _record_listing(db, walk.documents, started)  # the manifest now holds every stat of this walk
+        _record_listing(db, documents, started)  # the manifest now holds every stat of this walk
     changes.seconds = time.perf_counter() - t0
     if changes.added or changes.changed or changes.removed:
         changes.stale = derived_files(path)
