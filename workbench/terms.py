@@ -531,8 +531,8 @@ def choose_terms(
     # an index counts many terms' df together faster than one by one (same values): here the
     # single tokens (its cheap ones), below the phrases the bound cannot rule out
     prefetch = getattr(stats, "prefetch_df", None) if bounded else None
-    eligible = [(seed, seed_terms(seed)) for seed in seeds]
-    eligible = [(seed, summary, summary.eligible(seed.question_tokens)) for seed, summary in eligible]
+    summaries = [seed_terms(seed) for seed in seeds]
+    eligible = [(seed, summary, summary.eligible(seed.question_tokens)) for seed, summary in zip(seeds, summaries)]
     if prefetch is not None:
         prefetch([t for _, _, terms in eligible for t in terms], phrases=False)
     for seed, summary, terms in eligible:  # ranking order; a later seed wins only with a strictly higher priority
