@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from workbench import text as textlib
-from workbench.collation import _collator
+from workbench.collation import sort_key
 
 
 class TermWeightingError(ValueError):
@@ -414,7 +414,7 @@ def variant_fingerprint(name: str) -> str:
 @functools.lru_cache(maxsize=1 << 16)
 def collation_key(term: str) -> tuple:
     """pyuca's default Unicode collation key: the SPEC's tie-break between equal priorities."""
-    return tuple(_collator().sort_key(term))
+    return sort_key(term)
 
 
 class TermChoice(NamedTuple):
