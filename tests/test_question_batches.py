@@ -130,3 +130,16 @@ def test_trajectories_on_the_large_index_path_equal_fts5(tmp_path, monkeypatch):
         a = Run(large, q, judge=LexicalJudge(large)).run()
         b = Run(plain, q, judge=LexicalJudge(plain)).run()
         assert a.to_json(stats=False) == b.to_json(stats=False), q.id
+
+
+def test_a_search_reads_its_phrases_tokens_together_and_scores_as_fts5(pair):
+    memory, fts5 = pair
+    fresh = Index(memory.path)
+    read = []
+    load = fresh.postings.load_tokens
+    fresh.postings.load_tokens = lambda tokens: read.append(sorted(set(tokens))) or load(read[-1])
+    expression = query_expression(["apple words", "seven", "josé martí", "北京大学", "absent"])
+    assert fresh.search(expression, 10) == fts5.search(expression, 10)
+    assert read == [["absent", "apple", "jose", "marti", "seven", "words", "北京大学"]]  # as FTS5 splits them
+    assert fresh.search(expression, 10) == fts5.search(expression, 10)  # again, from the cached terms
+    assert read[1:] == [[]]

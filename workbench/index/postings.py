@@ -446,10 +446,18 @@ class Postings:
             self._cached_terms += len(rows)
         return found
 
+    def _all_phrase_terms(self, phrases: list[str], weights) -> list:
+        """`phrase_terms` of each phrase, the positions of the tokens of those not yet known read
+        together first (a question's tokens: one read and one decoding pass instead of one each)."""
+        w = tuple(float(x) for x in weights) + (1.0,) * (len(COLUMNS) - len(weights))
+        todo = [p for p in phrases if (p, w) not in self._terms and p not in self._phrases]
+        self.load_tokens(tok for p in todo for tok in self.tokens(p) or ())
+        return [self.phrase_terms(p, weights) for p in phrases]
+
     def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray] | None:
         """(rows matching any phrase, ascending; their bm25 as FTS5 returns it), or None
         when a phrase has no token."""
-        found = [self.phrase_terms(p, weights) for p in phrases]
+        found = self._all_phrase_terms(phrases, weights)
         if any(f is None for f in found):
             return None
         total = np.zeros(len(self.row_norm), dtype=np.float64)
@@ -465,7 +473,7 @@ class Postings:
         """bm25 (as `bm25` gives it) of the rows `among` (ascending, unique, each matching
         some phrase), without scoring the others; None when a phrase has no token. Each row
         adds the same terms in the same order as in `bm25`, so the scores are equal."""
-        found = [self.phrase_terms(p, weights) for p in phrases]
+        found = self._all_phrase_terms(phrases, weights)
         if any(f is None for f in found):
             return None
         total = np.zeros(len(among), dtype=np.float64)
