@@ -28,6 +28,7 @@ from typing import NamedTuple, Protocol
 
 from workbench import text as textlib
 from workbench.collation import sort_key
+from workbench.index.store import Index
 
 
 class TermWeightingError(ValueError):
@@ -530,7 +531,7 @@ def choose_terms(
     views = []
     # an index counts many terms' df together faster than one by one (same values): here the
     # single tokens (its cheap ones), below the phrases the bound cannot rule out
-    prefetch = getattr(stats, "prefetch_df", None) if bounded else None
+    prefetch = stats.prefetch_df if bounded and isinstance(stats, Index) else None
     summaries = [seed_terms(seed) for seed in seeds]
     eligible = [(seed, summary, summary.eligible(seed.question_tokens)) for seed, summary in zip(seeds, summaries)]
     if prefetch is not None:
