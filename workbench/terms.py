@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from workbench import text as textlib
-from workbench.collation import _collator
+from workbench.collation import sort_key
+from workbench.index.store import Index
 
 
 class TermWeightingError(ValueError):
@@ -414,7 +415,7 @@ def variant_fingerprint(name: str) -> str:
 @functools.lru_cache(maxsize=1 << 16)
 def collation_key(term: str) -> tuple:
     """pyuca's default Unicode collation key: the SPEC's tie-break between equal priorities."""
-    return tuple(_collator().sort_key(term))
+    return sort_key(term)
 
 
 class TermChoice(NamedTuple):
@@ -528,9 +529,15 @@ def choose_terms(
     best: dict[str, tuple[float, int, TermWeight, dict[str, tuple[str, str]]]] = {}
     seed_weights: dict[int, float | None] = {}
     views = []
-    for seed in seeds:  # ranking order; a later seed wins only with a strictly higher priority
-        summary = seed_terms(seed)
-        view = replace(seed, candidate_terms=summary.eligible(seed.question_tokens))
+    # an index counts many terms' df together faster than one by one (same values): here the
+    # single tokens (its cheap ones), below the phrases the bound cannot rule out
+    prefetch = stats.prefetch_df if bounded and isinstance(stats, Index) else None
+    summaries = [seed_terms(seed) for seed in seeds]
+    eligible = [(seed, summary, summary.eligible(seed.question_tokens)) for seed, summary in zip(seeds, summaries)]
+    if prefetch is not None:
+        prefetch([t for _, _, terms in eligible for t in terms], phrases=False)
+    for seed, summary, terms in eligible:  # ranking order; a later seed wins only with a strictly higher priority
+        view = replace(seed, candidate_terms=terms)
         weights, seed_weights[seed.unit_id] = _weigh(weighting, weighting_name, view, first_stats)
         _merge(best, weights, seed.unit_id, summary.kinds)
         views.append((view, summary.kinds, weights.keys()))
@@ -541,6 +548,8 @@ def choose_terms(
         recount = {t for t in first_stats.pending if t in best and best[t][0] >= floor}
         for t in first_stats.pending:
             best.pop(t, None)  # a bound below the floor: the term cannot reach the kept rows
+        if prefetch is not None:
+            prefetch(sorted(recount))
         for view, kinds, proposed in views:
             mine = recount.intersection(proposed)
             if mine:

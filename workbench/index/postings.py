@@ -212,6 +212,34 @@ def decode_keys(blobs: list[bytes]) -> np.ndarray:
     return out
 
 
+def decode_groups(groups: list[list[bytes]]) -> list[np.ndarray]:
+    """`decode_keys` of each group of blobs (one term's blobs per group), in one pass of numpy over
+    all of them: a blob decodes alone, so the concatenation splits into each group's keys."""
+    blobs = [blob for group in groups for blob in group]
+    if not blobs:
+        return [np.zeros(0, dtype=np.int64) for _ in groups]
+    keys = decode_keys(blobs)
+    # a group's keys: the values it holds (one byte < 0x80 ends each) less its blobs' header bytes
+    data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+    ended = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum(data < 0x80, out=ended[1:])
+    ends = np.cumsum([sum(len(blob) for blob in group) for group in groups])
+    values = np.diff(ended[ends], prepend=0) - np.array([len(group) for group in groups], dtype=np.int64)
+    return np.split(keys, np.cumsum(values)[:-1])
+
+
+def stored_counts(db: Queryable, table: str, column: str, terms: list[str]) -> dict[str, int]:
+    """{term: its `column` in `table`, 0 if absent} for many terms, one read per 500."""
+    out: dict[str, int] = {}
+    for i in range(0, len(terms), 500):
+        chunk = terms[i : i + 500]
+        out.update(dict.fromkeys(chunk, 0))
+        out.update(
+            db.execute(f"SELECT term, {column} FROM {table} WHERE term IN ({','.join('?' * len(chunk))})", chunk)
+        )
+    return out
+
+
 class Queryable(Protocol):
     # what Postings reads through: a sqlite3.Connection, or the index's read connection around one
     def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
@@ -238,16 +266,6 @@ def find_sorted(values: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np
     at = np.searchsorted(values, queries)
     at[at == len(values)] = 0
     return at, values[at] == queries
-
-
-def _intersect_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The values in both sorted, duplicate-free arrays (binary search of the shorter in
-    the longer: a phrase's rarer token bounds the work)."""
-    if len(a) > len(b):
-        a, b = b, a
-    if not len(a) or not len(b):
-        return a[:0]
-    return a[find_sorted(b, a)[1]]
 
 
 class Postings:
@@ -325,18 +343,43 @@ class Postings:
                 blobs = self.db.execute(self._read_term, (token,)).fetchall()
             # blocks hold increasing row ranges, so the concatenation stays sorted
             keys = decode_keys([b for (b,) in blobs]) if blobs else np.zeros(0, dtype=np.int64)
-            if self._cached_positions + len(keys) > TOKEN_CACHE_POSITIONS:
-                self._token_keys.clear()
-                self._cached_positions = 0
-            self._token_keys[token] = keys
-            self._cached_positions += len(keys)
+            self._keep_keys(token, keys)
         return keys
 
+    def load_tokens(self, tokens) -> None:
+        """Read the positions of the tokens not yet in memory, in one statement per 500 and one
+        decoding pass (what `_term_keys` reads one by one; counting a round's phrases needs
+        dozens, and each read or decoding call costs more than its bytes)."""
+        todo = [t for t in dict.fromkeys(tokens) if t not in self._token_keys]
+        for i in range(0, len(todo), 500):
+            chunk = todo[i : i + 500]
+            blobs: dict[str, list[bytes]] = {t: [] for t in chunk}
+            sql = self._read_term.replace("term = ?", f"term IN ({','.join('?' * len(chunk))})")
+            with self._lock:
+                rows = self.db.execute(sql.replace("SELECT keys", "SELECT term, keys"), chunk).fetchall()
+            for term, blob in rows:  # ORDER BY block: each term's blobs in block order
+                blobs[term].append(blob)
+            for term, keys in zip(chunk, decode_groups(list(blobs.values()))):
+                self._keep_keys(term, keys)
+
+    def _keep_keys(self, token: str, keys: np.ndarray) -> None:
+        if self._cached_positions + len(keys) > TOKEN_CACHE_POSITIONS:
+            self._token_keys.clear()
+            self._cached_positions = 0
+        self._token_keys[token] = keys
+        self._cached_positions += len(keys)
+
     def _starts(self, toks: tuple[str, ...]) -> np.ndarray:
-        """Sorted keys where the phrase begins: token k sits k places after token 0, same column."""
-        starts = self._term_keys(toks[0])
-        for k, tok in enumerate(toks[1:], start=1):
-            starts = _intersect_sorted(starts, self._term_keys(tok) - k)
+        """Sorted keys where the phrase begins: token k sits k places after token 0, same column.
+        The rarest token's keys (less its place) are the candidates; each other token keeps those
+        whose key plus its place it holds, a binary search of the candidates in its keys: no
+        array as long as a common token's keys is made."""
+        keys = [self._term_keys(tok) for tok in toks]
+        rare = min(range(len(toks)), key=lambda k: len(keys[k]))
+        starts = keys[rare] - rare if rare else keys[rare]
+        for k, other in enumerate(keys):
+            if k != rare and len(starts):
+                starts = starts[find_sorted(other, starts + k if k else starts)[1]]
         return starts
 
     def phrase(self, phrase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -403,10 +446,18 @@ class Postings:
             self._cached_terms += len(rows)
         return found
 
+    def _all_phrase_terms(self, phrases: list[str], weights) -> list:
+        """`phrase_terms` of each phrase, the positions of the tokens of those not yet known read
+        together first (a question's tokens: one read and one decoding pass instead of one each)."""
+        w = tuple(float(x) for x in weights) + (1.0,) * (len(COLUMNS) - len(weights))
+        todo = [p for p in phrases if (p, w) not in self._terms and p not in self._phrases]
+        self.load_tokens(tok for p in todo for tok in self.tokens(p) or ())
+        return [self.phrase_terms(p, weights) for p in phrases]
+
     def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray] | None:
         """(rows matching any phrase, ascending; their bm25 as FTS5 returns it), or None
         when a phrase has no token."""
-        found = [self.phrase_terms(p, weights) for p in phrases]
+        found = self._all_phrase_terms(phrases, weights)
         if any(f is None for f in found):
             return None
         total = np.zeros(len(self.row_norm), dtype=np.float64)
@@ -422,19 +473,24 @@ class Postings:
         """bm25 (as `bm25` gives it) of the rows `among` (ascending, unique, each matching
         some phrase), without scoring the others; None when a phrase has no token. Each row
         adds the same terms in the same order as in `bm25`, so the scores are equal."""
-        found = [self.phrase_terms(p, weights) for p in phrases]
+        found = self._all_phrase_terms(phrases, weights)
         if any(f is None for f in found):
             return None
         total = np.zeros(len(among), dtype=np.float64)
-        for rows, term in cast("list[tuple[np.ndarray, np.ndarray]]", found):
-            if not len(rows) or not len(among):
-                continue
-            # look the shorter list up in the longer one
-            if len(among) <= len(rows):
+        # each row's place in `among` (-1: not there), so a phrase's rows find theirs in one pass
+        # over them (a binary search costs ~50 ns a look-up: only for a list far longer than `among`)
+        lists = [(rows, term) for rows, term in cast("list[tuple[np.ndarray, np.ndarray]]", found) if len(rows)]
+        if not len(among) or not lists:
+            return -1.0 * total
+        slot = np.full(max([int(among[-1]), *(int(rows[-1]) for rows, _ in lists)]) + 1, -1, dtype=np.int32)
+        slot[among] = np.arange(len(among), dtype=np.int32)
+        for rows, term in lists:  # phrases in query order, as in `bm25`
+            if len(rows) > 16 * len(among):  # far longer: binary search of `among` in it instead
                 at, present = find_sorted(rows, among)
                 total[present] += term[at[present]]
             else:
-                at, present = find_sorted(among, rows)
+                at = slot[rows]
+                present = at >= 0
                 total[at[present]] += term[present]
         return -1.0 * total
 

@@ -34,7 +34,7 @@ from workbench import text as textlib
 from workbench.index.build import Fingerprint, write_index
 from workbench.index.corpora import iter_corpus, skipped_files
 from workbench.index.files import check_replaceable, remove_stale_builds
-from workbench.index.postings import Postings, bm25_order, phrases_of
+from workbench.index.postings import Postings, bm25_order, phrases_of, stored_counts
 from workbench.index.readers import corpus_loader
 from workbench.index.schema import (  # noqa: F401  (quote and query_expression: the store's public face)
     DEFAULT_FIELD_WEIGHTS,
@@ -136,12 +136,9 @@ class Index:
         self._match_rows: dict[str, np.ndarray] = {}
         # df and idf run once per term per seed in term weighting: bound dict look-ups keep
         # known terms out of Python-level calls
-        self._df = Memo(self._count_df)
-        self._idf = Memo(self._compute_idf)
-        self.df = self._df.__getitem__
-        self.idf = self._idf.__getitem__
-        self.cached_df = self._df.get  # df if already known, else None (never counts)
-        self.cached_idf = self._idf.get
+        self._df, self._idf = Memo(self._count_df), Memo(self._compute_idf)
+        self.df, self.idf = self._df.__getitem__, self._idf.__getitem__
+        self.cached_df, self.cached_idf = self._df.get, self._idf.get  # the value if known, else None (never counts)
         self._bm25_cache: dict[tuple, dict[int, float]] = {}
         self._units: dict[int, UnitRecord] = {}
         self._diversity_df: dict[str, int] = {}
@@ -449,6 +446,19 @@ class Index:
             return self._body_docs(toks[0])
         return None
 
+    def prefetch_df(self, terms, phrases: bool = True) -> None:
+        """Count df of many terms now, equal to `df` one by one (a large index): tokens in one read,
+        phrases (not with `phrases=False`) from their tokens' positions, read together."""
+        todo = [t for t in dict.fromkeys(terms) if t not in self._df]
+        postings = self.postings if todo and self.N > UNIT_CACHE_LIMIT else None
+        if postings is not None:
+            plain = [t for t in todo if _PLAIN_TOKEN.fullmatch(t)]
+            self._df.update(stored_counts(self.db, "terms", "body_docs", plain))
+            rest = [t for t in todo if t not in self._df] if phrases else []
+            postings.load_tokens(tok for t in rest for tok in postings.tokens(t) or ())
+            for t in rest:
+                self.df(t)
+
     def cheap_df(self, term: str) -> int | None:
         """df(t) if it needs no FTS5 query (already known, or a vocabulary read), else None."""
         n = self._df.get(term)
@@ -464,8 +474,7 @@ class Index:
         # build stored (fts5vocab's 'col' count; tested equal to the MATCH count)
         if self.N <= UNIT_CACHE_LIMIT:  # a small index: its whole vocabulary in one read
             return self._small_vocabulary.get(token, 0)
-        row = self.db.execute("SELECT body_docs FROM terms WHERE term = ?", (token,)).fetchone()
-        return row[0] if row else 0
+        return stored_counts(self.db, "terms", "body_docs", [token])[token]
 
     @cached_property
     def _small_vocabulary(self) -> dict[str, int]:
@@ -486,15 +495,8 @@ class Index:
         if len(known) + len(missing) > 1_000_000:
             known.clear()
             missing = list(tokens)
-        for i in range(0, len(missing), 500):
-            chunk = missing[i : i + 500]
-            found = dict.fromkeys(chunk, 0)
-            found.update(
-                self.db.execute(
-                    f"SELECT term, df FROM diversity_df WHERE term IN ({','.join('?' * len(chunk))})", chunk
-                ).fetchall()
-            )
-            known.update(found)  # in one step: a question on another thread never reads a placeholder 0
+        # in one step: a question on another thread never reads a placeholder 0
+        known.update(stored_counts(self.db, "diversity_df", "df", missing))
         return {t: known[t] for t in tokens}
 
     def diversity_vectors(self, unit_ids) -> list[dict[str, float]]:
