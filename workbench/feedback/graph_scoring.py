@@ -182,6 +182,7 @@ class Level:
     offsets: np.ndarray
     entries: np.ndarray | None
     beta: np.ndarray | None
+    bounds: np.ndarray | None = None  # per phrase, the largest listed contribution (graph_kernel.phrase_bounds)
 
 
 SLACK = 1e-6  # absolute, on a row's left-out mass: chunked cumulative sums round by ~1e-9
@@ -286,11 +287,17 @@ BUDGET_FRACTIONS = (0.05, 0.12, 0.2, 0.3, 0.4)
 # the compiled kernel scans a listed row for a few ns: one level is as fast as five there (50k
 # synthetic passages, 8,000 questions: 3.0-3.5 s CPU either way) and holds 0.61x the table's
 # entries instead of 3.5x
-KERNEL_FRACTIONS = (0.3,)
+KERNEL_FRACTIONS: tuple[float, ...] = ()
 START_SHARE = 0.8  # first level: the largest budget below this share of the expected k-th best score
 # a level answers if its budget is at most this share of theta (else a lower one: fewer rows to score)
 KEEP_SHARE = 0.9
 EXTRA = 8  # candidates scored exactly for the first lower bound, beyond k
+# the compiled kernel's max-score (question side): the lists of a question's rarest phrases are
+# read until SEED_POSITIONS positions for a first lower bound theta0; then the lists of the
+# phrases of least bound whose bounds add up to below ESSENTIAL_SHARE x (theta0 - budget) are
+# not read (a smaller share: tighter candidate bounds, more lists read)
+SEED_POSITIONS = 2000
+ESSENTIAL_SHARE = 0.6
 
 
 def top_neighbours(table, by_row, levels_, question, me: int, k: int, scratch: Scratch):
@@ -390,7 +397,7 @@ def _score_share(share: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
         for i in range(a, b):
             question = questions.of(i)
             skip[i] = bool(len(question) and table.missing[question].any())
-        constants = (MARGIN, EXTRA, START_SHARE, KEEP_SHARE)
+        constants = (MARGIN, EXTRA, START_SHARE, KEEP_SHARE, SEED_POSITIONS, ESSENTIAL_SHARE)
         return graph_kernel.score_share(kernel, table, by_row, levels_, questions, skip, k, a, b, constants)
     neighbours = np.full((b - a, k), -1, dtype=np.int64)
     scores = np.zeros((b - a, k), dtype=np.float64)
@@ -515,6 +522,9 @@ def score_all(
     del masses
     fractions = BUDGET_FRACTIONS if graph_kernel.load() is None else KERNEL_FRACTIONS  # loaded before the fork
     levels_ = levels(table, by_row, [f * typical for f in fractions])
+    if graph_kernel.load() is not None:
+        for level in levels_:  # before the fork: every worker inherits them
+            graph_kernel.phrase_bounds(table, level)
     lap("lists")
     _SHARED.update(table=table, by_row=by_row, levels=levels_, questions=questions, k=k)
     try:
