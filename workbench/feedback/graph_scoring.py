@@ -52,11 +52,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench import text as textlib
-from workbench.feedback import graph_kernel
+from workbench.feedback import graph_kernel, graph_table
 from workbench.index.postings import COLUMNS, K1, Postings
 from workbench.index.store import Index, bm25_order, query_expression
 
 MARGIN = 1e-9  # relative; float sums of <= 80 positive terms differ by ~1e-14 at most
+BULK_TABLE = True  # the phrase table from one read of the postings (graph_table); False: a look-up per phrase
 PARALLEL_FROM = 20_000  # passages: below this one process does it all (forking costs more)
 _ROW_BITS = 32
 _ROW_MASK = (1 << _ROW_BITS) - 1
@@ -117,14 +118,18 @@ def phrase_contributions(postings: Postings, phrase: str, column_weight: np.ndar
     return rows, idf * ((f * (K1 + 1.0)) / (f + postings.row_norm[rows]))
 
 
-def phrase_table(postings: Postings, vocabulary: Sequence[str], weights) -> PhraseTable:
-    """The contributions of every phrase in `vocabulary` (see PhraseTable)."""
+def phrase_table(postings: Postings, vocabulary: Sequence[str], weights, blobs: dict | None = None) -> PhraseTable:
+    """The contributions of every phrase in `vocabulary` (see PhraseTable). `blobs`: {term:
+    its stored blobs} read in one pass (`graph_table.read_term_blobs`): one-token phrases are
+    then computed by batches (`graph_table.bulk_parts`, the same floats)."""
     column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
     n = len(vocabulary)
     lengths = np.zeros(n, dtype=np.int64)
     missing = np.zeros(n, dtype=bool)
     rows_of, impacts_of = [], []
-    for p, phrase in enumerate(vocabulary):
+    if blobs is not None:
+        lengths, missing, rows_of, impacts_of = graph_table.bulk_parts(postings, vocabulary, weights, blobs)
+    for p, phrase in enumerate(vocabulary if blobs is None else ()):
         found = phrase_contributions(postings, phrase, column_weight)
         if found is None:
             missing[p] = True
@@ -431,13 +436,16 @@ def _table_share(share: tuple[int, int]) -> PhraseTable:
     if reopen:
         index.reopen_after_fork()
     a, b = share
-    return phrase_table(index.postings, vocabulary[a:b], weights)
+    return phrase_table(index.postings, vocabulary[a:b], weights, _SHARED.get("blobs"))
 
 
 def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int) -> PhraseTable:
     """`phrase_table` of the vocabulary, a share of the phrases per process, joined in order."""
-    index.postings  # noqa: B018 (read before the fork: every worker inherits the row sizes)
-    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1)
+    postings = index.postings  # read before the fork: every worker inherits the row sizes
+    blobs = None
+    if BULK_TABLE and postings is not None:  # every term's blobs in one pass, inherited too
+        blobs = graph_table.read_term_blobs(postings, {p for p in vocabulary if graph_table.single_token(postings, p)})
+    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1, blobs=blobs)
     try:
         parts = _run(_table_share, _shares(len(vocabulary), workers * 2), workers)
     finally:
