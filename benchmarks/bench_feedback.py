@@ -101,8 +101,8 @@ def graph_main(args, originals: list[dict], corpus: Path, work: Path) -> None:
         path = corpus if size == len(originals) else work / f"corpus-{size}.json"
         if not path.exists():
             write_corpus(originals, size, path)
-        ratios = []
         codes = [c for c in (args.code or "").split(",") if c] or [None]
+        ratios: dict[int, list[float]] = {n: [] for n in range(len(codes))}
         for run in range(args.repeat):
             db = work / f"graph-index-{size}.sqlite"
             for old in work.glob(f"{db.name}*"):
@@ -125,7 +125,7 @@ def graph_main(args, originals: list[dict], corpus: Path, work: Path) -> None:
                 check = child(BY_QUERIES, str(db), str(npz), str(args.sample), cwd=work, env=None)
                 ratio = graph["wall"] / build["wall"]
                 cpu_ratio = graph["cpu"] / max(build["cpu"], 1e-9)
-                ratios.append(ratio)
+                ratios[n].append(ratio)
                 stages = ", ".join(f"{k} {v:.0f}" for k, v in graph["stages"].items())
                 versus = ""
                 if n > 0 and "cpu" in graphs[0]:
@@ -140,8 +140,10 @@ def graph_main(args, originals: list[dict], corpus: Path, work: Path) -> None:
                     f"({check.get('sample')} in {check.get('seconds', 0):.0f} s) | {check.get('same')} |",
                     flush=True,
                 )
-        if len(ratios) > 1:
-            print(f"| {size:,} | median of {len(ratios)} | | | {statistics.median(ratios):.2f} | | | |")
+        for n, code in enumerate(codes):
+            if len(ratios[n]) > 1:
+                median = statistics.median(ratios[n])
+                print(f"| {size:,} | median of {len(ratios[n])} {code or ''} | | | {median:.2f} | | | |")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

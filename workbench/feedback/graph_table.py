@@ -18,11 +18,14 @@ tests/test_graph_table.py compares the two tables bit for bit.
 from __future__ import annotations
 
 import math
+import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from workbench.index.postings import COLUMNS, K1, Postings, block_chunks, decode_keys
+from workbench.index.sqlite import damaged_index
 
 BATCH_BYTES = 4 << 20  # blob bytes decoded per numpy pass: ~4 M keys of int64 temporaries at most
 _ROW_SHIFT, _COL_SHIFT = 32, 24
@@ -37,13 +40,30 @@ def stored_blocks(postings: Postings) -> tuple[int, ...]:
 
 
 def read_term_blobs(postings: Postings, terms: set[str]) -> dict[str, list[bytes]]:
-    """{term: its blobs in block order} for these terms, by one pass over the postings table."""
+    """{term: its blobs in block order} for these terms, by one pass over the postings table.
+    The index file is read on a connection of its own without a memory map, row by row: the
+    index's connection maps the file (its pages would count in this process's memory, then
+    in every forked worker's) and fetches a whole result at once (every term's blobs)."""
     blocks = ",".join(map(str, stored_blocks(postings)))
     out: dict[str, list[bytes]] = {}
     sql = f"SELECT term, keys FROM postings WHERE block IN ({blocks}) ORDER BY block, term"
-    for term, blob in postings.db.execute(sql):
-        if term in terms:
-            out.setdefault(term, []).append(blob)
+    path = getattr(postings.db, "path", None)
+    if path is None:  # not an index file's connection (e.g. a test's): its own execute
+        rows = postings.db.execute(sql)
+        for term, blob in rows:
+            if term in terms:
+                out.setdefault(term, []).append(blob)
+        return out
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        db.execute("PRAGMA mmap_size = 0")
+        for term, blob in db.execute(sql):
+            if term in terms:
+                out.setdefault(term, []).append(blob)
+    except sqlite3.DatabaseError as exc:
+        raise damaged_index(Path(path), exc) from None
+    finally:
+        db.close()
     return out
 
 
