@@ -20,12 +20,11 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 from workbench.index.postings import COLUMNS, K1, Postings, block_chunks, decode_keys
-from workbench.index.sqlite import damaged_index
+from workbench.index.sqlite import ReadConnection, damaged_index
 
 BATCH_BYTES = 4 << 20  # blob bytes decoded per numpy pass: ~4 M keys of int64 temporaries at most
 _ROW_SHIFT, _COL_SHIFT = 32, 24
@@ -47,13 +46,13 @@ def read_term_blobs(postings: Postings, terms: set[str]) -> dict[str, list[bytes
     blocks = ",".join(map(str, stored_blocks(postings)))
     out: dict[str, list[bytes]] = {}
     sql = f"SELECT term, keys FROM postings WHERE block IN ({blocks}) ORDER BY block, term"
-    path = getattr(postings.db, "path", None)
-    if path is None:  # not an index file's connection (e.g. a test's): its own execute
+    if not isinstance(postings.db, ReadConnection):  # not an index file's connection: its own execute
         rows = postings.db.execute(sql)
         for term, blob in rows:
             if term in terms:
                 out.setdefault(term, []).append(blob)
         return out
+    path = postings.db.path
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         db.execute("PRAGMA mmap_size = 0")
@@ -61,7 +60,7 @@ def read_term_blobs(postings: Postings, terms: set[str]) -> dict[str, list[bytes
             if term in terms:
                 out.setdefault(term, []).append(blob)
     except sqlite3.DatabaseError as exc:
-        raise damaged_index(Path(path), exc) from None
+        raise damaged_index(path, exc) from None
     finally:
         db.close()
     return out
