@@ -23,6 +23,14 @@ process and of its largest worker), the ratio graph/build, and the per-query def
 (`build_graph_by_queries`) on a --sample of passages, extrapolated, with its lists compared
 to the new graph's (same neighbours and scores, bit for bit). Repeated --repeat times
 (medians printed when more than one).
+
+    python benchmarks/bench_feedback.py --graph --sizes 300000 --code /work/base,.
+
+`--code A,B`: the graph by each of these checkouts (PYTHONPATH=checkout, in that order, then
+reversed on the next run) on the same index, built once per run by the code running this
+script: a row per checkout, each ratio against that run's build, the CPU ratio to the first
+checkout, and whether each checkout's arrays equal the first's byte for byte. A checkout may be a
+symlink (resolved when its graph starts).
 """
 
 from __future__ import annotations
@@ -93,32 +101,59 @@ def graph_main(args, originals: list[dict], corpus: Path, work: Path) -> None:
         path = corpus if size == len(originals) else work / f"corpus-{size}.json"
         if not path.exists():
             write_corpus(originals, size, path)
-        ratios = []
+        codes = [c for c in (args.code or "").split(",") if c] or [None]
+        ratios: dict[int, list[float]] = {n: [] for n in range(len(codes))}
         for run in range(args.repeat):
             db = work / f"graph-index-{size}.sqlite"
             for old in work.glob(f"{db.name}*"):
                 old.unlink()
             build = child(BUILD, str(path), str(db), cwd=work)
-            graph = child(GRAPH, str(db), str(work / f"graph-{size}.npz"), cwd=work)
-            if "error" in build or "error" in graph:
-                print(f"| {size:,} | {run + 1} | {build.get('error', '')} | {graph.get('error', '')} | | | | |")
-                continue
-            check = child(BY_QUERIES, str(db), str(work / f"graph-{size}.npz"), str(args.sample), cwd=work)
-            ratio = graph["wall"] / build["wall"]
-            cpu_ratio = graph["cpu"] / max(build["cpu"], 1e-9)
-            ratios.append(ratio)
-            stages = ", ".join(f"{k} {v:.0f}" for k, v in graph["stages"].items())
-            print(
-                f"| {size:,} | {run + 1} | {build['wall']:.0f} ({build['cpu']:.0f}, {build['rss_mib']:.0f}, "
-                f"{build['worker_rss_mib']:.0f}) | {graph['wall']:.0f} ({graph['cpu']:.0f}, {graph['rss_mib']:.0f}, "
-                f"{graph['worker_rss_mib']:.0f}) | {ratio:.2f} (CPU {cpu_ratio:.2f}) | {stages} "
-                f"| {check.get('extrapolated', 0):,.0f} "
-                f"({check.get('sample')} in {check.get('seconds', 0):.0f} s) | {check.get('same')} |",
-                flush=True,
-            )
-        if len(ratios) > 1:
-            print(f"| {size:,} | median of {len(ratios)} | | | {statistics.median(ratios):.2f} | | | |")
+            order = list(enumerate(codes)) if run % 2 == 0 else list(enumerate(codes))[::-1]
+            graphs: dict[int, dict] = {}
+            for n, code in order:
+                env = None if code is None else {**os.environ, "PYTHONPATH": str(Path(code).resolve())}
+                npz = work / f"graph-{size}-{n}.npz"
+                print(f"(graph by {code or 'this code'}, load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+                graphs[n] = child(GRAPH, str(db), str(npz), cwd=work, env=env)
+                graphs[n]["load"] = os.getloadavg()[0]
+            for n, code in enumerate(codes):
+                graph, npz = graphs[n], work / f"graph-{size}-{n}.npz"
+                label = f"{run + 1}" + ("" if code is None else f" {code}")
+                if "error" in build or "error" in graph:
+                    print(f"| {size:,} | {label} | {build.get('error', '')} | {graph.get('error', '')} | | | | |")
+                    continue
+                check = child(BY_QUERIES, str(db), str(npz), str(args.sample), cwd=work, env=None)
+                ratio = graph["wall"] / build["wall"]
+                cpu_ratio = graph["cpu"] / max(build["cpu"], 1e-9)
+                ratios[n].append(ratio)
+                stages = ", ".join(f"{k} {v:.0f}" for k, v in graph["stages"].items())
+                versus = ""
+                if n > 0 and "cpu" in graphs[0]:
+                    equal = _same_arrays(work / f"graph-{size}-0.npz", npz)
+                    versus = f"; CPU {graph['cpu'] / graphs[0]['cpu']:.2f}x the first's, arrays equal: {equal}"
+                print(
+                    f"| {size:,} | {label} | {build['wall']:.0f} ({build['cpu']:.0f}, {build['rss_mib']:.0f}, "
+                    f"{build['worker_rss_mib']:.0f}) | {graph['wall']:.0f} ({graph['cpu']:.0f}, "
+                    f"{graph['rss_mib']:.0f}, {graph['worker_rss_mib']:.0f}) | {ratio:.2f} (CPU {cpu_ratio:.2f}) "
+                    f"| {stages}; load at its end {graph['load']:.1f}{versus} "
+                    f"| {check.get('extrapolated', 0):,.0f} "
+                    f"({check.get('sample')} in {check.get('seconds', 0):.0f} s) | {check.get('same')} |",
+                    flush=True,
+                )
+        for n, code in enumerate(codes):
+            if len(ratios[n]) > 1:
+                median = statistics.median(ratios[n])
+                print(f"| {size:,} | median of {len(ratios[n])} {code or ''} | | | {median:.2f} | | | |")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
+
+
+def _same_arrays(a: Path, b: Path) -> bool:
+    import numpy as np
+
+    with np.load(a) as x, np.load(b) as y:
+        return sorted(x.files) == sorted(y.files) and all(
+            x[k].dtype == y[k].dtype and x[k].tobytes() == y[k].tobytes() for k in x.files
+        )
 
 
 def main() -> None:
@@ -130,6 +165,7 @@ def main() -> None:
     ap.add_argument("--full-up-to", type=int, default=60000, help="largest size whose whole graph is built")
     ap.add_argument("--graph", action="store_true", help="the corpus graph against the index build (see above)")
     ap.add_argument("--repeat", type=int, default=1, help="--graph: runs per size [1]")
+    ap.add_argument("--code", help="--graph: comma-separated checkouts whose graphs are timed side by side")
     args = ap.parse_args()
     corpus = need(Path(args.data) / "2wiki" / "corpus.json")
     originals = json.loads(corpus.read_text(encoding="utf-8"))

@@ -8,6 +8,7 @@ compiled kernel (workbench/feedback/graph_kernel.py) and by the numpy path witho
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,10 @@ from workbench.feedback import GraphParams, build_graph, corpus_graph, graph_ker
 from workbench.feedback.graph import build_graph_by_queries
 from workbench.index import Index
 from workbench.index.postings import Postings
+
+
+def numpy_asked() -> bool:
+    return os.environ.get("SAG2WB_GRAPH_KERNEL", "").strip().lower() == "numpy"
 
 
 def assert_same(index: Index, params: GraphParams, **options) -> None:
@@ -54,7 +59,8 @@ def corpora(tmp_path_factory):
 )
 @pytest.mark.parametrize("corpus", ["encyclopedia", "internal_docs"])
 def test_the_graph_equals_one_search_per_passage(corpora, corpus, params):
-    assert graph_kernel.load() is not None, "the compiled kernel did not load (no C compiler?)"
+    if not numpy_asked():  # SAG2WB_GRAPH_KERNEL=numpy runs the same tests on the numpy path
+        assert graph_kernel.load() is not None, "the compiled kernel did not load (no C compiler?)"
     assert_same(corpora[corpus], params, workers=1)
 
 

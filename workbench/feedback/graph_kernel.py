@@ -74,8 +74,10 @@ int score_share(
     const int64_t *t_off, const int32_t *t_rows, const double *t_imp,
     const int64_t *r_off, const int32_t *r_ent, const int32_t *r_phr,
     int32_t n_levels, const double *budgets, const int64_t **l_off, const int32_t **l_ent, const double **l_beta,
+    const double **l_ub,
     const int64_t *q_off, const int32_t *q_phr, const int64_t *ids, const uint8_t *skip,
     int64_t a, int64_t b, double margin, double start_share, double keep_share,
+    int64_t seed_positions, double essential_share,
     int64_t *out_nb, double *out_sc)
 {
     int64_t max_m = 1;
@@ -87,10 +89,12 @@ int score_share(
     int32_t *touched = malloc(n_rows * sizeof(int32_t));
     int32_t *pos = malloc(n_phrases * sizeof(int32_t));
     double *tmp = malloc(max_m * sizeof(double));
+    int32_t *ord = malloc(max_m * sizeof(int32_t));
     double *fs = malloc(cap_first * sizeof(double)), *ts = malloc(k * sizeof(double));
     int64_t *fr = malloc(cap_first * sizeof(int64_t)), *tr = malloc(k * sizeof(int64_t));
-    if (!acc || !stamp || !done || !touched || !pos || !tmp || !fs || !ts || !fr || !tr) {
-        free(acc); free(stamp); free(done); free(touched); free(pos); free(tmp); free(fs); free(ts); free(fr); free(tr);
+    if (!acc || !stamp || !done || !touched || !pos || !tmp || !ord || !fs || !ts || !fr || !tr) {
+        free(ord); free(acc); free(stamp); free(done); free(touched); free(pos); free(tmp);
+        free(fs); free(ts); free(fr); free(tr);
         return -1;
     }
     for (int64_t r = 0; r < n_rows; r++) { stamp[r] = -1; done[r] = -1; }
@@ -107,21 +111,76 @@ int score_share(
         double own = exact(&c, me, m);
         int lv = level_below(n_levels, budgets, start_share * ratio * own, 1e308, margin);
         int64_t nt = 0, top = 0;
+        int full = 0;  /* read every list (set if level 0 with unread lists could not answer) */
         for (;;) {
-            /* the listed contributions of the question's phrases at this level */
+            /* max-score: the question's phrases by their largest listed contribution at this
+               level (ub), largest first; the lists of the first few (the rare phrases: short
+               lists) give a lower bound theta0 on the k-th best; the longest run of smallest-ub
+               phrases whose ubs add up to below theta0 minus the level's budget (times
+               essential_share) is non-essential: a row in none of the other lists scores less
+               than the k-th best, so those lists are not read; each candidate's bound counts
+               their ubs instead (sum_ne) */
+            const double *ub = l_ub[lv];
+            for (int64_t j = 0; j < m; j++) {
+                int64_t x = j;
+                double u = ub[q[j]];
+                while (x > 0 && ub[q[ord[x - 1]]] < u) { ord[x] = ord[x - 1]; x--; }
+                ord[x] = (int32_t)j;
+            }
             epoch++;
             nt = 0;
             const int64_t *off = l_off[lv];
             const int32_t *ent = l_ent[lv];
-            for (int64_t j = 0; j < m; j++) {
-                int32_t p = q[j];
-                for (int64_t e = off[p]; e < off[p + 1]; e++) {
-                    int64_t at = ent ? ent[e] : e;
-                    int32_t r = t_rows[at];
-                    if (stamp[r] != epoch) { stamp[r] = epoch; acc[r] = 0.0; touched[nt++] = r; }
-                    acc[r] += t_imp[at];
+            int64_t scanned = 0, npos = 0;
+            double budget = budgets[lv];
+            double theta0 = 0.0;
+            for (int pass = 0; pass < 2; pass++) {
+                int64_t until = m;
+                if (pass == 0) {  /* the seeds */
+                    until = 0;
+                    while (until < m && (until == 0 || npos < seed_positions)) {
+                        int32_t p = q[ord[until++]];
+                        npos += off[p + 1] - off[p];
+                    }
+                } else {  /* the essential rest: stop where the remaining ubs stay below the share */
+                    double tail = 0.0;
+                    int64_t e = m;
+                    while (e > scanned && !full) {
+                        double next = tail + ub[q[ord[e - 1]]];
+                        if ((next + budget) * (1 + margin) >= essential_share * theta0 * (1 - margin)) break;
+                        tail = next;
+                        e--;
+                    }
+                    until = e;
+                }
+                for (; scanned < until; scanned++) {
+                    int32_t p = q[ord[scanned]];
+                    for (int64_t e = off[p]; e < off[p + 1]; e++) {
+                        int64_t at = ent ? ent[e] : e;
+                        int32_t r = t_rows[at];
+                        if (stamp[r] != epoch) { stamp[r] = epoch; acc[r] = 0.0; touched[nt++] = r; }
+                        acc[r] += t_imp[at];
+                    }
+                }
+                if (pass == 0 && scanned < m) {
+                    /* theta0: the k-th best exact score of the seeds' best partial sums */
+                    int64_t ns = 0;
+                    for (int64_t t = 0; t < nt; t++) {
+                        int32_t r = touched[t];
+                        if (r == me) continue;
+                        double s = acc[r];
+                        if (ns == cap_first && s <= fs[ns - 1]) continue;
+                        int64_t x = (ns < cap_first) ? ns++ : ns - 1;
+                        while (x > 0 && s > fs[x - 1]) { fs[x] = fs[x - 1]; fr[x] = fr[x - 1]; x--; }
+                        fs[x] = s; fr[x] = r;
+                    }
+                    top = 0;
+                    for (int64_t f = 0; f < ns; f++) offer(ts, tr, &top, k, exact(&c, fr[f], m), fr[f]);
+                    theta0 = (top == k) ? ts[k - 1] : 0.0;
                 }
             }
+            double sum_ne = 0.0;  /* the unread phrases' ubs, smallest first (as summed above) */
+            for (int64_t j = m - 1; j >= scanned; j--) sum_ne += ub[q[ord[j]]];
             /* a lower bound on the k-th best: the exact scores of the best partial sums */
             int64_t nf = 0;
             for (int64_t t = 0; t < nt; t++) {
@@ -136,30 +195,34 @@ int score_share(
             top = 0;
             for (int64_t f = 0; f < nf; f++) offer(ts, tr, &top, k, exact(&c, fr[f], m), fr[f]);
             double theta = (nf >= k) ? ts[k - 1] : 0.0;
-            double budget = budgets[lv];
-            int clears = theta * (1 - margin) > budget * (1 + margin);
+            if (theta0 > theta) theta = theta0;
+            /* an unlisted row scores at most budget + sum_ne: the level answers if theta clears it */
+            int clears = theta * (1 - margin) > (budget + sum_ne) * (1 + margin);
             int lower = level_below(n_levels, budgets, start_share * theta, budget, margin);
-            if (budget == 0.0 || (clears && (budgets[lower] == 0.0 || budget <= keep_share * theta))) {
+            int whole = budget == 0.0 && sum_ne == 0.0;  /* level 0, every list read */
+            if (whole || (clears && (budgets[lower] == 0.0 || budget <= keep_share * theta))) {
                 epoch++;
                 for (int64_t f = 0; f < nf; f++) done[fr[f]] = epoch;
                 const double *beta = l_beta[lv];
                 for (int64_t t = 0; t < nt; t++) {
                     int32_t r = touched[t];
                     if (r == me || done[r] == epoch) continue;
-                    double bound = acc[r] + (beta ? beta[r] : 0.0);
+                    double bound = acc[r] + sum_ne + (beta ? beta[r] : 0.0);
                     double floor = (top == k && ts[k - 1] > theta) ? ts[k - 1] : theta;
                     if (bound * (1 + margin) < floor * (1 - margin)) continue;
                     offer(ts, tr, &top, k, exact(&c, r, m), r);
                 }
                 break;
             }
+            if (budget == 0.0) full = 1;  /* cannot happen (essential_share <= 1); never loop */
             lv = lower;
         }
         for (int64_t t = 0; t < top; t++) { out_nb[(i - a) * k + t] = tr[t]; out_sc[(i - a) * k + t] = -1.0 * ts[t]; }
         if (own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
         for (int64_t j = 0; j < m; j++) pos[q[j]] = -1;
     }
-    free(acc); free(stamp); free(done); free(touched); free(pos); free(tmp); free(fs); free(ts); free(fr); free(tr);
+    free(ord); free(acc); free(stamp); free(done); free(touched); free(pos); free(tmp);
+    free(fs); free(ts); free(fr); free(tr);
     return 0;
 }
 """
@@ -230,17 +293,36 @@ def _p(array: np.ndarray | None, dtype) -> ctypes.c_void_p:
     return ctypes.c_void_p(array.ctypes.data)
 
 
+def phrase_bounds(table, level) -> np.ndarray:
+    """Each phrase's largest contribution among the level's listed positions (0.0: none
+    listed): what a row can get from the phrase when it is in the phrase's list. Cached on the
+    level (computed once before the scoring workers fork)."""
+    if level.bounds is not None:
+        return level.bounds
+    positions = table.impacts if level.entries is None else table.impacts[level.entries]
+    lengths = np.diff(level.offsets)
+    bounds = np.zeros(len(lengths), dtype=np.float64)
+    some = lengths > 0
+    if some.any():
+        bounds[some] = np.maximum.reduceat(positions, level.offsets[:-1][some])
+    level.bounds = bounds
+    return bounds
+
+
 def score_share(lib, table, by_row, levels_, questions, skip: np.ndarray, k: int, a: int, b: int, constants):
     """Neighbours and scores (k columns, -1 and 0.0 padding) of questions a..b-1, as
     `graph_scoring._score_share` computes them. `constants`: (margin, extra, start_share,
-    keep_share)."""
-    margin, extra, start_share, keep_share = constants
+    keep_share, seed_positions, essential_share)."""
+    margin, extra, start_share, keep_share, seed_positions, essential_share = constants
+    if not 0.0 <= essential_share <= 1.0:
+        raise ValueError(f"essential_share must be in [0, 1], got {essential_share}")
     neighbours = np.full((b - a, k), -1, dtype=np.int64)
     scores = np.zeros((b - a, k), dtype=np.float64)
     n = len(levels_)
     offsets = [np.ascontiguousarray(lv.offsets, dtype=np.int64) for lv in levels_]
     entries = [None if lv.entries is None else np.ascontiguousarray(lv.entries, dtype=np.int32) for lv in levels_]
     betas = [None if lv.beta is None else np.ascontiguousarray(lv.beta, dtype=np.float64) for lv in levels_]
+    bounds = [np.ascontiguousarray(phrase_bounds(table, lv), dtype=np.float64) for lv in levels_]
     ptrs = ctypes.c_void_p * n
     budgets = np.array([lv.budget for lv in levels_], dtype=np.float64)
     rc = lib.score_share(
@@ -259,6 +341,7 @@ def score_share(lib, table, by_row, levels_, questions, skip: np.ndarray, k: int
         ptrs(*[_p(x, np.int64) for x in offsets]),
         ptrs(*[_p(x, np.int32) for x in entries]),
         ptrs(*[_p(x, np.float64) for x in betas]),
+        ptrs(*[_p(x, np.float64) for x in bounds]),
         _p(questions.offsets, np.int64),
         _p(questions.phrases, np.int32),
         _p(questions.ids, np.int64),
@@ -268,6 +351,8 @@ def score_share(lib, table, by_row, levels_, questions, skip: np.ndarray, k: int
         ctypes.c_double(margin),
         ctypes.c_double(start_share),
         ctypes.c_double(keep_share),
+        ctypes.c_int64(seed_positions),
+        ctypes.c_double(essential_share),
         _p(neighbours, np.int64),
         _p(scores, np.float64),
     )

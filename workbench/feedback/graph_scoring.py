@@ -52,11 +52,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench import text as textlib
-from workbench.feedback import graph_kernel
+from workbench.feedback import graph_kernel, graph_table
 from workbench.index.postings import COLUMNS, K1, Postings
 from workbench.index.store import Index, bm25_order, query_expression
 
 MARGIN = 1e-9  # relative; float sums of <= 80 positive terms differ by ~1e-14 at most
+BULK_TABLE = True  # the phrase table from one read of the postings (graph_table); False: a look-up per phrase
 PARALLEL_FROM = 20_000  # passages: below this one process does it all (forking costs more)
 _ROW_BITS = 32
 _ROW_MASK = (1 << _ROW_BITS) - 1
@@ -117,14 +118,18 @@ def phrase_contributions(postings: Postings, phrase: str, column_weight: np.ndar
     return rows, idf * ((f * (K1 + 1.0)) / (f + postings.row_norm[rows]))
 
 
-def phrase_table(postings: Postings, vocabulary: Sequence[str], weights) -> PhraseTable:
-    """The contributions of every phrase in `vocabulary` (see PhraseTable)."""
+def phrase_table(postings: Postings, vocabulary: Sequence[str], weights, blobs: dict | None = None) -> PhraseTable:
+    """The contributions of every phrase in `vocabulary` (see PhraseTable). `blobs`: {term:
+    its stored blobs} read in one pass (`graph_table.read_term_blobs`): one-token phrases are
+    then computed by batches (`graph_table.bulk_parts`, the same floats)."""
     column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
     n = len(vocabulary)
     lengths = np.zeros(n, dtype=np.int64)
     missing = np.zeros(n, dtype=bool)
     rows_of, impacts_of = [], []
-    for p, phrase in enumerate(vocabulary):
+    if blobs is not None:
+        lengths, missing, rows_of, impacts_of = graph_table.bulk_parts(postings, vocabulary, weights, blobs)
+    for p, phrase in enumerate(vocabulary if blobs is None else ()):
         found = phrase_contributions(postings, phrase, column_weight)
         if found is None:
             missing[p] = True
@@ -182,6 +187,7 @@ class Level:
     offsets: np.ndarray
     entries: np.ndarray | None
     beta: np.ndarray | None
+    bounds: np.ndarray | None = None  # per phrase, the largest listed contribution (graph_kernel.phrase_bounds)
 
 
 SLACK = 1e-6  # absolute, on a row's left-out mass: chunked cumulative sums round by ~1e-9
@@ -286,11 +292,17 @@ BUDGET_FRACTIONS = (0.05, 0.12, 0.2, 0.3, 0.4)
 # the compiled kernel scans a listed row for a few ns: one level is as fast as five there (50k
 # synthetic passages, 8,000 questions: 3.0-3.5 s CPU either way) and holds 0.61x the table's
 # entries instead of 3.5x
-KERNEL_FRACTIONS = (0.3,)
+KERNEL_FRACTIONS: tuple[float, ...] = ()
 START_SHARE = 0.8  # first level: the largest budget below this share of the expected k-th best score
 # a level answers if its budget is at most this share of theta (else a lower one: fewer rows to score)
 KEEP_SHARE = 0.9
 EXTRA = 8  # candidates scored exactly for the first lower bound, beyond k
+# the compiled kernel's max-score (question side): the lists of a question's rarest phrases are
+# read until SEED_POSITIONS positions for a first lower bound theta0; then the lists of the
+# phrases of least bound whose bounds add up to below ESSENTIAL_SHARE x (theta0 - budget) are
+# not read (a smaller share: tighter candidate bounds, more lists read)
+SEED_POSITIONS = 2000
+ESSENTIAL_SHARE = 0.6
 
 
 def top_neighbours(table, by_row, levels_, question, me: int, k: int, scratch: Scratch):
@@ -390,7 +402,7 @@ def _score_share(share: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
         for i in range(a, b):
             question = questions.of(i)
             skip[i] = bool(len(question) and table.missing[question].any())
-        constants = (MARGIN, EXTRA, START_SHARE, KEEP_SHARE)
+        constants = (MARGIN, EXTRA, START_SHARE, KEEP_SHARE, SEED_POSITIONS, ESSENTIAL_SHARE)
         return graph_kernel.score_share(kernel, table, by_row, levels_, questions, skip, k, a, b, constants)
     neighbours = np.full((b - a, k), -1, dtype=np.int64)
     scores = np.zeros((b - a, k), dtype=np.float64)
@@ -424,13 +436,16 @@ def _table_share(share: tuple[int, int]) -> PhraseTable:
     if reopen:
         index.reopen_after_fork()
     a, b = share
-    return phrase_table(index.postings, vocabulary[a:b], weights)
+    return phrase_table(index.postings, vocabulary[a:b], weights, _SHARED.get("blobs"))
 
 
 def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int) -> PhraseTable:
     """`phrase_table` of the vocabulary, a share of the phrases per process, joined in order."""
-    index.postings  # noqa: B018 (read before the fork: every worker inherits the row sizes)
-    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1)
+    postings = index.postings  # read before the fork: every worker inherits the row sizes
+    blobs = None
+    if BULK_TABLE and postings is not None:  # every term's blobs in one pass, inherited too
+        blobs = graph_table.read_term_blobs(postings, {p for p in vocabulary if graph_table.single_token(postings, p)})
+    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1, blobs=blobs)
     try:
         parts = _run(_table_share, _shares(len(vocabulary), workers * 2), workers)
     finally:
@@ -515,6 +530,9 @@ def score_all(
     del masses
     fractions = BUDGET_FRACTIONS if graph_kernel.load() is None else KERNEL_FRACTIONS  # loaded before the fork
     levels_ = levels(table, by_row, [f * typical for f in fractions])
+    if graph_kernel.load() is not None:
+        for level in levels_:  # before the fork: every worker inherits them
+            graph_kernel.phrase_bounds(table, level)
     lap("lists")
     _SHARED.update(table=table, by_row=by_row, levels=levels_, questions=questions, k=k)
     try:
