@@ -12,9 +12,10 @@ stored in the index file beside FTS5's own tables (SPEC §2):
 | `aliases` | accent-folded title -> the title | name repair |
 | `diversity_df` | original documents containing a diversity token | diversity vectors |
 
-A chunk is a run of whole documents (about CHUNK_UNITS units). Each chunk's positions are
-FTS5's own, computed in the worker from the tokens (`fts_positions`); chunks are tokenized
-in parallel but written in order, so one process and several give byte-identical tables.
+A chunk is a run of whole documents (about CHUNK_UNITS units). Each chunk's positions come
+from a scratch FTS5 table with the index's tokenizer in the worker, so they are FTS5's own
+positions; chunks are tokenized in parallel but written in order, so one process and
+several give byte-identical tables.
 
 >>> from workbench.index.corpora import iter_corpus
 >>> meta = write_index(iter_corpus("sample_corpora/encyclopedia/corpus.json"), Path("enc.sqlite"), "encyclopedia")
@@ -41,8 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench import text as textlib
-from workbench.index.fts_positions import fts_positions
-from workbench.index.postings import BLOCK_CHUNKS, COLUMNS, encode_groups
+from workbench.index.postings import BLOCK_CHUNKS, COLUMNS, encode_groups, read_instances
 from workbench.index.schema import DIVERSITY_TOKEN, SCHEMA_VERSION, fold_accents, normalize_title, tokenizer_signature
 from workbench.index.units import Unit
 
@@ -102,11 +102,9 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
     keys_of_title: dict[str, tuple[str, str]] = {}
     doc_sets: list[set[str]] = []
     doc_tokens: set[str] = set()
-    columns: list[tuple[list[str], list[str], list[str]]] = []
     for i, (title, heading, body, document) in enumerate(rows):
-        t, h, b = tok(title), tok(heading), tok(body)
-        columns.append((t, h, b))
-        fts_rows.append((ids[i], " ".join(t), " ".join(h), " ".join(b)))
+        t = tok(title)
+        fts_rows.append((ids[i], " ".join(t), " ".join(tok(heading)), " ".join(tok(body))))
         if len(t) >= 2:
             phrases[" ".join(t)] += 1  # counted: an update removes a phrase with its last unit
         if title not in keys_of_title:
@@ -119,8 +117,14 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
             doc_sets.append(doc_tokens)
             doc_tokens = set()
     diversity = Counter(itertools.chain.from_iterable(doc_sets))  # documents per token, counted in C
-    # the positions FTS5 stores for these rows (what a scratch FTS5 table would hold)
-    terms, counts, keys = fts_positions(ids, columns)
+    # FTS5's own positions for these rows: a scratch table with the index's tokenizer
+    scratch = sqlite3.connect(":memory:")
+    try:
+        scratch.execute("CREATE VIRTUAL TABLE fts USING fts5(title, heading, body, content='')")
+        scratch.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", fts_rows)
+        terms, counts, keys = read_instances(scratch)
+    finally:
+        scratch.close()
     lengths = np.zeros(len(ids), dtype="<i4")  # a row's token count = its positions
     rows_of, counts_of = np.unique(keys >> 32, return_counts=True)
     lengths[np.searchsorted(np.array(ids, dtype=np.int64), rows_of)] = counts_of
