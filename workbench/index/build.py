@@ -27,10 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import multiprocessing
-import multiprocessing.connection
 import os
-import queue
 import signal
 import sqlite3
 import time
@@ -238,9 +235,10 @@ def insert_units(db: sqlite3.Connection, ids, units: list[Unit], title_keys, fin
 
 
 def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[Unit], done: dict, fingerprint) -> None:
-    """One tokenized chunk into the index's tables but FTS5's (`FtsRows`); statistics that
-    add over chunks are summed at the end (`DiversityCounts`, `write_statistics`)."""
+    """One tokenized chunk into the index's tables (statistics that add over chunks are
+    summed at the end: `DiversityCounts`, `write_statistics`)."""
     insert_units(db, range(first, first + len(units)), units, done["title_keys"], fingerprint)
+    db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", done["fts_rows"])
     db.execute("INSERT INTO row_lengths VALUES (?, ?, ?)", (first, chunk_no, done["lengths"]))
     db.executemany(
         "INSERT INTO title_phrases VALUES (?, ?) ON CONFLICT (phrase) DO UPDATE SET units = units + excluded.units",
@@ -295,149 +293,18 @@ class PostingsBlocks:
                 first = last
 
 
-FTS_SCHEMA = "CREATE VIRTUAL TABLE fts USING fts5(title, heading, body, content='')"
-FTS_INSERT = "INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)"
-# FTS5's shadow tables (contentless: no fts_content); a side file's rows are copied into these
-FTS_TABLES = ("fts_data", "fts_idx", "fts_docsize", "fts_config")
-BUILD_PRAGMAS = (
-    f"PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = {PAGE_SIZE}; PRAGMA cache_size = -65536;"
-)
-
-
-def _write_fts(side: str, rows, result) -> None:
-    """The FTS5 writer process: chunks of rows from the queue `rows` (None ends them) into the
-    table `fts` of the file `side`, in one transaction, then 'optimize', as the index's own
-    connection would do them (so FTS5's pages and structure record are the same bytes).
-    Sends None, or the exception that stopped it, to `result`."""
-    _ignore_interrupts()
-    try:
-        db = sqlite3.connect(side)
-        try:
-            db.executescript(BUILD_PRAGMAS + FTS_SCHEMA)
-            while (chunk := rows.get()) is not None:
-                db.executemany(FTS_INSERT, chunk)
-            db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
-            db.commit()
-        finally:
-            db.close()
-        result.send(None)
-    except BaseException as exc:  # the parent raises it (a full disk keeps its sqlite_errorcode)
-        result.send(exc)
-
-
-class FtsRows:
-    """The FTS5 table's rows, chunk by chunk. FTS5's insert (tokenizing again, segment flushes
-    and merges) was ~1/3 of the parent's time, and the parent is what bounds a build's wall
-    time; so when chunks are tokenized by workers, a process of its own writes them into a
-    side file, started at the second chunk (a one-chunk build writes in place), and the
-    finished shadow tables are copied into the index. The rows, their order and the one
-    transaction are the same as writing in place, so the tables are identical (tested)."""
-
-    def __init__(self, db: sqlite3.Connection, path: Path, parallel: bool):
-        self.db, self.path, self.parallel = db, path, parallel
-        self.held: list = []  # the first chunk's rows, until a second chunk shows a writer pays
-        self.side: Path | None = None
-        self.process: multiprocessing.Process | None = None
-        self.rows: multiprocessing.Queue | None = None
-        self.result: multiprocessing.connection.Connection | None = None
-
-    def add(self, rows: list) -> None:
-        if not self.parallel:
-            self.db.executemany(FTS_INSERT, rows)
-        elif self.process is None and not self.held:
-            self.held = rows
-        else:
-            if self.process is None:
-                self._start()
-            self._put(self.held)
-            self.held = []
-            self._put(rows)
-
-    def _start(self) -> None:
-        side = self.path.with_name(f"{self.path.name}.fts-{os.getpid()}")  # a stale build's cleanup finds it
-        n = 0
-        while side.exists():  # never a file this build did not make
-            n += 1
-            side = self.path.with_name(f"{self.path.name}.fts{n}-{os.getpid()}")
-        self.side = side
-        self.rows = multiprocessing.Queue(maxsize=4)  # a few chunks in flight: memory stays bounded
-        self.result, theirs = multiprocessing.Pipe(duplex=False)
-        self.process = multiprocessing.Process(target=_write_fts, args=(str(side), self.rows, theirs), daemon=True)
-        self.process.start()
-        theirs.close()
-
-    def _put(self, rows) -> None:
-        assert self.process is not None and self.rows is not None
-        while True:
-            try:
-                self.rows.put(rows, timeout=1.0)
-                return
-            except queue.Full:
-                if not self.process.is_alive():
-                    self._raise_failure()
-
-    def _raise_failure(self) -> None:
-        assert self.process is not None and self.result is not None
-        exc = self.result.recv() if self.result.poll() else None
-        if exc is None:
-            raise RuntimeError(f"the FTS5 writer process stopped (exit code {self.process.exitcode})")
-        raise exc
-
-    def finish(self) -> None:
-        """All rows in, merged to one segment ('optimize'), and `terms` written from FTS5's
-        vocabulary. Ends with the transaction committed."""
-        if self.process is None:
-            if self.held:
-                self.db.executemany(FTS_INSERT, self.held)
-                self.held = []
-            self.db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
-            write_statistics(self.db, "main")
-            self.db.commit()
-            return
-        assert self.result is not None and self.side is not None
-        self._put(None)
-        try:
-            got = self.result.recv()
-        except EOFError:  # it died without a word (killed)
-            self.process.join()
-            got = RuntimeError(f"the FTS5 writer process stopped (exit code {self.process.exitcode})")
-        if got is not None:
-            raise got
-        self.process.join()
-        db = self.db
-        db.commit()  # ATTACH needs no open transaction
-        db.execute("ATTACH DATABASE ? AS fts_side", (str(self.side),))
-        for table in FTS_TABLES:
-            db.execute(f"DELETE FROM main.{table}")  # what CREATE VIRTUAL TABLE wrote
-            db.execute(f"INSERT INTO main.{table} SELECT * FROM fts_side.{table}")
-        write_statistics(db, "fts_side")
-        db.commit()
-        db.execute("DETACH DATABASE fts_side")
-
-    def close(self) -> None:
-        """Stop the writer if it still runs (a failed build) and delete the side file."""
-        if self.process is not None:
-            assert self.rows is not None and self.result is not None
-            self.rows.cancel_join_thread()
-            if self.process.is_alive():
-                self.process.terminate()
-            self.process.join()
-            self.rows.close()
-            self.result.close()
-            self.process = None
-        if self.side is not None:
-            for extra in ("", "-journal"):
-                Path(str(self.side) + extra).unlink(missing_ok=True)
-
-
 class DiversityCounts:
-    """Diversity df summed over chunks: in a dict (a chunk's ~20k counts added in ~2 ms, where
-    rows in a temp table and a GROUP BY cost ~10x that), spilled to a temp table whenever it
-    holds `spill` tokens, so memory stays bounded for any vocabulary."""
+    """Diversity df summed over chunks: in a dict (a chunk's ~20k counts added in a few ms,
+    where rows in a temp table and a GROUP BY at the end cost several times that in the
+    parent), spilled to a temp table whenever it holds `DIVERSITY_SPILL` tokens, so memory
+    stays bounded for any vocabulary."""
 
     def __init__(self, db: sqlite3.Connection, spill: int | None = None):
         self.db, self.spill, self.spilled = db, DIVERSITY_SPILL if spill is None else spill, False
         self.counts: dict[str, int] = {}
+        # created before FTS5's first insert: a schema change in mid-build makes FTS5 flush its
+        # pending rows early, and its stored structure would differ (tested)
+        db.execute("CREATE TEMP TABLE diversity_parts (term TEXT NOT NULL, df INTEGER NOT NULL)")
 
     def add(self, pairs: list[tuple[str, int]]) -> None:
         counts, get = self.counts, self.counts.get
@@ -447,9 +314,7 @@ class DiversityCounts:
             self._spill()
 
     def _spill(self) -> None:
-        if not self.spilled:
-            self.db.execute("CREATE TEMP TABLE diversity_parts (term TEXT NOT NULL, df INTEGER NOT NULL)")
-            self.spilled = True
+        self.spilled = True
         self.db.executemany("INSERT INTO temp.diversity_parts VALUES (?, ?)", self.counts.items())
         self.counts = {}
 
@@ -462,14 +327,13 @@ class DiversityCounts:
             self.db.execute(
                 "INSERT INTO diversity_df SELECT term, sum(df) FROM temp.diversity_parts GROUP BY term ORDER BY term"
             )
-            self.db.execute("DROP TABLE temp.diversity_parts")
+        self.db.execute("DROP TABLE temp.diversity_parts")
         self.counts = {}
 
 
-def write_statistics(db: sqlite3.Connection, schema: str = "main") -> None:
-    """Body document counts of tokens: fts5vocab's 'col' counts of the whole FTS5 table
-    (the one in the database `schema`)."""
-    db.execute(f"CREATE VIRTUAL TABLE temp.body_vocabulary USING fts5vocab({schema}, fts, 'col')")
+def write_statistics(db: sqlite3.Connection) -> None:
+    """Body document counts of tokens: fts5vocab's 'col' counts of the whole FTS5 table."""
+    db.execute("CREATE VIRTUAL TABLE temp.body_vocabulary USING fts5vocab(main, fts, 'col')")
     db.execute("INSERT INTO terms SELECT term, doc FROM temp.body_vocabulary WHERE col = 'body'")
     db.execute("DROP TABLE temp.body_vocabulary")
 
@@ -509,9 +373,11 @@ def write_index(
     workers = default_workers() if workers is None else workers
     db = sqlite3.connect(path)
     bar = _progress_bar(progress, total)
-    fts = FtsRows(db, path, parallel=workers > 1)
     try:
-        db.executescript(BUILD_PRAGMAS + SCHEMA)
+        db.executescript(
+            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = " + str(PAGE_SIZE) + ";"
+            "PRAGMA cache_size = -65536;" + SCHEMA
+        )
         diversity = DiversityCounts(db)
         fingerprint = Fingerprint()
         blocks = PostingsBlocks(db)
@@ -519,7 +385,6 @@ def write_index(
         n = 0
         for chunk_no, (first, chunk, done) in enumerate(_Chunks(units, workers)):
             write_chunk(db, chunk_no, first, chunk, done, fingerprint)
-            fts.add(done["fts_rows"])
             blocks.add(chunk_no, done)
             diversity.add(done["diversity"])
             documents += sum(1 for i, u in enumerate(chunk) if i == 0 or u.document != chunk[i - 1].document)
@@ -529,10 +394,11 @@ def write_index(
             return {}
         blocks.flush()
         bar.set_description("indexing: merging")
-        fts.finish()  # FTS5's table merged ('optimize') and `terms`
+        db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
         # an update finds the units of a changed document, and the aliases of changed titles
         db.execute("CREATE INDEX units_document ON units (document)")
         db.execute("CREATE INDEX units_title_fold ON units (title_fold)")
+        write_statistics(db)
         diversity.write()
         write_aliases(db)
         meta = {
@@ -553,4 +419,3 @@ def write_index(
     finally:
         bar.close()
         db.close()
-        fts.close()
