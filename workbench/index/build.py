@@ -48,6 +48,8 @@ CHUNK_UNITS = 2048
 # up to ~4 KiB stays on its leaf page (30k units: 1.47 KiB per unit, against 1.55 at 4 KiB)
 PAGE_SIZE = 16384
 ENCODE_POSITIONS = 1 << 18
+# distinct diversity tokens held in memory before they are added to a temp table (~100 MiB)
+DIVERSITY_SPILL = 1 << 20
 SCHEMA = """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     CREATE TABLE units (id INTEGER PRIMARY KEY, title TEXT NOT NULL, heading TEXT NOT NULL,
@@ -234,7 +236,7 @@ def insert_units(db: sqlite3.Connection, ids, units: list[Unit], title_keys, fin
 
 def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[Unit], done: dict, fingerprint) -> None:
     """One tokenized chunk into the index's tables (statistics that add over chunks are
-    summed at the end)."""
+    summed at the end: `DiversityCounts`, `write_statistics`)."""
     insert_units(db, range(first, first + len(units)), units, done["title_keys"], fingerprint)
     db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", done["fts_rows"])
     db.execute("INSERT INTO row_lengths VALUES (?, ?, ?)", (first, chunk_no, done["lengths"]))
@@ -242,7 +244,6 @@ def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[U
         "INSERT INTO title_phrases VALUES (?, ?) ON CONFLICT (phrase) DO UPDATE SET units = units + excluded.units",
         done["phrases"],
     )
-    db.executemany("INSERT INTO temp.diversity_parts VALUES (?, ?)", done["diversity"])
 
 
 def merge_positions(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -292,14 +293,49 @@ class PostingsBlocks:
                 first = last
 
 
+class DiversityCounts:
+    """Diversity df summed over chunks: in a dict (a chunk's ~20k counts added in a few ms,
+    where rows in a temp table and a GROUP BY at the end cost several times that in the
+    parent), spilled to a temp table whenever it holds `DIVERSITY_SPILL` tokens, so memory
+    stays bounded for any vocabulary."""
+
+    def __init__(self, db: sqlite3.Connection, spill: int | None = None):
+        self.db, self.spill, self.spilled = db, DIVERSITY_SPILL if spill is None else spill, False
+        self.counts: dict[str, int] = {}
+        # created before FTS5's first insert: a schema change in mid-build makes FTS5 flush its
+        # pending rows early, and its stored structure would differ (tested)
+        db.execute("CREATE TEMP TABLE diversity_parts (term TEXT NOT NULL, df INTEGER NOT NULL)")
+
+    def add(self, pairs: list[tuple[str, int]]) -> None:
+        counts, get = self.counts, self.counts.get
+        for term, df in pairs:
+            counts[term] = get(term, 0) + df
+        if len(counts) >= self.spill:
+            self._spill()
+
+    def _spill(self) -> None:
+        self.spilled = True
+        self.db.executemany("INSERT INTO temp.diversity_parts VALUES (?, ?)", self.counts.items())
+        self.counts = {}
+
+    def write(self) -> None:
+        """The table `diversity_df`, rows in term order (SQLite's BINARY order is code point order)."""
+        if not self.spilled:
+            self.db.executemany("INSERT INTO diversity_df VALUES (?, ?)", sorted(self.counts.items()))
+        else:
+            self._spill()
+            self.db.execute(
+                "INSERT INTO diversity_df SELECT term, sum(df) FROM temp.diversity_parts GROUP BY term ORDER BY term"
+            )
+        self.db.execute("DROP TABLE temp.diversity_parts")
+        self.counts = {}
+
+
 def write_statistics(db: sqlite3.Connection) -> None:
-    """Sums over chunks, in SQL: body document counts of tokens (fts5vocab's 'col' counts
-    of the whole FTS5 table) and diversity df (per-chunk document counts added up)."""
+    """Body document counts of tokens: fts5vocab's 'col' counts of the whole FTS5 table."""
     db.execute("CREATE VIRTUAL TABLE temp.body_vocabulary USING fts5vocab(main, fts, 'col')")
     db.execute("INSERT INTO terms SELECT term, doc FROM temp.body_vocabulary WHERE col = 'body'")
     db.execute("DROP TABLE temp.body_vocabulary")
-    db.execute("INSERT INTO diversity_df SELECT term, sum(df) FROM temp.diversity_parts GROUP BY term ORDER BY term")
-    db.execute("DROP TABLE temp.diversity_parts")
 
 
 def write_aliases(db: sqlite3.Connection, folds=None) -> None:
@@ -342,7 +378,7 @@ def write_index(
             "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = " + str(PAGE_SIZE) + ";"
             "PRAGMA cache_size = -65536;" + SCHEMA
         )
-        db.execute("CREATE TEMP TABLE diversity_parts (term TEXT NOT NULL, df INTEGER NOT NULL)")
+        diversity = DiversityCounts(db)
         fingerprint = Fingerprint()
         blocks = PostingsBlocks(db)
         documents = 0
@@ -350,6 +386,7 @@ def write_index(
         for chunk_no, (first, chunk, done) in enumerate(_Chunks(units, workers)):
             write_chunk(db, chunk_no, first, chunk, done, fingerprint)
             blocks.add(chunk_no, done)
+            diversity.add(done["diversity"])
             documents += sum(1 for i, u in enumerate(chunk) if i == 0 or u.document != chunk[i - 1].document)
             n += len(chunk)
             bar.update(len(chunk))
@@ -362,6 +399,7 @@ def write_index(
         db.execute("CREATE INDEX units_document ON units (document)")
         db.execute("CREATE INDEX units_title_fold ON units (title_fold)")
         write_statistics(db)
+        diversity.write()
         write_aliases(db)
         meta = {
             "schema": SCHEMA_VERSION,
