@@ -62,6 +62,26 @@ static void offer(double *ts, int64_t *tr, int64_t *n, int64_t k, double s, int6
     ts[i] = s; tr[i] = r;
 }
 
+/* the cap best partial sums acc[r] of the touched rows other than me (fs, fr; returns how many),
+   and the k best exact scores among them (ts, tr; *top of them) */
+static int64_t exact_top(const Ctx *c, const int32_t *touched, int64_t nt, int64_t me, const double *acc,
+                         int64_t cap, double *fs, int64_t *fr, double *ts, int64_t *tr, int64_t *top, int64_t k,
+                         int64_t m) {
+    int64_t nf = 0;
+    for (int64_t t = 0; t < nt; t++) {
+        int32_t r = touched[t];
+        if (r == me) continue;
+        double s = acc[r];
+        if (nf == cap && s <= fs[nf - 1]) continue;
+        int64_t x = (nf < cap) ? nf++ : nf - 1;
+        while (x > 0 && s > fs[x - 1]) { fs[x] = fs[x - 1]; fr[x] = fr[x - 1]; x--; }
+        fs[x] = s; fr[x] = r;
+    }
+    *top = 0;
+    for (int64_t f = 0; f < nf; f++) offer(ts, tr, top, k, exact(c, fr[f], m), fr[f]);
+    return nf;
+}
+
 static int level_below(int32_t n_levels, const double *budgets, double score, double under, double margin) {
     int best = 0;
     for (int l = 0; l < n_levels; l++)
@@ -164,36 +184,14 @@ int score_share(
                 }
                 if (pass == 0 && scanned < m) {
                     /* theta0: the k-th best exact score of the seeds' best partial sums */
-                    int64_t ns = 0;
-                    for (int64_t t = 0; t < nt; t++) {
-                        int32_t r = touched[t];
-                        if (r == me) continue;
-                        double s = acc[r];
-                        if (ns == cap_first && s <= fs[ns - 1]) continue;
-                        int64_t x = (ns < cap_first) ? ns++ : ns - 1;
-                        while (x > 0 && s > fs[x - 1]) { fs[x] = fs[x - 1]; fr[x] = fr[x - 1]; x--; }
-                        fs[x] = s; fr[x] = r;
-                    }
-                    top = 0;
-                    for (int64_t f = 0; f < ns; f++) offer(ts, tr, &top, k, exact(&c, fr[f], m), fr[f]);
+                    exact_top(&c, touched, nt, me, acc, cap_first, fs, fr, ts, tr, &top, k, m);
                     theta0 = (top == k) ? ts[k - 1] : 0.0;
                 }
             }
             double sum_ne = 0.0;  /* the unread phrases' ubs, smallest first (as summed above) */
             for (int64_t j = m - 1; j >= scanned; j--) sum_ne += ub[q[ord[j]]];
             /* a lower bound on the k-th best: the exact scores of the best partial sums */
-            int64_t nf = 0;
-            for (int64_t t = 0; t < nt; t++) {
-                int32_t r = touched[t];
-                if (r == me) continue;
-                double s = acc[r];
-                if (nf == cap_first && s <= fs[nf - 1]) continue;
-                int64_t x = (nf < cap_first) ? nf++ : nf - 1;
-                while (x > 0 && s > fs[x - 1]) { fs[x] = fs[x - 1]; fr[x] = fr[x - 1]; x--; }
-                fs[x] = s; fr[x] = r;
-            }
-            top = 0;
-            for (int64_t f = 0; f < nf; f++) offer(ts, tr, &top, k, exact(&c, fr[f], m), fr[f]);
+            int64_t nf = exact_top(&c, touched, nt, me, acc, cap_first, fs, fr, ts, tr, &top, k, m);
             double theta = (nf >= k) ? ts[k - 1] : 0.0;
             if (theta0 > theta) theta = theta0;
             /* an unlisted row scores at most budget + sum_ne: the level answers if theta clears it */
