@@ -109,6 +109,20 @@ def test_other_cache_settings_use_the_per_key_path(tmp_path):
         store.close()
 
 
+def test_another_diskcache_major_version_uses_the_per_key_path(tmp_path, monkeypatch):
+    """The bulk statements are written for diskcache 5's table: under any other major version
+    the store reads and writes key by key, and still stores what per-key sets store."""
+    store = JudgmentStore(open_cache(tmp_path), tmp_path)
+    try:
+        assert store._bulk()
+        monkeypatch.setattr(diskcache, "__version__", "6.0.0")
+        assert not store._bulk()
+        store.set_many([(KEYS[0], {"p": 0.25, "model": "m"})])
+        assert store.get_many([KEYS[0], KEYS[1]]) == {KEYS[0]: {"p": 0.25, "model": "m"}}
+    finally:
+        store.close()
+
+
 class _Counting:
     name, key = "count", "count-v1"
 

@@ -186,6 +186,14 @@ def _disk_class():
     return diskcache.Disk
 
 
+def _diskcache_5() -> bool:
+    """Whether diskcache is a 5.x, whose Cache table the bulk reads and writes are written for
+    (its private `_sql`/`_con` included): another major version is read and written key by key."""
+    import diskcache
+
+    return diskcache.__version__.split(".")[0] == "5"
+
+
 class JudgmentStore:
     """A cache directory's diskcache.Cache as the store of a `CachedJudge`: a SQLite or OS
     failure while in use is a JEVCacheError that names the file (`cache_errors`)."""
@@ -213,6 +221,7 @@ class JudgmentStore:
             and cache.eviction_policy == "none"
             and cache.cull_limit == 0
             and type(cache.disk) is _disk_class()  # a str key is stored as itself with raw = 1
+            and _diskcache_5()
         )
 
     def get_many(self, keys: list[str]) -> dict:
