@@ -23,19 +23,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from workbench.index.postings import COLUMNS, K1, Postings, block_chunks, decode_keys
+from workbench.index.postings import COLUMNS, K1, Postings, decode_grouped
 from workbench.index.sqlite import ReadConnection, damaged_index
 
 BATCH_BYTES = 4 << 20  # blob bytes decoded per numpy pass: ~4 M keys of int64 temporaries at most
 _ROW_SHIFT, _COL_SHIFT = 32, 24
-
-
-def stored_blocks(postings: Postings) -> tuple[int, ...]:
-    """The postings blocks `Postings` reads a term from (as `Postings.open` derives them)."""
-    db = postings.db
-    per_block = block_chunks(db)
-    chunks = [chunk for (chunk,) in db.execute("SELECT chunk FROM row_lengths")]
-    return tuple(sorted({chunk // per_block for chunk in chunks})) or (0,)
 
 
 def read_term_blobs(postings: Postings, terms: set[str]) -> dict[str, list[bytes]]:
@@ -43,27 +35,27 @@ def read_term_blobs(postings: Postings, terms: set[str]) -> dict[str, list[bytes
     The index file is read on a connection of its own without a memory map, row by row: the
     index's connection maps the file (its pages would count in this process's memory, then
     in every forked worker's) and fetches a whole result at once (every term's blobs)."""
-    blocks = ",".join(map(str, stored_blocks(postings)))
+    blocks = ",".join(map(str, postings.blocks))
     out: dict[str, list[bytes]] = {}
     sql = f"SELECT term, keys FROM postings WHERE block IN ({blocks}) ORDER BY block, term"
-    if not isinstance(postings.db, ReadConnection):  # not an index file's connection: its own execute
-        rows = postings.db.execute(sql)
+
+    def collect(rows) -> dict[str, list[bytes]]:
         for term, blob in rows:
             if term in terms:
                 out.setdefault(term, []).append(blob)
         return out
+
+    if not isinstance(postings.db, ReadConnection):  # not an index file's connection: its own execute
+        return collect(postings.db.execute(sql))
     path = postings.db.path
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         db.execute("PRAGMA mmap_size = 0")
-        for term, blob in db.execute(sql):
-            if term in terms:
-                out.setdefault(term, []).append(blob)
+        return collect(db.execute(sql))
     except sqlite3.DatabaseError as exc:
         raise damaged_index(path, exc) from None
     finally:
         db.close()
-    return out
 
 
 def single_token(postings: Postings, phrase: str) -> bool:
@@ -76,17 +68,9 @@ def batch_contributions(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows per term, rows, contributions) of several terms, each given as its blobs in block
     order; terms without blobs have no rows."""
-    flat = [b for term in blobs for b in term]
-    counts = np.zeros(len(blobs), dtype=np.int64)
-    if not flat:
-        return counts, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64)
-    keys = decode_keys(flat)
-    # keys per blob: its values (bytes < 0x80) less its header
-    data = np.frombuffer(b"".join(flat), dtype=np.uint8)
-    sizes = np.fromiter((len(b) for b in flat), dtype=np.int64, count=len(flat))
-    per_blob = np.add.reduceat((data < 0x80).astype(np.int64), np.cumsum(sizes) - sizes) - 1
-    blob_term = np.repeat(np.arange(len(blobs)), [len(t) for t in blobs])
-    per_term = np.bincount(blob_term, weights=per_blob, minlength=len(blobs)).astype(np.int64)
+    keys, per_term = decode_grouped(blobs)
+    if not len(keys):
+        return per_term, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64)
     term_of = np.repeat(np.arange(len(blobs)), per_term)
     rows = keys >> _ROW_SHIFT
     first = np.ones(len(keys), dtype=bool)  # a term's first instance in a row

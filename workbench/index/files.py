@@ -142,10 +142,7 @@ class Listing:
 
     def digest(self, started_ns: int) -> str:
         """`listing_digest(self.documents(), started_ns)`, from the bytes."""
-        h = hashlib.sha256(str(started_ns).encode())
-        for part in self.marshalled():
-            h.update(part)
-        return h.hexdigest()
+        return _digest(started_ns, self.marshalled())
 
     def documents(self) -> list[tuple[str, Stat]]:
         return marshal.loads(b"".join(self.marshalled()))
@@ -292,6 +289,12 @@ def listing_digest(documents: list[tuple[str, Stat]], started_ns: int) -> str:
     order, as they do while unchanged): then, if the recorded walk found every file settled,
     no file changed since, as `unchanged_by_stat` would decide file by file. marshal's version
     2 writes no references between objects, so equal lists give equal bytes."""
+    return _digest(started_ns, [marshal.dumps(documents, 2)])
+
+
+def _digest(started_ns: int, marshalled: list[bytes]) -> str:
+    """sha256 of when the walk began, then of a documents list's marshal bytes (in pieces)."""
     h = hashlib.sha256(str(started_ns).encode())
-    h.update(marshal.dumps(documents, 2))
+    for part in marshalled:
+        h.update(part)
     return h.hexdigest()

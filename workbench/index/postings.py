@@ -212,20 +212,27 @@ def decode_keys(blobs: list[bytes]) -> np.ndarray:
     return out
 
 
-def decode_groups(groups: list[list[bytes]]) -> list[np.ndarray]:
-    """`decode_keys` of each group of blobs (one term's blobs per group), in one pass of numpy over
-    all of them: a blob decodes alone, so the concatenation splits into each group's keys."""
+def decode_grouped(groups: list[list[bytes]]) -> tuple[np.ndarray, np.ndarray]:
+    """(`decode_keys` of all the groups' blobs, how many of those keys each group holds), in one
+    pass of numpy: a blob decodes alone, so the concatenation splits into each group's keys."""
     blobs = [blob for group in groups for blob in group]
     if not blobs:
-        return [np.zeros(0, dtype=np.int64) for _ in groups]
+        return np.zeros(0, dtype=np.int64), np.zeros(len(groups), dtype=np.int64)
     keys = decode_keys(blobs)
     # a group's keys: the values it holds (one byte < 0x80 ends each) less its blobs' header bytes
     data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
     ended = np.zeros(len(data) + 1, dtype=np.int64)
     np.cumsum(data < 0x80, out=ended[1:])
     ends = np.cumsum([sum(len(blob) for blob in group) for group in groups])
-    values = np.diff(ended[ends], prepend=0) - np.array([len(group) for group in groups], dtype=np.int64)
-    return np.split(keys, np.cumsum(values)[:-1])
+    counts = np.diff(ended[ends], prepend=0) - np.array([len(group) for group in groups], dtype=np.int64)
+    return keys, counts
+
+
+def decode_groups(groups: list[list[bytes]]) -> list[np.ndarray]:
+    """`decode_keys` of each group of blobs (one term's blobs per group), in one pass of numpy over
+    all of them (`decode_grouped`)."""
+    keys, counts = decode_grouped(groups)
+    return np.split(keys, np.cumsum(counts)[:-1])
 
 
 def stored_counts(db: Queryable, table: str, column: str, terms: list[str]) -> dict[str, int]:
@@ -276,6 +283,7 @@ class Postings:
 
     def __init__(self, db: Queryable, row_norm: np.ndarray, n_rows: int, blocks: tuple[int, ...] = (0,)):
         self.db = db
+        self.blocks = blocks  # the postings blocks that hold this index's rows
         # a term's blobs: one look-up per block in one statement (the key is (block, term))
         self._read_term = (
             f"SELECT keys FROM postings WHERE block IN ({','.join(map(str, blocks))}) AND term = ? ORDER BY block"
