@@ -127,7 +127,9 @@ def test_ctrl_c_during_a_build_keeps_the_old_index(tmp_path):
     write_corpus(corpus, 3)
     assert sag2wb("index", "corpus.json", "--db", "ix.sqlite", cwd=tmp_path).returncode == 0
     old = digest(tmp_path / "ix.sqlite")
-    write_corpus(corpus, 30_000)
+    # long enough that the interrupt below lands inside the build: 30,000 of these short passages built in
+    # 0.9 s once the diversity df was summed in memory (2026-12-06), within the 1 s wait; 200,000 take ~5 s
+    write_corpus(corpus, 200_000)
     proc = subprocess.Popen(
         [*SAG2WB, "index", "corpus.json", "--db", "ix.sqlite", "--workers", "2"],
         cwd=tmp_path,
