@@ -33,6 +33,8 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
+from workbench.index import decode_kernel
+
 K1, B = 1.2, 0.75
 COLUMNS = ("title", "heading", "body")
 # postings are int64 keys: row << 32 | column << 24 | token offset (sorted = FTS5's order)
@@ -169,7 +171,16 @@ def decode_keys(blobs: list[bytes]) -> np.ndarray:
     """The int64 keys (row << 32 | column << 24 | offset) of stored blobs, concatenated (one
     term's blocks in block order give its keys sorted), in one pass of numpy over them all.
     A typical term's blobs hold ~1 KB, so the number of numpy calls, not the bytes, sets the
-    time: every step is one call over all blobs, whatever their number."""
+    time: every step is one call over all blobs, whatever their number. The compiled loop
+    (`decode_kernel`) gives the same keys in one pass over the bytes where it is available."""
+    kernel = decode_kernel.load()
+    if kernel is not None:
+        return decode_kernel.decode_blobs(kernel, blobs)[0]
+    return decode_keys_numpy(blobs)
+
+
+def decode_keys_numpy(blobs: list[bytes]) -> np.ndarray:
+    """`decode_keys` in numpy alone (without a C compiler, and to compare the kernel with)."""
     data = b"".join(blobs)
     if len(data) <= _SMALL_BLOBS:
         return np.array(_decode_small(blobs), dtype=np.int64)
@@ -218,7 +229,15 @@ def decode_grouped(groups: list[list[bytes]]) -> tuple[np.ndarray, np.ndarray]:
     blobs = [blob for group in groups for blob in group]
     if not blobs:
         return np.zeros(0, dtype=np.int64), np.zeros(len(groups), dtype=np.int64)
-    keys = decode_keys(blobs)
+    kernel = decode_kernel.load()
+    if kernel is not None:  # it counts each blob's keys: sum them per group
+        keys, per_blob = decode_kernel.decode_blobs(kernel, blobs)
+        ended = np.zeros(len(blobs) + 1, dtype=np.int64)
+        np.cumsum(per_blob, out=ended[1:])
+        bounds = np.zeros(len(groups) + 1, dtype=np.int64)
+        np.cumsum([len(group) for group in groups], out=bounds[1:])
+        return keys, np.diff(ended[bounds])
+    keys = decode_keys_numpy(blobs)
     # a group's keys: the values it holds (one byte < 0x80 ends each) less its blobs' header bytes
     data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
     ended = np.zeros(len(data) + 1, dtype=np.int64)

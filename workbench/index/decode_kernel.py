@@ -1,0 +1,121 @@
+"""The stored postings' blobs decoded by a compiled loop (C, through ctypes).
+
+A question at 600k decodes ~270k positions (the tokens of the phrases term selection counts and
+scores). numpy needs a dozen passes over them (the varints' byte ranks, the running sums, the
+key's three fields: ~40 ns a position); one loop over the bytes takes a few. The loop does the
+same integer arithmetic as `postings.decode_keys`'s numpy path (uint64 gaps summed per blob,
+the same shifts and masks), so the keys are equal (tests/test_question_decode.py compares both
+on random and real blobs).
+
+The C source is compiled once per source version with the system's C compiler (`cc`, or $CC)
+into $XDG_CACHE_HOME/sag2wb/kernels, written atomically; without a compiler, or with
+SAG2WB_DECODE_KERNEL=numpy, `load()` is None and the numpy path runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from workbench.user_cache import user_cache_dir
+
+SOURCE = r"""
+#include <stdint.h>
+
+/* Blobs laid end to end in `data` (blob b ends at ends[b]); each is a header byte `ob`, then
+   LEB128 varints of the gaps between v = row << (ob + 2) | column << ob | offset (the first from
+   0). Writes the keys row << 32 | column << 24 | offset to `out` and each blob's number of keys
+   to counts[b]; returns the number of keys, or -1 if they would pass `cap` or a blob ends inside
+   a varint (not a blob the build wrote). */
+int64_t decode_blobs(const uint8_t *data, const int64_t *ends, int64_t nblobs, int64_t *out, int64_t *counts,
+                     int64_t cap) {
+    int64_t i = 0, n = 0;
+    for (int64_t b = 0; b < nblobs; b++) {
+        int64_t end = ends[b], first = n;
+        if (i < end) {
+            uint64_t ob = data[i++];
+            uint64_t mask = (((uint64_t)1) << ob) - 1, v = 0;
+            while (i < end) {
+                uint64_t part = 0;
+                unsigned shift = 0;
+                uint8_t byte;
+                do {
+                    byte = data[i++];
+                    if (shift < 64) part |= (uint64_t)(byte & 0x7F) << shift;
+                    shift += 7;
+                } while ((byte & 0x80) && i < end);
+                if ((byte & 0x80) || n == cap) return -1;
+                v += part;
+                out[n++] = (int64_t)(((v >> (ob + 2)) << 32) | (((v >> ob) & 3) << 24) | (v & mask));
+            }
+        }
+        counts[b] = n - first;
+    }
+    return n;
+}
+"""
+
+_LOADED: list = []  # [the library or None], once per process
+_LOAD_LOCK = threading.Lock()
+
+
+def _compile() -> ctypes.CDLL | None:
+    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
+    target = user_cache_dir("kernels") / f"decode_kernel-{digest}.so"
+    if not target.exists():
+        compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if not compiler:
+            return None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+                src, out = Path(tmp) / "decode_kernel.c", Path(tmp) / "decode_kernel.so"
+                src.write_text(SOURCE, encoding="utf-8")
+                cmd = [compiler, "-O2", "-shared", "-fPIC", str(src), "-o", str(out)]
+                if subprocess.run(cmd, capture_output=True, timeout=120).returncode != 0:
+                    return None
+                with open(out, "rb") as f:  # on disk before the rename: a crash leaves no torn library
+                    os.fsync(f.fileno())
+                os.replace(out, target)  # atomic: another process sees the whole library or none
+        except (OSError, subprocess.SubprocessError):
+            return None
+    try:
+        lib = ctypes.CDLL(str(target))
+    except OSError:
+        return None
+    lib.decode_blobs.restype = ctypes.c_int64
+    lib.decode_blobs.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    return lib
+
+
+def load() -> ctypes.CDLL | None:
+    """The compiled decoder, or None (no compiler, a failed compile, SAG2WB_DECODE_KERNEL=numpy)."""
+    if os.environ.get("SAG2WB_DECODE_KERNEL", "").strip().lower() == "numpy":
+        return None
+    if not _LOADED:
+        with _LOAD_LOCK:
+            if not _LOADED:
+                _LOADED.append(_compile())
+    return _LOADED[0]
+
+
+def decode_blobs(lib: ctypes.CDLL, blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """(the keys of all `blobs`, concatenated; how many keys each blob holds)."""
+    data = b"".join(blobs)
+    ends = np.cumsum(np.fromiter((len(b) for b in blobs), dtype=np.int64, count=len(blobs)))
+    # one key per byte that ends a varint, less each blob's header byte
+    size = max(int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) < 0x80)) - len(blobs), 0)
+    out = np.empty(size, dtype=np.int64)
+    counts = np.empty(len(blobs), dtype=np.int64)
+    n = lib.decode_blobs(data, ends.ctypes.data, len(blobs), out.ctypes.data, counts.ctypes.data, size)
+    if n != size:
+        raise ValueError("postings blobs that the build did not write (a varint cut short, or a header >= 0x80)")
+    return out, counts
