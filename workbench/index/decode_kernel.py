@@ -92,7 +92,14 @@ def _compile() -> ctypes.CDLL | None:
     except OSError:
         return None
     lib.decode_blobs.restype = ctypes.c_int64
-    lib.decode_blobs.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    lib.decode_blobs.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+    ]
     return lib
 
 
