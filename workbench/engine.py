@@ -27,7 +27,7 @@ import numpy as np
 from workbench import text as textlib
 from workbench.diversity import diversify as diversify
 from workbench.diversity import final_ranking
-from workbench.index.postings import find_sorted
+from workbench.index.postings import find_sorted, sorted_unique
 from workbench.index.store import UNIT_CACHE_LIMIT, Index, bm25_order, normalize_title, query_expression, quote
 from workbench.index.units import Question
 from workbench.judgment import JudgeError, JudgmentMemo
@@ -220,7 +220,7 @@ def union(rows: list[np.ndarray]) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     top = max(int(r[-1]) for r in rows if len(r))
     if 16 * count < top:  # few: sorting them is cheaper than a pass over every id
-        return np.unique(np.concatenate(rows))
+        return sorted_unique(np.concatenate(rows))
     marked = np.zeros(top + 1, dtype=bool)
     for r in rows:
         marked[r] = True

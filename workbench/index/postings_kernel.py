@@ -1,15 +1,19 @@
-"""The stored postings' blobs decoded by a compiled loop (C, through ctypes).
+"""Two loops over stored postings compiled (C, through ctypes): decoding blobs, and keeping a
+phrase's start positions that the next token follows.
 
 A question at 600k decodes ~270k positions (the tokens of the phrases term selection counts and
 scores). numpy needs a dozen passes over them (the varints' byte ranks, the running sums, the
 key's three fields: ~40 ns a position); one loop over the bytes takes a few. The loop does the
 same integer arithmetic as `postings.decode_keys`'s numpy path (uint64 gaps summed per blob,
 the same shifts and masks), so the keys are equal (tests/test_question_decode.py compares both
-on random and real blobs).
+on random and real blobs). A phrase's starts are kept by one merge of two sorted arrays
+(galloping through the longer) instead of a binary search per start, which costs most when
+both tokens are common (10k-100k positions each); the same starts are kept
+(tests/test_question_decode.py compares with `find_sorted`).
 
 The C source is compiled once per source version with the system's C compiler (`cc`, or $CC)
 into $XDG_CACHE_HOME/sag2wb/kernels, written atomically; without a compiler, or with
-SAG2WB_DECODE_KERNEL=numpy, `load()` is None and the numpy path runs.
+SAG2WB_POSTINGS_KERNEL=numpy, `load()` is None and the numpy path runs.
 """
 
 from __future__ import annotations
@@ -61,6 +65,34 @@ int64_t decode_blobs(const uint8_t *data, const int64_t *ends, int64_t nblobs, i
     }
     return n;
 }
+
+/* first index i >= lo with a[i] >= x (m if none); a ascending */
+static int64_t gallop(const int64_t *a, int64_t lo, int64_t m, int64_t x) {
+    int64_t hi = lo, step = 1;
+    while (hi < m && a[hi] < x) {
+        lo = hi + 1;
+        hi += step;
+        step <<= 1;
+    }
+    if (hi > m) hi = m;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* the starts s (ascending) with s + k in `other` (ascending), written to out; returns how many */
+int64_t keep_followed(const int64_t *starts, int64_t n, const int64_t *other, int64_t m, int64_t k, int64_t *out) {
+    int64_t j = 0, c = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t x = (int64_t)((uint64_t)starts[i] + (uint64_t)k);
+        j = gallop(other, j, m, x);
+        if (j == m) break;
+        if (other[j] == x) out[c++] = starts[i];
+    }
+    return c;
+}
 """
 
 _LOADED: list = []  # [the library or None], once per process
@@ -69,7 +101,7 @@ _LOAD_LOCK = threading.Lock()
 
 def _compile() -> ctypes.CDLL | None:
     digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    target = user_cache_dir("kernels") / f"decode_kernel-{digest}.so"
+    target = user_cache_dir("kernels") / f"postings_kernel-{digest}.so"
     if not target.exists():
         compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
         if not compiler:
@@ -77,7 +109,7 @@ def _compile() -> ctypes.CDLL | None:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-                src, out = Path(tmp) / "decode_kernel.c", Path(tmp) / "decode_kernel.so"
+                src, out = Path(tmp) / "postings_kernel.c", Path(tmp) / "postings_kernel.so"
                 src.write_text(SOURCE, encoding="utf-8")
                 cmd = [compiler, "-O2", "-shared", "-fPIC", str(src), "-o", str(out)]
                 if subprocess.run(cmd, capture_output=True, timeout=120).returncode != 0:
@@ -100,12 +132,15 @@ def _compile() -> ctypes.CDLL | None:
         ctypes.c_void_p,
         ctypes.c_int64,
     ]
+    lib.keep_followed.restype = ctypes.c_int64
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
+    lib.keep_followed.argtypes = [pointer, size, pointer, size, size, pointer]
     return lib
 
 
 def load() -> ctypes.CDLL | None:
-    """The compiled decoder, or None (no compiler, a failed compile, SAG2WB_DECODE_KERNEL=numpy)."""
-    if os.environ.get("SAG2WB_DECODE_KERNEL", "").strip().lower() == "numpy":
+    """The compiled loops, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy)."""
+    if os.environ.get("SAG2WB_POSTINGS_KERNEL", "").strip().lower() == "numpy":
         return None
     if not _LOADED:
         with _LOAD_LOCK:
@@ -126,3 +161,13 @@ def decode_blobs(lib: ctypes.CDLL, blobs: list[bytes]) -> tuple[np.ndarray, np.n
     if n != size:
         raise ValueError("postings blobs that the build did not write (a varint cut short, or a header >= 0x80)")
     return out, counts
+
+
+def keep_followed(lib: ctypes.CDLL, starts: np.ndarray, other: np.ndarray, k: int) -> np.ndarray:
+    """starts[find_sorted(other, starts + k)[1]] for ascending, duplicate-free int64 arrays."""
+    if starts.dtype != np.int64 or other.dtype != np.int64:
+        raise TypeError("keep_followed reads int64 keys")
+    starts, other = np.ascontiguousarray(starts), np.ascontiguousarray(other)
+    out = np.empty(len(starts), dtype=np.int64)
+    n = lib.keep_followed(starts.ctypes.data, len(starts), other.ctypes.data, len(other), k, out.ctypes.data)
+    return out[:n]
