@@ -1,5 +1,7 @@
-"""The compiled postings decoder (`workbench/index/postings_kernel.py`) gives the keys of the numpy
-decoder and of the Python one, blob by blob and grouped, and refuses blobs the build never writes."""
+"""The compiled postings loops (`workbench/index/postings_kernel.py`) against the numpy and Python
+paths they replace: decoded keys (blob by blob and grouped; blobs the build never writes refused),
+a phrase's starts kept by a merge, the expansion's sums over its candidate rows, round 0's first
+rows by BM25 with ties by row, and whole trajectories with the kernel and without it."""
 
 import os
 import subprocess
@@ -8,16 +10,22 @@ import sys
 import numpy as np
 import pytest
 
+from workbench.engine import Run
 from workbench.index import postings_kernel
+from workbench.index.corpora import load_corpus, load_questions
 from workbench.index.postings import (
     _decode_small,
+    bm25_order,
     decode_grouped,
     decode_keys_numpy,
     encode_groups,
     find_sorted,
     sorted_unique,
 )
+from workbench.index.store import Index
+from workbench.judges.lexical import LexicalJudge
 
+from .conftest import REPO
 from .test_index_blocks import _keys
 
 KERNEL = postings_kernel.load()
@@ -109,3 +117,78 @@ def test_sorted_unique_equals_np_unique():
     for n in (0, 1, 2, 1000, 40_000):
         ids = rng.integers(0, 50_000, n)
         assert sorted_unique(ids).tolist() == np.unique(ids).tolist()
+
+
+def _random_lists(rng, n_lists: int, size: int, ties: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    lists = []
+    for _ in range(n_lists):
+        rows = np.unique(rng.integers(0, size, int(rng.integers(0, size)))).astype(np.int64)
+        # few distinct terms make equal sums (ties broken by row), else sums that differ in the last bits
+        terms = rng.choice([0.25, 0.5, 1.0], len(rows)) if ties else rng.random(len(rows)) * 3
+        lists.append((rows, terms.astype(np.float64)))
+    return lists
+
+
+@needs_kernel
+@pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
+def test_add_among_equals_the_straightforward_sum(ties):
+    rng = np.random.default_rng(13)
+    for size in (1, 50, 5000):
+        lists = _random_lists(rng, int(rng.integers(1, 8)), size, ties)
+        among = np.unique(rng.integers(0, size, int(rng.integers(1, size + 1)))).astype(np.int64)
+        want = []
+        for u in among.tolist():
+            total = 0.0
+            for rows, terms in lists:  # phrases in query order, from 0.0
+                at = int(np.searchsorted(rows, u))
+                if at < len(rows) and rows[at] == u:
+                    total += float(terms[at])
+            want.append(total)
+        assert postings_kernel.add_among(KERNEL, among, lists).tolist() == want
+
+
+@needs_kernel
+@pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
+def test_top_bm25_equals_bm25_order_of_every_row(ties):
+    rng = np.random.default_rng(14)
+    for size, limit in [(1, 1), (40, 5), (3000, 100), (3000, 0), (200, 500)]:
+        lists = _random_lists(rng, int(rng.integers(1, 6)), size, ties)
+        total = np.zeros(size)
+        hit = np.zeros(size, dtype=bool)
+        for rows, terms in lists:
+            total[rows] += terms
+            hit[rows] = True
+        rows = np.flatnonzero(hit)
+        scores = -1.0 * total[rows]
+        order = bm25_order(rows, scores, limit)
+        got_rows, got_scores = postings_kernel.top_bm25(KERNEL, [x for x in lists if len(x[0])], size, limit)
+        assert got_rows.tolist() == rows[order].tolist()
+        assert got_scores.tolist() == scores[order].tolist()
+
+
+@needs_kernel
+def test_top_bm25_hand_checked_ties_by_row():
+    lists = [
+        (np.array([1, 3, 4], dtype=np.int64), np.array([1.0, 2.0, 1.0])),
+        (np.array([1], dtype=np.int64), np.array([1.0])),
+    ]
+    rows, scores = postings_kernel.top_bm25(KERNEL, lists, 5, 3)
+    assert rows.tolist() == [1, 3, 4] and scores.tolist() == [-2.0, -2.0, -1.0]
+    with pytest.raises(IndexError):
+        postings_kernel.top_bm25(KERNEL, lists, 4, 3)
+
+
+@needs_kernel
+@pytest.mark.slow
+def test_whole_trajectories_equal_with_and_without_the_kernel(tmp_path, monkeypatch):
+    units = load_corpus(REPO / "sample_corpora" / "encyclopedia" / "corpus.json")
+    Index.build(units, tmp_path / "enc.sqlite")
+    questions = load_questions(REPO / "sample_corpora" / "encyclopedia" / "questions.jsonl")
+
+    def traces() -> list[str]:
+        index = Index(tmp_path / "enc.sqlite")  # fresh caches: every phrase decoded and scored again
+        return [Run(index, q, judge=LexicalJudge(index)).run().to_json(stats=False) for q in questions]
+
+    compiled = traces()
+    monkeypatch.setattr(postings_kernel, "_LOADED", [None])
+    assert traces() == compiled

@@ -510,6 +510,23 @@ class Postings:
         matched = np.flatnonzero(hit)
         return matched, -1.0 * total[matched]
 
+    def top(self, phrases: list[str], weights, limit: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The first `limit` of `bm25`'s rows in `bm25_order` (rows, scores), or None when a phrase
+        has no token: with the compiled kernel, without arrays of every matching row."""
+        kernel = postings_kernel.load()
+        if kernel is None:
+            scored = self.bm25(phrases, weights)
+            if scored is None:
+                return None
+            rows, scores = scored
+            order = bm25_order(rows, scores, limit)
+            return rows[order], scores[order]
+        found = self._all_phrase_terms(phrases, weights)
+        if any(f is None for f in found):
+            return None
+        lists = [(rows, term) for rows, term in cast("list[tuple[np.ndarray, np.ndarray]]", found) if len(rows)]
+        return postings_kernel.top_bm25(kernel, lists, len(self.row_norm), limit)
+
     def bm25_among(self, phrases: list[str], weights, among: np.ndarray) -> np.ndarray | None:
         """bm25 (as `bm25` gives it) of the rows `among` (ascending, unique, each matching
         some phrase), without scoring the others; None when a phrase has no token. Each row
@@ -523,6 +540,9 @@ class Postings:
         lists = [(rows, term) for rows, term in cast("list[tuple[np.ndarray, np.ndarray]]", found) if len(rows)]
         if not len(among) or not lists:
             return -1.0 * total
+        kernel = postings_kernel.load()
+        if kernel is not None:  # the same additions in the same order, one merge per phrase
+            return -1.0 * postings_kernel.add_among(kernel, among, lists)
         slot = np.full(max([int(among[-1]), *(int(rows[-1]) for rows, _ in lists)]) + 1, -1, dtype=np.int32)
         slot[among] = np.arange(len(among), dtype=np.int32)
         for rows, term in lists:  # phrases in query order, as in `bm25`

@@ -93,6 +93,63 @@ int64_t keep_followed(const int64_t *starts, int64_t n, const int64_t *other, in
     }
     return c;
 }
+
+/* For each phrase p in query order, total[i] += terms[p][j] where among[i] == rows[p][j] (both
+   ascending): the additions `Postings.bm25_among` makes, in its order. The shorter list of each
+   pair is walked, galloping through the longer. */
+void add_among(const int64_t *among, int64_t n, int64_t nphr, const int64_t *const *rows, const double *const *terms,
+               const int64_t *lens, double *total) {
+    for (int64_t p = 0; p < nphr; p++) {
+        const int64_t *r = rows[p];
+        const double *t = terms[p];
+        int64_t m = lens[p], i = 0, j = 0;
+        if (m <= n) {
+            for (j = 0; j < m && i < n; j++) {
+                i = gallop(among, i, n, r[j]);
+                if (i < n && among[i] == r[j]) total[i] += t[j];
+            }
+        } else {
+            for (i = 0; i < n && j < m; i++) {
+                j = gallop(r, j, m, among[i]);
+                if (j < m && r[j] == among[i]) total[i] += t[j];
+            }
+        }
+    }
+}
+
+/* a before b in Index.search's order: lower bm25 (as FTS5 gives it) first, ties by lower row */
+static int before(double sa, int64_t a, double sb, int64_t b) { return sa < sb || (sa == sb && a < b); }
+
+/* `Postings.bm25` then `bm25_order`: total[r] gets each phrase's terms in query order (from 0.0;
+   `total` and `hit` come zeroed, `size` rows long), and the first `limit` rows by (-1.0 * total,
+   row) are written to top_rows / top_scores in that order; returns how many. */
+int64_t top_bm25(int64_t nphr, const int64_t *const *rows, const double *const *terms, const int64_t *lens,
+                 int64_t size, double *total, uint8_t *hit, int64_t limit, int64_t *top_rows, double *top_scores) {
+    for (int64_t p = 0; p < nphr; p++) {
+        const int64_t *r = rows[p];
+        const double *t = terms[p];
+        for (int64_t j = 0; j < lens[p]; j++) {
+            total[r[j]] += t[j];
+            hit[r[j]] = 1;
+        }
+    }
+    int64_t n = 0;
+    if (limit <= 0) return 0;
+    for (int64_t r = 0; r < size; r++) {
+        if (!hit[r]) continue;
+        double s = -1.0 * total[r];
+        if (n == limit && !before(s, r, top_scores[n - 1], top_rows[n - 1])) continue;
+        int64_t i = (n < limit) ? n++ : n - 1;
+        while (i > 0 && before(s, r, top_scores[i - 1], top_rows[i - 1])) {
+            top_scores[i] = top_scores[i - 1];
+            top_rows[i] = top_rows[i - 1];
+            i--;
+        }
+        top_scores[i] = s;
+        top_rows[i] = r;
+    }
+    return n;
+}
 """
 
 _LOADED: list = []  # [the library or None], once per process
@@ -111,7 +168,17 @@ def _compile() -> ctypes.CDLL | None:
             with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
                 src, out = Path(tmp) / "postings_kernel.c", Path(tmp) / "postings_kernel.so"
                 src.write_text(SOURCE, encoding="utf-8")
-                cmd = [compiler, "-O2", "-shared", "-fPIC", str(src), "-o", str(out)]
+                cmd = [
+                    compiler,
+                    "-O2",
+                    "-fno-fast-math",
+                    "-ffp-contract=off",
+                    "-shared",
+                    "-fPIC",
+                    str(src),
+                    "-o",
+                    str(out),
+                ]
                 if subprocess.run(cmd, capture_output=True, timeout=120).returncode != 0:
                     return None
                 with open(out, "rb") as f:  # on disk before the rename: a crash leaves no torn library
@@ -135,6 +202,10 @@ def _compile() -> ctypes.CDLL | None:
     lib.keep_followed.restype = ctypes.c_int64
     pointer, size = ctypes.c_void_p, ctypes.c_int64
     lib.keep_followed.argtypes = [pointer, size, pointer, size, size, pointer]
+    lib.add_among.restype = None
+    lib.add_among.argtypes = [pointer, size, size, pointer, pointer, pointer, pointer]
+    lib.top_bm25.restype = ctypes.c_int64
+    lib.top_bm25.argtypes = [size, pointer, pointer, pointer, size, pointer, pointer, size, pointer, pointer]
     return lib
 
 
@@ -171,3 +242,47 @@ def keep_followed(lib: ctypes.CDLL, starts: np.ndarray, other: np.ndarray, k: in
     out = np.empty(len(starts), dtype=np.int64)
     n = lib.keep_followed(starts.ctypes.data, len(starts), other.ctypes.data, len(other), k, out.ctypes.data)
     return out[:n]
+
+
+def _lists(lists: list[tuple[np.ndarray, np.ndarray]]) -> tuple:
+    """ctypes arrays of the lists' row and term pointers and their lengths (kept alive by the caller)."""
+    for rows, terms in lists:
+        if (
+            rows.dtype != np.int64
+            or terms.dtype != np.float64
+            or not (rows.flags.c_contiguous and terms.flags.c_contiguous)
+        ):
+            raise TypeError("the kernel reads contiguous int64 rows and float64 terms")
+    n = len(lists)
+    row_ptrs = (ctypes.c_void_p * n)(*[rows.ctypes.data for rows, _ in lists])
+    term_ptrs = (ctypes.c_void_p * n)(*[terms.ctypes.data for _, terms in lists])
+    lens = np.array([len(rows) for rows, _ in lists], dtype=np.int64)
+    return row_ptrs, term_ptrs, lens
+
+
+def add_among(lib: ctypes.CDLL, among: np.ndarray, lists: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """The sum, per row of `among` (ascending int64), of the terms of the `lists` (rows ascending,
+    terms) that hold it, added list by list in the given order from 0.0."""
+    among = np.ascontiguousarray(among, dtype=np.int64)
+    total = np.zeros(len(among), dtype=np.float64)
+    row_ptrs, term_ptrs, lens = _lists(lists)
+    lib.add_among(among.ctypes.data, len(among), len(lists), row_ptrs, term_ptrs, lens.ctypes.data, total.ctypes.data)
+    return total
+
+
+def top_bm25(
+    lib: ctypes.CDLL, lists: list[tuple[np.ndarray, np.ndarray]], size: int, limit: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, bm25) of the first `limit` rows by (bm25, row), bm25 = -1.0 * the sum of the lists'
+    terms in the given order from 0.0; rows below `size`."""
+    row_ptrs, term_ptrs, lens = _lists(lists)
+    if any(len(rows) and (rows[0] < 0 or rows[-1] >= size) for rows, _ in lists):
+        raise IndexError("a row past the index's row sizes")
+    total = np.zeros(size, dtype=np.float64)
+    hit = np.zeros(size, dtype=np.uint8)
+    limit = max(int(limit), 0)
+    rows = np.empty(limit, dtype=np.int64)
+    scores = np.empty(limit, dtype=np.float64)
+    args = (total.ctypes.data, hit.ctypes.data, limit, rows.ctypes.data, scores.ctypes.data)
+    n = lib.top_bm25(len(lists), row_ptrs, term_ptrs, lens.ctypes.data, size, *args)
+    return rows[:n], scores[:n]

@@ -34,7 +34,7 @@ from workbench import text as textlib
 from workbench.index.build import Fingerprint, write_index
 from workbench.index.corpora import iter_corpus, skipped_files
 from workbench.index.files import check_replaceable, remove_stale_builds
-from workbench.index.postings import Postings, bm25_order, phrases_of, stored_counts
+from workbench.index.postings import Postings, bm25_order, phrases_of, stored_counts  # noqa: F401  (bm25_order: re-exported)
 from workbench.index.readers import corpus_loader
 from workbench.index.schema import (  # noqa: F401  (quote and query_expression: the store's public face)
     DEFAULT_FIELD_WEIGHTS,
@@ -306,11 +306,11 @@ class Index:
         """First `limit` units by BM25 of `expression` (ties: lower id first)."""
         if not expression:
             return []
-        scored = self._bm25_rows(expression, weights)
-        if scored is not None:
-            rows, scores = scored
-            order = bm25_order(rows, scores, limit)
-            return list(zip(rows[order].tolist(), scores[order].tolist()))
+        phrases = phrases_of(expression)
+        postings = self.postings if phrases else None
+        top = postings.top(phrases, weights, limit) if postings is not None and phrases else None
+        if top is not None:  # `bm25_order` of `_bm25_rows`'s rows and scores
+            return list(zip(top[0].tolist(), top[1].tolist()))
         w1, w2, w3 = weights
         return self._fts(
             "SELECT rowid, bm25(fts, ?, ?, ?) AS s FROM fts WHERE fts MATCH ? ORDER BY s, rowid LIMIT ?",
