@@ -192,3 +192,16 @@ def test_whole_trajectories_equal_with_and_without_the_kernel(tmp_path, monkeypa
     compiled = traces()
     monkeypatch.setattr(postings_kernel, "_LOADED", [None])
     assert traces() == compiled
+
+
+@needs_kernel
+def test_top_bm25_leaves_its_scratch_zeroed_for_the_next_call():
+    rng = np.random.default_rng(15)
+    size = 2000
+    scratch = np.zeros(size, dtype=np.float64), np.zeros(size, dtype=np.uint8)
+    for limit in (1, 10, 100, 3000):
+        lists = [x for x in _random_lists(rng, 5, size, ties=True) if len(x[0])]
+        fresh = postings_kernel.top_bm25(KERNEL, lists, size, limit)
+        kept = postings_kernel.top_bm25(KERNEL, lists, size, limit, scratch)
+        assert kept[0].tolist() == fresh[0].tolist() and kept[1].tolist() == fresh[1].tolist()
+        assert not scratch[0].any() and not scratch[1].any()

@@ -328,6 +328,8 @@ class Postings:
         self._cached_terms = 0
         self._lock = threading.Lock()
         self._scratch = False  # the scratch table that splits phrases like FTS5 exists
+        self._sums: tuple[np.ndarray, np.ndarray] | None = None  # `top`'s sums and marks
+        self._sums_lock = threading.Lock()
 
     @classmethod
     def open(cls, db: Queryable) -> Postings:
@@ -525,7 +527,11 @@ class Postings:
         if any(f is None for f in found):
             return None
         lists = [(rows, term) for rows, term in cast("list[tuple[np.ndarray, np.ndarray]]", found) if len(rows)]
-        return postings_kernel.top_bm25(kernel, lists, len(self.row_norm), limit)
+        size = len(self.row_norm)
+        with self._sums_lock:  # one pair of arrays of every row, kept zeroed between calls
+            if self._sums is None:
+                self._sums = np.zeros(size, dtype=np.float64), np.zeros(size, dtype=np.uint8)
+            return postings_kernel.top_bm25(kernel, lists, size, limit, self._sums)
 
     def bm25_among(self, phrases: list[str], weights, among: np.ndarray) -> np.ndarray | None:
         """bm25 (as `bm25` gives it) of the rows `among` (ascending, unique, each matching
