@@ -527,6 +527,9 @@ class Postings:
         if any(f is None for f in found):
             return None
         lists = [(rows, term) for rows, term in cast("list[tuple[np.ndarray, np.ndarray]]", found) if len(rows)]
+        pruned = _top_of_short_lists(kernel, lists, limit)
+        if pruned is not None:
+            return pruned
         size = len(self.row_norm)
         with self._sums_lock:  # one pair of arrays of every row, kept zeroed between calls
             if self._sums is None:
@@ -560,6 +563,37 @@ class Postings:
                 present = at >= 0
                 total[at[present]] += term[present]
         return -1.0 * total
+
+
+def _top_of_short_lists(kernel, lists: list[tuple[np.ndarray, np.ndarray]], limit: int):
+    """`top`'s answer without scoring every row, when it is provably the same (max-score): the
+    rows of the short lists are scored exactly (all lists' terms in query order, `add_among`), and
+    their limit-th best sum, theta, is a floor for the answer's. The lists whose largest terms add
+    up to below theta (with a margin for rounding), smallest first, can lift no row that is in
+    none of the others past it; the rows of the others are scored exactly and ranked. None: not
+    provable, or no list long enough to leave out: score every row."""
+    long = 16 * max(limit, 1)
+    short = [rows for rows, _ in lists if len(rows) <= long]
+    if limit <= 0 or not short or len(short) == len(lists):
+        return None
+    seed = sorted_unique(np.concatenate(short))
+    if len(seed) < limit:
+        return None
+    seed_scores = -1.0 * postings_kernel.add_among(kernel, seed, lists)
+    theta = -float(seed_scores[bm25_order(seed, seed_scores, limit)[-1]])
+    maxima = [float(term.max()) for _, term in lists]
+    left_out: list[int] = []
+    for p in sorted(range(len(lists)), key=maxima.__getitem__):
+        if not math.fsum([maxima[q] for q in [*left_out, p]]) * (1.0 + 1e-9) < theta:
+            break
+        left_out.append(p)
+    kept = [lists[p][0] for p in range(len(lists)) if p not in left_out and len(lists[p][0]) > long]
+    if not left_out:
+        return None
+    rows = sorted_unique(np.concatenate([seed, *kept])) if kept else seed
+    scores = -1.0 * postings_kernel.add_among(kernel, rows, lists) if kept else seed_scores
+    order = bm25_order(rows, scores, limit)
+    return rows[order], scores[order]
 
 
 def bm25_order(rows: np.ndarray, scores: np.ndarray, limit: int) -> np.ndarray:

@@ -15,6 +15,7 @@ from workbench.index import postings_kernel
 from workbench.index.corpora import load_corpus, load_questions
 from workbench.index.postings import (
     _decode_small,
+    _top_of_short_lists,
     bm25_order,
     decode_grouped,
     decode_keys_numpy,
@@ -205,3 +206,53 @@ def test_top_bm25_leaves_its_scratch_zeroed_for_the_next_call():
         kept = postings_kernel.top_bm25(KERNEL, lists, size, limit, scratch)
         assert kept[0].tolist() == fresh[0].tolist() and kept[1].tolist() == fresh[1].tolist()
         assert not scratch[0].any() and not scratch[1].any()
+
+
+def _question_like_lists(rng, size: int, ties: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A few rare phrases with large terms, several common ones (most rows) with small terms."""
+    lists = []
+    for _ in range(int(rng.integers(1, 5))):
+        rows = np.unique(rng.integers(0, size, int(rng.integers(1, 60)))).astype(np.int64)
+        lists.append((rows, (rng.choice([2.0, 3.0], len(rows)) if ties else 1 + 3 * rng.random(len(rows)))))
+    for _ in range(int(rng.integers(1, 6))):
+        rows = np.unique(rng.integers(0, size, int(rng.integers(size // 4, size)))).astype(np.int64)
+        lists.append((rows, (rng.choice([0.125, 0.25], len(rows)) if ties else 0.3 * rng.random(len(rows)))))
+    order = rng.permutation(len(lists))  # query order mixes rare and common phrases
+    return [lists[i] for i in order]
+
+
+@needs_kernel
+@pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
+def test_pruned_top_equals_scoring_every_row(ties):
+    rng = np.random.default_rng(16 + ties)
+    proved = 0
+    for _ in range(200):
+        size = int(rng.integers(200, 4000))
+        lists = _question_like_lists(rng, size, ties)
+        limit = int(rng.integers(1, 12))
+        dense = postings_kernel.top_bm25(KERNEL, lists, size, limit)
+        pruned = _top_of_short_lists(KERNEL, lists, limit)
+        if pruned is not None:
+            proved += 1
+            assert pruned[0].tolist() == dense[0].tolist() and pruned[1].tolist() == dense[1].tolist()
+    assert proved > 50  # the pruned path is taken, not only its fallback
+
+
+@needs_kernel
+def test_pruned_top_hand_checked():
+    # rare phrase: rows 5 (2.0) and 9 (2.0); common phrase: every row 0..99 with 0.5, row 7 with 1.0.
+    # limit 2: rows 5 and 9 score 2.5; any other row at most 1.0 < 2.5: rows 5, 9 without the others
+    common = np.arange(100, dtype=np.int64)
+    terms = np.full(100, 0.5)
+    terms[7] = 1.0
+    lists = [(np.array([5, 9], dtype=np.int64), np.array([2.0, 2.0])), (common, terms)]
+    rows, scores = _top_of_short_lists(KERNEL, lists, 2)
+    assert rows.tolist() == [5, 9] and scores.tolist() == [-2.5, -2.5]
+    # limit 3: the rare rows give only 2 rows: not provable from them, every row is scored
+    assert _top_of_short_lists(KERNEL, lists, 3) is None
+    # a common phrase whose largest term reaches the rare rows' sum is not left out: its rows are
+    # scored too, and row 7 (2.5) ties with 5 and 9 and comes before 9
+    terms[7] = 2.5
+    rows, scores = _top_of_short_lists(KERNEL, lists, 2)
+    assert rows.tolist() == [5, 7] and scores.tolist() == [-2.5, -2.5]
+    assert postings_kernel.top_bm25(KERNEL, lists, 100, 2)[0].tolist() == [5, 7]
