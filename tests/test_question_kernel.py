@@ -15,7 +15,6 @@ from workbench.index import postings_kernel
 from workbench.index.corpora import load_corpus, load_questions
 from workbench.index.postings import (
     _decode_small,
-    _top_of_short_lists,
     bm25_order,
     decode_grouped,
     decode_keys_numpy,
@@ -23,6 +22,7 @@ from workbench.index.postings import (
     find_sorted,
     sorted_unique,
 )
+from workbench.index.postings_kernel import top_of_short_lists
 from workbench.index.store import Index
 from workbench.judges.lexical import LexicalJudge
 
@@ -146,6 +146,10 @@ def test_add_among_equals_the_straightforward_sum(ties):
                     total += float(terms[at])
             want.append(total)
         assert postings_kernel.add_among(KERNEL, among, lists).tolist() == want
+        # through row slots (lists up to 16x longer than `among` read straight through), left at -1
+        slots = np.full(size + 3, -1, dtype=np.int32)
+        assert postings_kernel.add_among(KERNEL, among, lists, slots).tolist() == want
+        assert (slots == -1).all()
 
 
 @needs_kernel
@@ -226,15 +230,17 @@ def _question_like_lists(rng, size: int, ties: bool) -> list[tuple[np.ndarray, n
 def test_pruned_top_equals_scoring_every_row(ties):
     rng = np.random.default_rng(16 + ties)
     proved = 0
+    slots = np.full(4000, -1, dtype=np.int32)  # kept across calls, as Postings keeps its own
     for _ in range(200):
         size = int(rng.integers(200, 4000))
         lists = _question_like_lists(rng, size, ties)
         limit = int(rng.integers(1, 12))
         dense = postings_kernel.top_bm25(KERNEL, lists, size, limit)
-        pruned = _top_of_short_lists(KERNEL, lists, limit)
+        pruned = top_of_short_lists(KERNEL, lists, limit, slots if limit % 2 else None)
         if pruned is not None:
             proved += 1
             assert pruned[0].tolist() == dense[0].tolist() and pruned[1].tolist() == dense[1].tolist()
+    assert (slots == -1).all()
     assert proved > 50  # the pruned path is taken, not only its fallback
 
 
@@ -246,13 +252,22 @@ def test_pruned_top_hand_checked():
     terms = np.full(100, 0.5)
     terms[7] = 1.0
     lists = [(np.array([5, 9], dtype=np.int64), np.array([2.0, 2.0])), (common, terms)]
-    rows, scores = _top_of_short_lists(KERNEL, lists, 2)
+    rows, scores = top_of_short_lists(KERNEL, lists, 2)
     assert rows.tolist() == [5, 9] and scores.tolist() == [-2.5, -2.5]
     # limit 3: the rare rows give only 2 rows: not provable from them, every row is scored
-    assert _top_of_short_lists(KERNEL, lists, 3) is None
+    assert top_of_short_lists(KERNEL, lists, 3) is None
     # a common phrase whose largest term reaches the rare rows' sum is not left out: its rows are
     # scored too, and row 7 (2.5) ties with 5 and 9 and comes before 9
     terms[7] = 2.5
-    rows, scores = _top_of_short_lists(KERNEL, lists, 2)
+    rows, scores = top_of_short_lists(KERNEL, lists, 2)
     assert rows.tolist() == [5, 7] and scores.tolist() == [-2.5, -2.5]
     assert postings_kernel.top_bm25(KERNEL, lists, 100, 2)[0].tolist() == [5, 7]
+
+
+@needs_kernel
+def test_add_among_slots_refuse_rows_past_them():
+    lists = [(np.array([1, 8], dtype=np.int64), np.array([1.0, 2.0]))]
+    with pytest.raises(IndexError):
+        postings_kernel.add_among(KERNEL, np.array([1], dtype=np.int64), lists, np.full(8, -1, dtype=np.int32))
+    got = postings_kernel.add_among(KERNEL, np.array([1, 8], dtype=np.int64), lists, np.full(9, -1, dtype=np.int32))
+    assert got.tolist() == [1.0, 2.0]

@@ -34,6 +34,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from workbench.index import postings_kernel
+from workbench.index.postings_kernel import bm25_order, sorted_unique  # noqa: F401  (this module's face)
 
 K1, B = 1.2, 0.75
 COLUMNS = ("title", "heading", "body")
@@ -294,16 +295,6 @@ def find_sorted(values: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np
     return at, values[at] == queries
 
 
-def sorted_unique(ids: np.ndarray) -> np.ndarray:
-    """np.unique(ids) by a sort and a neighbour test: numpy 2's np.unique hashes first, ~10x
-    slower on the ~30k unit ids of an expansion's lists."""
-    ids = np.sort(ids)
-    first = np.empty(len(ids), dtype=bool)
-    first[:1] = True
-    np.not_equal(ids[1:], ids[:-1], out=first[1:])
-    return ids[first]
-
-
 class Postings:
     """The index's term positions as the build stored them (table `postings`, one blob per
     block of units and term, decoded to int64 keys on first use), row sizes and the table averages. A token's
@@ -328,7 +319,7 @@ class Postings:
         self._cached_terms = 0
         self._lock = threading.Lock()
         self._scratch = False  # the scratch table that splits phrases like FTS5 exists
-        self._sums: tuple[np.ndarray, np.ndarray] | None = None  # `top`'s sums and marks
+        self._sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # `_row_arrays`
         self._sums_lock = threading.Lock()
 
     @classmethod
@@ -527,14 +518,20 @@ class Postings:
         if any(f is None for f in found):
             return None
         lists = [(rows, term) for rows, term in cast("list[tuple[np.ndarray, np.ndarray]]", found) if len(rows)]
-        pruned = _top_of_short_lists(kernel, lists, limit)
-        if pruned is not None:
-            return pruned
-        size = len(self.row_norm)
-        with self._sums_lock:  # one pair of arrays of every row, kept zeroed between calls
-            if self._sums is None:
-                self._sums = np.zeros(size, dtype=np.float64), np.zeros(size, dtype=np.uint8)
-            return postings_kernel.top_bm25(kernel, lists, size, limit, self._sums)
+        with self._sums_lock:  # arrays of every row, kept zeroed (or -1) between calls
+            sums, marks, slots = self._row_arrays()
+            pruned = postings_kernel.top_of_short_lists(kernel, lists, limit, slots)
+            if pruned is not None:
+                return pruned
+            return postings_kernel.top_bm25(kernel, lists, len(self.row_norm), limit, (sums, marks))
+
+    def _row_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(float64 zeros, uint8 zeros, int32 -1s) as long as the rows, made once (their pages'
+        first touch costs ~3 ms a call at 600k rows); the kernels leave them as they found them."""
+        if self._sums is None:
+            size = len(self.row_norm)
+            self._sums = (np.zeros(size), np.zeros(size, dtype=np.uint8), np.full(size, -1, dtype=np.int32))
+        return self._sums
 
     def bm25_among(self, phrases: list[str], weights, among: np.ndarray) -> np.ndarray | None:
         """bm25 (as `bm25` gives it) of the rows `among` (ascending, unique, each matching
@@ -550,8 +547,9 @@ class Postings:
         if not len(among) or not lists:
             return -1.0 * total
         kernel = postings_kernel.load()
-        if kernel is not None:  # the same additions in the same order, one merge per phrase
-            return -1.0 * postings_kernel.add_among(kernel, among, lists)
+        if kernel is not None and int(among[-1]) < len(self.row_norm):  # the same additions in the same order
+            with self._sums_lock:
+                return -1.0 * postings_kernel.add_among(kernel, among, lists, self._row_arrays()[2])
         slot = np.full(max([int(among[-1]), *(int(rows[-1]) for rows, _ in lists)]) + 1, -1, dtype=np.int32)
         slot[among] = np.arange(len(among), dtype=np.int32)
         for rows, term in lists:  # phrases in query order, as in `bm25`
@@ -563,47 +561,3 @@ class Postings:
                 present = at >= 0
                 total[at[present]] += term[present]
         return -1.0 * total
-
-
-def _top_of_short_lists(kernel, lists: list[tuple[np.ndarray, np.ndarray]], limit: int):
-    """`top`'s answer without scoring every row, when it is provably the same (max-score): the
-    rows of the short lists are scored exactly (all lists' terms in query order, `add_among`), and
-    their limit-th best sum, theta, is a floor for the answer's. The lists whose largest terms add
-    up to below theta (with a margin for rounding), smallest first, can lift no row that is in
-    none of the others past it; the rows of the others are scored exactly and ranked. None: not
-    provable, or no list long enough to leave out: score every row."""
-    long = 16 * max(limit, 1)
-    short = [rows for rows, _ in lists if len(rows) <= long]
-    if limit <= 0 or not short or len(short) == len(lists):
-        return None
-    seed = sorted_unique(np.concatenate(short))
-    if len(seed) < limit:
-        return None
-    seed_scores = -1.0 * postings_kernel.add_among(kernel, seed, lists)
-    theta = -float(seed_scores[bm25_order(seed, seed_scores, limit)[-1]])
-    maxima = [float(term.max()) for _, term in lists]
-    left_out: list[int] = []
-    for p in sorted(range(len(lists)), key=maxima.__getitem__):
-        if not math.fsum([maxima[q] for q in [*left_out, p]]) * (1.0 + 1e-9) < theta:
-            break
-        left_out.append(p)
-    kept = [lists[p][0] for p in range(len(lists)) if p not in left_out and len(lists[p][0]) > long]
-    if not left_out:
-        return None
-    rows = sorted_unique(np.concatenate([seed, *kept])) if kept else seed
-    scores = -1.0 * postings_kernel.add_among(kernel, rows, lists) if kept else seed_scores
-    order = bm25_order(rows, scores, limit)
-    return rows[order], scores[order]
-
-
-def bm25_order(rows: np.ndarray, scores: np.ndarray, limit: int) -> np.ndarray:
-    """Positions of the first `limit` rows in `Index.search`'s order: best BM25 first (lower is
-    better, as FTS5 gives it), ties by lower unit id (then by position, as a stable sort)."""
-    limit = max(limit, 0)
-    if len(scores) > 4 * limit + 64:
-        # only rows at least as good as the limit-th best can be among the first `limit`
-        # (ties at that score included): sort those alone
-        worst = np.partition(scores, limit - 1)[limit - 1] if limit else -np.inf
-        near = np.flatnonzero(scores <= worst)
-        return near[np.lexsort((rows[near], scores[near]))[:limit]]
-    return np.lexsort((rows, scores))[:limit]

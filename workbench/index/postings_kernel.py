@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -117,6 +118,31 @@ void add_among(const int64_t *among, int64_t n, int64_t nphr, const int64_t *con
     }
 }
 
+/* `add_among` through `slot` (every row's place in `among`, -1 when absent; -1 everywhere on
+   entry and again on return): a list up to 16x longer than `among` is read straight through,
+   each row looking up its place, instead of galloping. The same additions in the same order. */
+void add_among_slots(const int64_t *among, int64_t n, int64_t nphr, const int64_t *const *rows,
+                     const double *const *terms, const int64_t *lens, int32_t *slot, double *total) {
+    for (int64_t i = 0; i < n; i++) slot[among[i]] = (int32_t)i;
+    for (int64_t p = 0; p < nphr; p++) {
+        const int64_t *r = rows[p];
+        const double *t = terms[p];
+        int64_t m = lens[p];
+        if (m > 16 * n) {
+            for (int64_t i = 0, j = 0; i < n && j < m; i++) {
+                j = gallop(r, j, m, among[i]);
+                if (j < m && r[j] == among[i]) total[i] += t[j];
+            }
+        } else {
+            for (int64_t j = 0; j < m; j++) {
+                int32_t at = slot[r[j]];
+                if (at >= 0) total[at] += t[j];
+            }
+        }
+    }
+    for (int64_t i = 0; i < n; i++) slot[among[i]] = -1;
+}
+
 /* a before b in Index.search's order: lower bm25 (as FTS5 gives it) first, ties by lower row */
 static int before(double sa, int64_t a, double sb, int64_t b) { return sa < sb || (sa == sb && a < b); }
 
@@ -209,6 +235,8 @@ def _compile() -> ctypes.CDLL | None:
     lib.keep_followed.argtypes = [pointer, size, pointer, size, size, pointer]
     lib.add_among.restype = None
     lib.add_among.argtypes = [pointer, size, size, pointer, pointer, pointer, pointer]
+    lib.add_among_slots.restype = None
+    lib.add_among_slots.argtypes = [pointer, size, size, pointer, pointer, pointer, pointer, pointer]
     lib.top_bm25.restype = ctypes.c_int64
     lib.top_bm25.argtypes = [size, pointer, pointer, pointer, size, pointer, pointer, size, pointer, pointer]
     return lib
@@ -265,13 +293,26 @@ def _lists(lists: list[tuple[np.ndarray, np.ndarray]]) -> tuple:
     return row_ptrs, term_ptrs, lens
 
 
-def add_among(lib: ctypes.CDLL, among: np.ndarray, lists: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+def add_among(
+    lib: ctypes.CDLL, among: np.ndarray, lists: list[tuple[np.ndarray, np.ndarray]], slots: np.ndarray | None = None
+) -> np.ndarray:
     """The sum, per row of `among` (ascending int64), of the terms of the `lists` (rows ascending,
-    terms) that hold it, added list by list in the given order from 0.0."""
+    terms) that hold it, added list by list in the given order from 0.0. `slots`: an int32 array
+    of -1 as long as the rows (a caller keeps it; left as it came), so that most lists are read
+    straight through instead of galloping."""
     among = np.ascontiguousarray(among, dtype=np.int64)
     total = np.zeros(len(among), dtype=np.float64)
     row_ptrs, term_ptrs, lens = _lists(lists)
-    lib.add_among(among.ctypes.data, len(among), len(lists), row_ptrs, term_ptrs, lens.ctypes.data, total.ctypes.data)
+    args = (among.ctypes.data, len(among), len(lists), row_ptrs, term_ptrs, lens.ctypes.data)
+    if slots is None:
+        lib.add_among(*args, total.ctypes.data)
+        return total
+    if slots.dtype != np.int32 or not slots.flags.c_contiguous:
+        raise TypeError("add_among's slots: a contiguous int32 array")
+    ends = [(int(rows[0]), int(rows[-1])) for rows in [among, *(rows for rows, _ in lists)] if len(rows)]
+    if any(first < 0 or last >= len(slots) for first, last in ends):
+        raise IndexError("a row past add_among's slots")
+    lib.add_among_slots(*args, slots.ctypes.data, total.ctypes.data)
     return total
 
 
@@ -294,3 +335,57 @@ def top_bm25(
     args = (total.ctypes.data, hit.ctypes.data, limit, rows.ctypes.data, scores.ctypes.data)
     n = lib.top_bm25(len(lists), row_ptrs, term_ptrs, lens.ctypes.data, size, *args)
     return rows[:n], scores[:n]
+
+
+def sorted_unique(ids: np.ndarray) -> np.ndarray:
+    """np.unique(ids) by a sort and a neighbour test: numpy 2's np.unique hashes first, ~10x
+    slower on the ~30k unit ids of an expansion's lists."""
+    ids = np.sort(ids)
+    first = np.empty(len(ids), dtype=bool)
+    first[:1] = True
+    np.not_equal(ids[1:], ids[:-1], out=first[1:])
+    return ids[first]
+
+
+def bm25_order(rows: np.ndarray, scores: np.ndarray, limit: int) -> np.ndarray:
+    """Positions of the first `limit` rows in `Index.search`'s order: best BM25 first (lower is
+    better, as FTS5 gives it), ties by lower unit id (then by position, as a stable sort)."""
+    limit = max(limit, 0)
+    if len(scores) > 4 * limit + 64:
+        # only rows at least as good as the limit-th best can be among the first `limit`
+        # (ties at that score included): sort those alone
+        worst = np.partition(scores, limit - 1)[limit - 1] if limit else -np.inf
+        near = np.flatnonzero(scores <= worst)
+        return near[np.lexsort((rows[near], scores[near]))[:limit]]
+    return np.lexsort((rows, scores))[:limit]
+
+
+def top_of_short_lists(kernel, lists: list[tuple[np.ndarray, np.ndarray]], limit: int, slots=None):
+    """`top`'s answer without scoring every row, when it is provably the same (max-score): the
+    rows of the short lists are scored exactly (all lists' terms in query order, `add_among`), and
+    their limit-th best sum, theta, is a floor for the answer's. The lists whose largest terms add
+    up to below theta (with a margin for rounding), smallest first, can lift no row that is in
+    none of the others past it; the rows of the others are scored exactly and ranked. None: not
+    provable, or no list long enough to leave out: score every row."""
+    long = 16 * max(limit, 1)
+    short = [rows for rows, _ in lists if len(rows) <= long]
+    if limit <= 0 or not short or len(short) == len(lists):
+        return None
+    seed = sorted_unique(np.concatenate(short))
+    if len(seed) < limit:
+        return None
+    seed_scores = -1.0 * add_among(kernel, seed, lists, slots)
+    theta = -float(seed_scores[bm25_order(seed, seed_scores, limit)[-1]])
+    maxima = [float(term.max()) for _, term in lists]
+    left_out: list[int] = []
+    for p in sorted(range(len(lists)), key=maxima.__getitem__):
+        if not math.fsum([maxima[q] for q in [*left_out, p]]) * (1.0 + 1e-9) < theta:
+            break
+        left_out.append(p)
+    kept = [lists[p][0] for p in range(len(lists)) if p not in left_out and len(lists[p][0]) > long]
+    if not left_out:
+        return None
+    rows = sorted_unique(np.concatenate([seed, *kept])) if kept else seed
+    scores = -1.0 * add_among(kernel, rows, lists, slots) if kept else seed_scores
+    order = bm25_order(rows, scores, limit)
+    return rows[order], scores[order]
