@@ -10,11 +10,12 @@ where the time goes. Prints figures; asserts nothing.
 INDEX is built once from `bench_scale.py`'s corpus (its generator, `write_corpus`), e.g.
 `sag2wb index corpus-300000.json --db index-300000.sqlite`. Each round starts one process per
 code, which opens the index, runs the first question (open + first, reported apart), then the
-rest, timing wall and CPU per question. `--judge oracle` is the instant judge (gold labels);
-`--judge learned` is the shipped learned judge with an empty embedding cache (cold: every
-passage embedded on first sight, as a new corpus's first questions are). With `--profile
-cprofile` one extra process (the last code) runs the questions under cProfile and prints the functions with
-the most own time and the time per module (workbench files, sqlite, numpy, the embedder);
+rest, timing wall and CPU per question; a code's row gives its processes' largest peak RSS.
+`--judge oracle` is the instant judge (gold labels); `--judge learned` is the shipped learned
+judge with an empty embedding cache (cold: every passage embedded on first sight, as a new
+corpus's first questions are). With `--profile cprofile` one extra process (the last code) runs
+the questions under cProfile and prints the functions with the most own time and the time per
+module (workbench files, sqlite, numpy, the embedder);
 `--profile py-spy` records a flame graph SVG with `.venv/bin/py-spy` instead.
 """
 
@@ -81,8 +82,10 @@ wall = [w for w, _, _ in got]
 cpu = [c for _, c, _ in got]
 import hashlib
 digest = hashlib.sha256("\\n".join([first.to_json(stats=False)] + [t.to_json(stats=False) for _, _, t in got]).encode())
+import resource
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 print(json.dumps({"open_first": open_first, "open_first_cpu": open_first_cpu, "wall": wall, "cpu": cpu,
-                  "traces": digest.hexdigest(), "embed": embed, "embedded": embedded}))
+                  "traces": digest.hexdigest(), "embed": embed, "embedded": embedded, "rss": rss}))
 """
 
 
@@ -163,8 +166,9 @@ def main() -> None:
     for _ in range(args.rounds):
         for code in codes:
             results[code].append(run_child(code, args))
-    print("| code | open + 1st question s (CPU) | per question median / p90 ms | CPU median ms | per process |")
-    print("|---|---|---|---|---|")
+    head = ["code", "open + 1st question s (CPU)", "per question median / p90 ms", "CPU median ms", "peak RSS MiB"]
+    print("| " + " | ".join([*head, "per process"]) + " |")
+    print("|---|---|---|---|---|---|")
     base = None
     for code in codes:
         rs = results[code]
@@ -175,7 +179,8 @@ def main() -> None:
         ofc = statistics.median(r["open_first_cpu"] for r in rs)
         wall = f"{statistics.median(medians) * 1000:.1f} / {statistics.median(p90(r['wall']) for r in rs) * 1000:.1f}"
         cpu_ms = statistics.median(cpu) * 1000
-        print(f"| {code or 'this checkout'} | {of:.2f} ({ofc:.2f}) | {wall} | {cpu_ms:.1f} | {per} |")
+        rss = max(r.get("rss", 0.0) for r in rs)
+        print(f"| {code or 'this checkout'} | {of:.2f} ({ofc:.2f}) | {wall} | {cpu_ms:.1f} | {rss:.0f} | {per} |")
         if base is None:
             base = (statistics.median(medians), statistics.median(cpu))
         else:
