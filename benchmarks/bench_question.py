@@ -10,7 +10,8 @@ where the time goes. Prints figures; asserts nothing.
 INDEX is built once from `bench_scale.py`'s corpus (its generator, `write_corpus`), e.g.
 `sag2wb index corpus-300000.json --db index-300000.sqlite`. Each round starts one process per
 code, which opens the index, runs the first question (open + first, reported apart), then the
-rest, timing wall and CPU per question; a code's row gives its processes' largest peak RSS.
+rest, timing wall and CPU per question; a code's row gives its processes' largest peak RSS
+(which counts the pages of the index file SQLite memory-maps) and anonymous RSS at the end.
 `--judge oracle` is the instant judge (gold labels); `--judge learned` is the shipped learned
 judge with an empty embedding cache (cold: every passage embedded on first sight, as a new
 corpus's first questions are). With `--profile cprofile` one extra process (the last code) runs
@@ -83,9 +84,14 @@ cpu = [c for _, c, _ in got]
 import hashlib
 digest = hashlib.sha256("\\n".join([first.to_json(stats=False)] + [t.to_json(stats=False) for _, _, t in got]).encode())
 import resource
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux; counts the mapped index's pages
+anon = 0.0
+try:  # the process's own memory, without the index file's pages SQLite memory-maps
+    anon = next(float(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith("RssAnon:"))
+except (OSError, StopIteration):
+    pass
 print(json.dumps({"open_first": open_first, "open_first_cpu": open_first_cpu, "wall": wall, "cpu": cpu,
-                  "traces": digest.hexdigest(), "embed": embed, "embedded": embedded, "rss": rss}))
+                  "traces": digest.hexdigest(), "embed": embed, "embedded": embedded, "rss": rss, "anon": anon}))
 """
 
 
@@ -166,7 +172,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for code in codes:
             results[code].append(run_child(code, args))
-    head = ["code", "open + 1st question s (CPU)", "per question median / p90 ms", "CPU median ms", "peak RSS MiB"]
+    head = ["code", "open + 1st question s (CPU)", "per question median / p90 ms", "CPU median ms", "RSS MiB"]
     print("| " + " | ".join([*head, "per process"]) + " |")
     print("|---|---|---|---|---|---|")
     base = None
@@ -179,8 +185,8 @@ def main() -> None:
         ofc = statistics.median(r["open_first_cpu"] for r in rs)
         wall = f"{statistics.median(medians) * 1000:.1f} / {statistics.median(p90(r['wall']) for r in rs) * 1000:.1f}"
         cpu_ms = statistics.median(cpu) * 1000
-        rss = max(r.get("rss", 0.0) for r in rs)
-        print(f"| {code or 'this checkout'} | {of:.2f} ({ofc:.2f}) | {wall} | {cpu_ms:.1f} | {rss:.0f} | {per} |")
+        rss = f"{max(r.get('rss', 0.0) for r in rs):.0f} peak, {max(r.get('anon', 0.0) for r in rs):.0f} anon"
+        print(f"| {code or 'this checkout'} | {of:.2f} ({ofc:.2f}) | {wall} | {cpu_ms:.1f} | {rss} | {per} |")
         if base is None:
             base = (statistics.median(medians), statistics.median(cpu))
         else:
