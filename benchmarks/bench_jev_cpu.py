@@ -11,6 +11,10 @@ cpu: `sag2wb judge-server --judge lexical` (answers at once) and `sag2wb eval --
 concurrency: a server answering with the built-in hash judge `--delay-ms` late; the same eval at
     --concurrency 1 and N (wall time, and the client's CPU); with --old-tree, that tree's client too
     (alternated, against the same server).
+--split: one more eval per tree at --concurrency N, its CPU split by thread (the question threads, the
+    JEV client's event loop, its HTTP threads, the main thread: imports, setup, writing the results;
+    read from /proc/self/task every 0.1 s, so a thread that ended is counted as last seen) and when
+    its first and last requests went out and were answered.
 Medians of `--repeat` runs, the two sides alternated so they share the same minutes.
 """
 
@@ -77,6 +81,65 @@ class Server:
         self.proc.wait()
 
 
+# Runs `sag2wb eval ...` in this process with a poller thread, and prints the CPU of each kind of
+# thread (by Python thread name) and the request timeline as one JSON line on stderr at exit.
+SPLIT_RUNNER = r"""
+import atexit, json, os, sys, threading, time
+TICK = os.sysconf("SC_CLK_TCK")
+seen, marks, T0 = {}, [], time.perf_counter()
+def snap():
+    names = {str(t.native_id): t.name for t in threading.enumerate()}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            f = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = names.get(tid) or seen.get(tid, ("other",))[0]
+        seen[tid] = (name, (int(f[11]) + int(f[12])) / TICK)
+def poll():
+    while True:
+        snap()
+        time.sleep(0.1)
+threading.Thread(target=poll, name="poller", daemon=True).start()
+import workbench.judges.jev.client as client
+post = client.JEVClient.post
+async def timed_post(self, *args, **kwargs):
+    marks.append(("sent", time.perf_counter() - T0))
+    try:
+        return await post(self, *args, **kwargs)
+    finally:
+        marks.append(("answered", time.perf_counter() - T0))
+client.JEVClient.post = timed_post
+def report():
+    snap()
+    kinds = {}
+    for name, cpu in seen.values():
+        kind = name.split("_")[0].rstrip("-0123456789") if name.startswith(("sag2wb-question", "jev-http")) else name
+        kinds[kind] = round(kinds.get(kind, 0) + cpu, 2)
+    sent = [t for k, t in marks if k == "sent"]
+    answered = [t for k, t in marks if k == "answered"]
+    times = {"first sent": min(sent, default=0), "last answered": max(answered, default=0),
+             "exit": time.perf_counter() - T0}
+    print("SPLIT " + json.dumps({"threads": kinds, "at": {k: round(v, 2) for k, v in times.items()}}), file=sys.stderr)
+atexit.register(report)
+sys.argv = ["sag2wb", *sys.argv[1:]]
+from workbench.cli.main import main
+sys.exit(main())
+"""
+
+
+def run_split(cmd: list[str], tree: Path) -> dict:
+    """The SPLIT_RUNNER's figures for `cmd` (a `sag2wb` command line: SAG2WB + arguments)."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", SPLIT_RUNNER, *cmd[len(SAG2WB) :]], cwd=tree, capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    line = next((x for x in proc.stderr.splitlines() if x.startswith("SPLIT ")), None)
+    if proc.returncode != 0 or line is None:
+        raise SystemExit(f"split run failed ({proc.returncode}): {proc.stderr[-500:]}")
+    return json.loads(line[len("SPLIT ") :])
+
+
 def eval_cmd(db: Path, questions: Path, out: Path, judge: list[str], concurrency: int) -> list[str]:
     return [*SAG2WB, "eval", "--db", str(db), "--questions", str(questions), "--out", str(out), "--force",
             "--quiet", "--concurrency", str(concurrency), *judge]  # fmt: skip
@@ -93,6 +156,7 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--old-tree", type=Path, help="another checkout (e.g. `git archive HEAD`), measured alongside")
     ap.add_argument("--old-db", type=Path, help="the index built by --old-tree's code (default: --db)")
+    ap.add_argument("--split", action="store_true", help="concurrency: also one run at N split by thread")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-jev-cpu-"))
     lines = (Path(args.data) / "questions-dev.jsonl").read_text().splitlines()[: args.questions]
@@ -150,6 +214,10 @@ def main() -> int:
                         f.setdefault(f"wall {k}", []).append(w)
                         f.setdefault(f"cpu {k}", []).append(c)
                         f.setdefault(f"served {k}", []).append(server.cpu() - before)
+            if args.split:
+                for name, tree, db in trees:
+                    cmd = eval_cmd(db, qfile, tmp / "split.json", jev(server.url, 0), n)
+                    print(f"split ({name}, {n} at once): {run_split(cmd, tree)}")
         finally:
             server.close()
         m = statistics.median

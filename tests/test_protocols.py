@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import functools
 from pathlib import Path
 
@@ -28,7 +29,9 @@ from workbench.judges.semantic import SemanticJudge
 from workbench.protocols import (
     AsyncJudge,
     BatchDependent,
+    BulkStore,
     Closable,
+    CountsJudgments,
     CountsPerCall,
     Explains,
     HasCacheKeys,
@@ -61,6 +64,7 @@ PROTOCOLS = (
     JudgesSagRequests,
     ReadsModelFile,
 )
+STORE_PROTOCOLS = (BulkStore, CountsJudgments)  # what a judgment store may offer a CachedJudge
 CANDIDATES = [{"unit_id": 1, "title": "Glass Harbour", "text": "A film.", "document": "Glass Harbour"}]
 
 
@@ -290,14 +294,12 @@ def test_what_belongs_to_jev_is_in_jev(film, tmp_path):
 
 # ---- no capability probe outside the protocols module ----------------------------------------
 # Every capability member, and `judge` itself (is_judge_object): read only in workbench/protocols.py.
-CAPABILITY_MEMBERS = {m for p in PROTOCOLS for m in members(p)} - {"name", "key"}
+CAPABILITY_MEMBERS = {m for p in (*PROTOCOLS, *STORE_PROTOCOLS) for m in members(p)} - {"name", "key"}
 # (attribute, receiver) of the getattr/hasattr calls named like a capability that probe no judge
 NOT_A_JUDGE = {("close", "self.outcomes"): "an iterator of outcomes (a generator-based map), stopped early"}
 # Every other getattr/hasattr outside the protocols module, by its attribute name, and why it is no capability probe
 ALLOWED = {
     **dict.fromkeys(("name", "key"), "a Judge's own name or key read with a default (display, resume keys)"),
-    "count": "a judgment store's size (jev/judge.py: the replay hint)",
-    **dict.fromkeys(("get_many", "set_many"), "a judgment store's bulk reads and writes (judges/cached.py)"),
     "build": "a JudgeSpec-like value (run_arguments.judge_from)",
     **dict.fromkeys(("__code__", "__defaults__", "__name__", "__qualname__", "func", "co_code"), "functions, code"),
     **dict.fromkeys(("__iter__", "__len__", "item", "dtype", "shape", "to_dict"), "plain values"),
@@ -380,3 +382,65 @@ def test_the_scan_finds_the_probes_it_forbids():
         "judgment.py:1: judge.usage",
         "judgment.py:2: judge.judge_sag",
     ]
+
+
+# ---- what a judgment store offers: read through BulkStore and CountsJudgments -----------------
+class DictStore:
+    """A store with get, set, transact and close only: read and written key by key."""
+
+    def __init__(self):
+        self.data, self.calls = {}, []
+
+    def get(self, key, default=None):
+        self.calls.append("get")
+        return self.data.get(key, default)
+
+    def set(self, key, value):
+        self.calls.append("set")
+        self.data[key] = value
+
+    def transact(self):
+        return contextlib.nullcontext()
+
+    def close(self):
+        pass
+
+
+class BulkDictStore(DictStore):
+    def get_many(self, keys):
+        self.calls.append(("get_many", len(keys)))
+        return {k: self.data[k] for k in keys if k in self.data}
+
+    def set_many(self, pairs):
+        self.calls.append(("set_many", len(pairs)))
+        self.data.update(pairs)
+
+
+class ReadsOnlyInBulk(DictStore):  # half of BulkStore: not a bulk store
+    def get_many(self, keys):
+        raise AssertionError("a store without set_many is read key by key")
+
+
+def test_a_store_is_read_and_written_in_bulk_only_when_it_is_a_bulk_store(tmp_path):
+    from workbench.judges.jev.cache import open_store
+
+    jev_store = open_store(tmp_path / "jev-cache")
+    assert isinstance(jev_store, BulkStore) and protocols.judgments_held(jev_store) == 0
+    jev_store.close()
+    plain = diskcache.Cache(str(tmp_path / "plain"))
+    assert not isinstance(plain, BulkStore) and protocols.judgments_held(plain) is None  # its `count`: a setting
+    plain.close()
+    assert isinstance(BulkDictStore(), BulkStore) and not isinstance(ReadsOnlyInBulk(), BulkStore)
+
+    cands = [{"unit_id": i, "title": f"T{i}", "text": f"text {i}", "document": f"T{i}"} for i in range(1, 5)]
+    twice = [*cands[:2], cands[0]]  # a repeated candidate is looked up once
+    results = {}
+    for store in (DictStore(), BulkDictStore(), ReadsOnlyInBulk()):
+        judge = CachedJudge(FunctionJudge(lambda q, c, x: [0.25 * c_["unit_id"] for c_ in c], "quarters"), store)
+        results[type(store).__name__] = (judge.judge("Q?", twice, []), judge.judge("Q?", cands, []), store.data)
+        if type(store) is BulkDictStore:  # one read per call, one write per part answered
+            assert store.calls == [("get_many", 2), ("set_many", 2), ("get_many", 4), ("set_many", 2)]
+        else:
+            assert store.calls == ["get"] * 2 + ["set"] * 2 + ["get"] * 4 + ["set"] * 2
+    assert results["DictStore"] == results["BulkDictStore"] == results["ReadsOnlyInBulk"]
+    assert results["DictStore"][:2] == ([0.25, 0.5, 0.25], [0.25, 0.5, 0.75, 1.0])

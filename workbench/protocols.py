@@ -1,4 +1,5 @@
-"""What a judge is, and what else it may do: one runtime-checkable Protocol per capability.
+"""What a judge is, and what else it may do: one runtime-checkable Protocol per capability
+(and what a judgment store may offer a cache wrapper besides get and set).
 
 A judge has `name`, `key` and `judge(question, candidates, context)`. Everything else is
 optional, declared here, and tested with `isinstance` (as PyTerrier's `inspect.py` tests a
@@ -147,6 +148,26 @@ class ReadsModelFile(Protocol):
     sha256: str
 
 
+# ---- what a judgment store may offer (the store behind `judges.cached.CachedJudge`) -----------
+@runtime_checkable
+class BulkStore(Protocol):
+    """Reads and writes many judgments at once: `get_many(keys)` -> {key: value} of the keys
+    present, `set_many([(key, value)])` all in one transaction (JEV's JudgmentStore); a store
+    without them is read and written key by key."""
+
+    def get_many(self, keys: list[str]) -> dict: ...
+
+    def set_many(self, pairs: list[tuple[str, dict]]) -> None: ...
+
+
+@runtime_checkable
+class CountsJudgments(Protocol):
+    """Says how many judgments it holds (read by `judgments_held`: a diskcache.Cache has a `count`
+    too, its setting, a number)."""
+
+    def count(self) -> int: ...
+
+
 # ---- the one place each capability is read --------------------------------------------------
 def is_judge_object(value) -> bool:
     """Whether `value` is a judge object (it has a callable `judge`), not a plain function or a spec.
@@ -267,3 +288,17 @@ def model_sha256(judge) -> str | None:
     """
     sha256 = judge.sha256 if isinstance(judge, ReadsModelFile) else None
     return sha256 if isinstance(sha256, str) else None
+
+
+def judgments_held(store) -> int | None:
+    """How many judgments a store holds, or None for a store that does not say (`CountsJudgments`
+    with a callable `count`).
+
+    >>> class Counted:
+    ...     def count(self): return 3
+    >>> class Setting:            # diskcache.Cache: `count` is one of its settings, not a method
+    ...     count = 0
+    >>> judgments_held(Counted()), judgments_held(Setting()), judgments_held(None)
+    (3, None, None)
+    """
+    return store.count() if isinstance(store, CountsJudgments) and callable(store.count) else None

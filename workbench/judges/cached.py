@@ -17,7 +17,8 @@
 The store is anything with `get(key, default=None)`, `set(key, value)`, `transact()` (a
 context manager) and `close()`: a `diskcache.Cache` fits. A store may also offer
 `get_many(keys) -> {key: value}` (the keys present) and `set_many([(key, value)])` (one
-transaction): a call's look-ups and each part's writes then go in bulk (the JEV JudgmentStore).
+transaction), `workbench.protocols.BulkStore`: a call's look-ups and each part's writes then go in
+bulk (the JEV JudgmentStore).
 One value per judgment, `{"p": probability, "model": what answered, or None}`; only validated
 answers are stored.
 
@@ -55,6 +56,7 @@ from pathlib import Path
 from workbench.judgment import JudgeError, validate_scores
 from workbench.protocols import (
     AsyncJudge,
+    BulkStore,
     HasCacheKeys,
     NamesCacheMiss,
     PlansCache,
@@ -114,6 +116,7 @@ class CachedJudge:
 
     def __init__(self, inner, store, *, cache_dir: str | Path | None = None, cache_only: bool = False):
         self.inner, self.store = inner, store
+        self._bulk = isinstance(store, BulkStore)  # a call's look-ups in one read, a part's writes in one transaction
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
         self.cache_only = bool(cache_only)
         self._keys = inner.cache_keys if isinstance(inner, HasCacheKeys) else None
@@ -265,8 +268,7 @@ class CachedJudge:
         status: dict[str, bool | None] = {}
         values: dict[str, float] = {}
         distinct = list(dict.fromkeys(keys))
-        get_many = getattr(store, "get_many", None)  # one look-up for the call (JudgmentStore), else one per key
-        found = get_many(distinct) if get_many is not None else None
+        found = store.get_many(distinct) if self._bulk else None  # else one look-up per key
         for k in distinct:
             value = found.get(k) if found is not None else store.get(k)
             st = self._status(value)
@@ -326,9 +328,8 @@ class CachedJudge:
 
         def on_answered(indices, probabilities, model=None) -> None:
             store = self.store
-            set_many = getattr(store, "set_many", None)  # one transaction, one INSERT (JudgmentStore)
-            if set_many is not None:
-                set_many([(keys[i], {"p": p, "model": model}) for i, p in zip(indices, probabilities)])
+            if self._bulk:  # one transaction, one INSERT (JudgmentStore)
+                store.set_many([(keys[i], {"p": p, "model": model}) for i, p in zip(indices, probabilities)])
                 return
             with store.transact():
                 for i, p in zip(indices, probabilities):

@@ -36,6 +36,7 @@ from workbench.judges.jev.payload import (
     encode_request,
     plan_requests,
 )
+from workbench.protocols import judgments_held
 from workbench.usage import count_usage, current_scope, using
 
 USAGE_COUNTERS = (
@@ -362,8 +363,8 @@ class JEVCachedJudge(CachedJudge):
         keys = list(dict.fromkeys(self.inner.cache_keys(question, candidates, context)))
         cached = sum(1 for k in keys if valid_entry(self.store.get(k)))
         where = self.cache_dir if self.cache_dir is not None else "the judgment store"
-        count = getattr(self.store, "count", None)  # a JudgmentStore's (not a judge's): how much it holds
-        held = f"the cache {where}" + (f" (it holds {count()} judgments)" if callable(count) else "")
+        count = judgments_held(self.store)
+        held = f"the cache {where}" + (f" (it holds {count} judgments)" if count is not None else "")
         replay = "--cache-only replays cached judgments without the service"
         if cached == len(keys):
             hint = f"All {len(keys)} judgments of this round are in {held}: {replay}"
