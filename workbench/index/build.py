@@ -31,16 +31,16 @@ import os
 import signal
 import sqlite3
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from workbench import text as textlib
-from workbench.index.postings import BLOCK_CHUNKS, COLUMNS, encode_groups, read_instances
-from workbench.index.schema import DIVERSITY_TOKEN, SCHEMA_VERSION, fold_accents, normalize_title, tokenizer_signature
+from workbench.index.postings import BLOCK_CHUNKS, encode_groups
+from workbench.index.schema import SCHEMA_VERSION, tokenizer_signature
+from workbench.index.tokenized import tokenize_rows
 from workbench.index.units import Unit
 
 CHUNK_UNITS = 2048
@@ -67,7 +67,6 @@ SCHEMA = """
     CREATE TABLE aliases (fold TEXT PRIMARY KEY, title TEXT NOT NULL, lookup TEXT NOT NULL) WITHOUT ROWID;
     CREATE INDEX aliases_lookup ON aliases (lookup);
 """
-_BODY = COLUMNS.index("body")
 
 
 def document_chunks(units: Iterable[Unit], size: int = CHUNK_UNITS) -> Iterator[list[Unit]]:
@@ -87,54 +86,6 @@ def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str]]) -> dict
     """Everything the index stores about units `first_id`, `first_id + 1`, ... given their
     (title, heading, body, document): runs in a worker process."""
     return tokenize_rows(list(range(first_id, first_id + len(rows))), rows)
-
-
-def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict:
-    """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together)."""
-
-    tok = textlib.tokenize
-    fts_rows: list[tuple[int, str, str, str]] = []
-    phrases: Counter[str] = Counter()
-    title_keys: list[tuple[str, str]] = []
-    keys_of_title: dict[str, tuple[str, str]] = {}
-    doc_sets: list[set[str]] = []
-    doc_tokens: set[str] = set()
-    for i, (title, heading, body, document) in enumerate(rows):
-        t = tok(title)
-        fts_rows.append((ids[i], " ".join(t), " ".join(tok(heading)), " ".join(tok(body))))
-        if len(t) >= 2:
-            phrases[" ".join(t)] += 1  # counted: an update removes a phrase with its last unit
-        if title not in keys_of_title:
-            norm = normalize_title(title)
-            # an ASCII title folds to itself (NFKD and NFKC leave it alone, it has no marks)
-            keys_of_title[title] = (norm, norm if norm.isascii() else fold_accents(norm))
-        title_keys.append(keys_of_title[title])
-        doc_tokens.update(DIVERSITY_TOKEN.findall(body.casefold()))
-        if i + 1 == len(rows) or rows[i + 1][3] != document:
-            doc_sets.append(doc_tokens)
-            doc_tokens = set()
-    diversity = Counter(itertools.chain.from_iterable(doc_sets))  # documents per token, counted in C
-    # FTS5's own positions for these rows: a scratch table with the index's tokenizer
-    scratch = sqlite3.connect(":memory:")
-    try:
-        scratch.execute("CREATE VIRTUAL TABLE fts USING fts5(title, heading, body, content='')")
-        scratch.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", fts_rows)
-        terms, counts, keys = read_instances(scratch)
-    finally:
-        scratch.close()
-    lengths = np.zeros(len(ids), dtype="<i4")  # a row's token count = its positions
-    rows_of, counts_of = np.unique(keys >> 32, return_counts=True)
-    lengths[np.searchsorted(np.array(ids, dtype=np.int64), rows_of)] = counts_of
-    return {
-        "fts_rows": fts_rows,
-        "terms": terms,
-        "counts": counts,  # each term's number of positions in `keys`
-        "keys": keys,  # int64 keys grouped by term, each group sorted
-        "lengths": lengths.tobytes(),
-        "phrases": sorted(phrases.items()),
-        "title_keys": title_keys,
-        "diversity": list(diversity.items()),
-    }
 
 
 def _ignore_interrupts() -> None:
