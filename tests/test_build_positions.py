@@ -135,3 +135,17 @@ def test_2wiki_chunks_equal_a_scratch_fts5_table():
         textlib.join_chunks(textlib.normalize(t).split()) == " ".join(textlib.tokenize(t))
         for t in itertools.chain.from_iterable(r[:3] for r in rows)
     )
+
+
+def test_blocks_encoded_by_the_pool_give_the_same_file(tmp_path, monkeypatch):
+    from workbench.index import build
+
+    from .test_build_diversity import table_rows
+
+    monkeypatch.setattr(build, "CHUNK_UNITS", 20)  # 9 chunks
+    monkeypatch.setattr(build, "BLOCK_CHUNKS", 2)  # 5 blocks: 3 encoded by the pool, the last ones here
+    build.write_index(iter_corpus(ENCYCLOPEDIA), tmp_path / "one.sqlite", "enc", workers=1)
+    build.write_index(iter_corpus(ENCYCLOPEDIA), tmp_path / "two.sqlite", "enc", workers=2)
+    one = table_rows(tmp_path / "one.sqlite")
+    assert [r[0] for r in one["postings"]][-1] == 4 and one["meta"].count(("block_chunks", "2")) == 1
+    assert one == table_rows(tmp_path / "two.sqlite")

@@ -40,7 +40,7 @@ import numpy as np
 
 from workbench.index.postings import BLOCK_CHUNKS, encode_groups
 from workbench.index.schema import SCHEMA_VERSION, tokenizer_signature
-from workbench.index.tokenized import tokenize_rows
+from workbench.index.tokenized import stable_order, tokenize_rows
 from workbench.index.units import Unit
 
 CHUNK_UNITS = 2048
@@ -131,6 +131,7 @@ class _Chunks:
         finally:
             if self.pool is not None:
                 self.pool.shutdown(wait=True, cancel_futures=True)
+                self.pool = None  # what is still to encode is encoded here
 
 
 def unit_digest(u: Unit) -> bytes:
@@ -201,47 +202,71 @@ def merge_positions(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tup
     """(terms, counts, keys) of consecutive chunks as one: terms sorted (SQLite's order, so a
     block's rows are appended in key order), each term's keys in row order."""
     terms = sorted(set().union(*(t for t, _, _ in parts))) if len(parts) > 1 else sorted(parts[0][0])
-    rank = {t: i for i, t in enumerate(terms)}
+    rank = dict(zip(terms, range(len(terms))))
     term_of = np.concatenate(
         [
-            np.repeat(np.array([rank[t] for t in names], dtype=np.int64), np.asarray(c, dtype=np.int64))
+            np.repeat(np.fromiter(map(rank.__getitem__, names), np.int64, len(names)), np.asarray(c, dtype=np.int64))
             for names, c, _ in parts
         ]
     )
-    order = np.argsort(term_of, kind="stable")  # stable: chunks hold increasing rows
-    keys = np.concatenate([k for _, _, k in parts])[order]
+    keys = np.concatenate([k for _, _, k in parts])[stable_order(term_of)]  # stable: chunks hold increasing rows
     return terms, np.bincount(term_of, minlength=len(terms)), keys
+
+
+def encode_block(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tuple[list[str], list[bytes]]:
+    """The terms and blobs of one postings block (`merge_positions`, then `encode_groups`
+    ~ENCODE_POSITIONS at a time, so numpy's temporaries stay small): runs in a worker."""
+    terms, counts, keys = merge_positions(parts)
+    ends = np.cumsum(counts)
+    blobs: list[bytes] = []
+    first = 0
+    while first < len(terms):
+        last = max(first + 1, int(np.searchsorted(ends, ends[first] + ENCODE_POSITIONS)))
+        lo, hi = int(ends[first] - counts[first]), int(ends[last - 1])
+        blobs += encode_groups(keys[lo:hi], counts[first:last])
+        first = last
+    return terms, blobs
 
 
 class PostingsBlocks:
     """The positions of BLOCK_CHUNKS consecutive chunks, written as one blob per term (fewer,
-    longer rows than one per chunk: the (block, term) key costs about what ~6 positions do)."""
+    longer rows than one per chunk: the (block, term) key costs about what ~6 positions do).
+    A finished block is encoded by the pool when there is one (`pool()`), and its rows are
+    inserted when the next block is finished or at the end: the same statements in the same
+    order whatever the timing, so the file does not depend on it."""
 
-    def __init__(self, db: sqlite3.Connection):
-        self.db, self.block = db, -1
+    def __init__(self, db: sqlite3.Connection, pool=lambda: None):
+        self.db, self.block, self.pool = db, -1, pool
         self.parts: list[tuple[list[str], list[int], np.ndarray]] = []
+        self.encoding: deque = deque()  # (block, parts, future or None)
 
     def add(self, chunk_no: int, done: dict) -> None:
         if chunk_no // BLOCK_CHUNKS != self.block:
-            self.flush()
+            self._finish_block()
+            while len(self.encoding) > 1:
+                self._insert(*self.encoding.popleft())
             self.block = chunk_no // BLOCK_CHUNKS
         self.parts.append((done["terms"], done["counts"], done["keys"]))
 
-    def flush(self) -> None:
+    def _finish_block(self) -> None:
         if self.parts:
-            terms, counts, keys = merge_positions(self.parts)
+            pool = self.pool()
+            future = pool.submit(encode_block, self.parts) if pool is not None else None
+            self.encoding.append((self.block, self.parts, future))
             self.parts = []
-            ends = np.cumsum(counts)
-            first = 0
-            while first < len(terms):  # ~ENCODE_POSITIONS at a time: numpy's temporaries stay small
-                last = max(first + 1, int(np.searchsorted(ends, ends[first] + ENCODE_POSITIONS)))
-                lo, hi = int(ends[first] - counts[first]), int(ends[last - 1])
-                blobs = encode_groups(keys[lo:hi], counts[first:last])
-                self.db.executemany(
-                    "INSERT INTO postings (block, term, keys) VALUES (?, ?, ?)",
-                    zip(itertools.repeat(self.block), terms[first:last], blobs),
-                )
-                first = last
+
+    def _insert(self, block: int, parts, future) -> None:
+        # a block still queued when the pool shut down (cancelled) is encoded here instead
+        terms, blobs = encode_block(parts) if future is None or future.cancelled() else future.result()
+        self.db.executemany(
+            "INSERT INTO postings (block, term, keys) VALUES (?, ?, ?)", zip(itertools.repeat(block), terms, blobs)
+        )
+
+    def flush(self) -> None:
+        """Every block's rows written."""
+        self._finish_block()
+        while self.encoding:
+            self._insert(*self.encoding.popleft())
 
 
 class DiversityCounts:
@@ -331,10 +356,11 @@ def write_index(
         )
         diversity = DiversityCounts(db)
         fingerprint = Fingerprint()
-        blocks = PostingsBlocks(db)
+        chunks = _Chunks(units, workers)
+        blocks = PostingsBlocks(db, lambda: chunks.pool)
         documents = 0
         n = 0
-        for chunk_no, (first, chunk, done) in enumerate(_Chunks(units, workers)):
+        for chunk_no, (first, chunk, done) in enumerate(chunks):
             write_chunk(db, chunk_no, first, chunk, done, fingerprint)
             blocks.add(chunk_no, done)
             diversity.add(done["diversity"])

@@ -23,7 +23,7 @@ from workbench.index.schema import DIVERSITY_TOKEN, fold_accents, normalize_titl
 _BODY = COLUMNS.index("body")
 
 
-class _Ids(dict):
+class Ids(dict):
     """Strings numbered 0, 1, 2, ... in order of first look-up (`names` in that order)."""
 
     def __init__(self):
@@ -58,7 +58,7 @@ class _Runs:
         return self.flat[np.arange(n, dtype=np.int64) + np.repeat(self.starts[items] - (ends - lens), lens)], lens
 
 
-class _Words(_Ids):
+class _Words(Ids):
     """Per process: each distinct normalised chunk (a whitespace-free piece of a text) gets an
     id on first look-up; `settle` then finds the FTS5 terms and diversity tokens of all new
     chunks at once. A text's FTS5 terms are its chunks' terms in order: FTS5's unicode61
@@ -67,8 +67,8 @@ class _Words(_Ids):
     def __init__(self):
         super().__init__()
         self.settled = 0
-        self.terms, self.term_runs = _Ids(), _Runs()
-        self.tokens, self.token_runs = _Ids(), _Runs()
+        self.terms, self.term_runs = Ids(), _Runs()
+        self.tokens, self.token_runs = Ids(), _Runs()
 
     def settle(self) -> None:
         """The FTS5 terms of the chunks first seen since the last call, from a scratch FTS5
@@ -103,10 +103,12 @@ _WORDS = _Words()
 _WORDS_LIMIT = 1 << 21  # distinct chunks remembered (a few hundred MiB at most), then forgotten at once
 
 
-def _stable_order(groups: np.ndarray) -> np.ndarray:
+def stable_order(groups: np.ndarray) -> np.ndarray:
     """np.argsort(groups, kind="stable") for small non-negative ints, by one plain sort of
     (group, index) keys (numpy's vectorised sort; its stable sort of int64 is ~8x slower)."""
     n = len(groups)
+    if n >= 1 << 40 or (n and int(groups.max()) >= 1 << 23):  # the keys would not fit in int64
+        return np.argsort(groups, kind="stable")
     return np.sort((groups << 40) | np.arange(n, dtype=np.int64)) & ((1 << 40) - 1)
 
 
@@ -132,7 +134,7 @@ def positions(ids: list[int], w: np.ndarray, per_column: np.ndarray) -> tuple[li
     sorted_ids = present[order]
     rank = np.zeros(len(counts_all), dtype=np.int64)
     rank[sorted_ids] = np.arange(len(order), dtype=np.int64)
-    keys = keys[_stable_order(rank[term])]  # stable: positions are made in key order
+    keys = keys[stable_order(rank[term])]  # stable: positions are made in key order
     lengths = per_column_terms.reshape(-1, len(COLUMNS)).sum(axis=1).astype("<i4")  # a row's token count
     return [names[i] for i in order], counts_all[sorted_ids].tolist(), keys, lengths.tobytes()
 
