@@ -141,6 +141,7 @@ def main() -> None:
     ap.add_argument("--code", default=None, help="a checkout whose workbench/ to measure instead of this one")
     ap.add_argument("--peer", choices=["bm25s"], default=None, help="index the same texts with a peer, side by side")
     ap.add_argument("--keep", action="store_true", help="keep the indexes (corpora are always kept)")
+    ap.add_argument("--build-only", action="store_true", help="only the build (and the peer): no questions, no update")
     args = ap.parse_args()
     corpus = need(Path(args.data) / "2wiki" / "corpus.json")
     questions = need(Path(args.data) / "2wiki" / "questions-dev.jsonl")
@@ -188,6 +189,16 @@ def main() -> None:
                     file=sys.stderr,
                     flush=True,
                 )
+        if args.build_only:
+            print(
+                f"| {size:,} | {build['wall']:.1f} ({build['cpu']:.0f}) | {size / build['wall']:,.0f} | "
+                f"{build['rss_mib']:.0f} MiB ({build['worker_rss_mib']:.0f} MiB) | {db.stat().st_size / 2**20:.0f} MiB "
+                f"| - | - | - | - | (CPU {build['cpu']:.1f} s, load average {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+            if not args.keep:
+                db.unlink(missing_ok=True)
+            continue
         query = child(QUERY, str(db), str(questions), env=env, cwd=work)
         update, after = "-", {}
         extra = work / f"extra-{size}.json"

@@ -264,6 +264,27 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+class _JoinedChunks(dict):
+    """A normalised chunk -> its tokens joined by spaces ('' for none), made on first look-up."""
+
+    def __missing__(self, chunk: str) -> str:
+        tokens = _CHUNK_CACHE.get(chunk)
+        joined = self[chunk] = " ".join(_chunk_tokens(chunk) if tokens is None else tokens)
+        return joined
+
+
+_JOINED = _JoinedChunks()
+
+
+def join_chunks(chunks: list[str]) -> str:
+    """`" ".join(tokenize(text))` given `normalize(text).split()`: one look-up per chunk, in C
+    (the build's FTS5 rows; a chunk's tokens never hold a space, so the joined strings of the
+    non-empty chunks, joined by spaces, are the text's tokens joined by spaces)."""
+    if len(_JOINED) >= _CHUNK_CACHE_LIMIT:
+        _JOINED.clear()
+    return " ".join(filter(None, map(_JOINED.__getitem__, chunks)))
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def phrase(text: str) -> str:
     """A lexical term's text: the space-joined tokens (SPEC §1 "name's term"); names recur."""

@@ -31,16 +31,16 @@ import os
 import signal
 import sqlite3
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from workbench import text as textlib
-from workbench.index.postings import BLOCK_CHUNKS, COLUMNS, encode_groups, read_instances
-from workbench.index.schema import DIVERSITY_TOKEN, SCHEMA_VERSION, fold_accents, normalize_title, tokenizer_signature
+from workbench.index.postings import BLOCK_CHUNKS, encode_groups
+from workbench.index.schema import SCHEMA_VERSION, tokenizer_signature
+from workbench.index.tokenized import stable_order, tokenize_rows
 from workbench.index.units import Unit
 
 CHUNK_UNITS = 2048
@@ -67,7 +67,6 @@ SCHEMA = """
     CREATE TABLE aliases (fold TEXT PRIMARY KEY, title TEXT NOT NULL, lookup TEXT NOT NULL) WITHOUT ROWID;
     CREATE INDEX aliases_lookup ON aliases (lookup);
 """
-_BODY = COLUMNS.index("body")
 
 
 def document_chunks(units: Iterable[Unit], size: int = CHUNK_UNITS) -> Iterator[list[Unit]]:
@@ -87,54 +86,6 @@ def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str]]) -> dict
     """Everything the index stores about units `first_id`, `first_id + 1`, ... given their
     (title, heading, body, document): runs in a worker process."""
     return tokenize_rows(list(range(first_id, first_id + len(rows))), rows)
-
-
-def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict:
-    """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together)."""
-
-    tok = textlib.tokenize
-    fts_rows: list[tuple[int, str, str, str]] = []
-    phrases: Counter[str] = Counter()
-    title_keys: list[tuple[str, str]] = []
-    keys_of_title: dict[str, tuple[str, str]] = {}
-    doc_sets: list[set[str]] = []
-    doc_tokens: set[str] = set()
-    for i, (title, heading, body, document) in enumerate(rows):
-        t = tok(title)
-        fts_rows.append((ids[i], " ".join(t), " ".join(tok(heading)), " ".join(tok(body))))
-        if len(t) >= 2:
-            phrases[" ".join(t)] += 1  # counted: an update removes a phrase with its last unit
-        if title not in keys_of_title:
-            norm = normalize_title(title)
-            # an ASCII title folds to itself (NFKD and NFKC leave it alone, it has no marks)
-            keys_of_title[title] = (norm, norm if norm.isascii() else fold_accents(norm))
-        title_keys.append(keys_of_title[title])
-        doc_tokens.update(DIVERSITY_TOKEN.findall(body.casefold()))
-        if i + 1 == len(rows) or rows[i + 1][3] != document:
-            doc_sets.append(doc_tokens)
-            doc_tokens = set()
-    diversity = Counter(itertools.chain.from_iterable(doc_sets))  # documents per token, counted in C
-    # FTS5's own positions for these rows: a scratch table with the index's tokenizer
-    scratch = sqlite3.connect(":memory:")
-    try:
-        scratch.execute("CREATE VIRTUAL TABLE fts USING fts5(title, heading, body, content='')")
-        scratch.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", fts_rows)
-        terms, counts, keys = read_instances(scratch)
-    finally:
-        scratch.close()
-    lengths = np.zeros(len(ids), dtype="<i4")  # a row's token count = its positions
-    rows_of, counts_of = np.unique(keys >> 32, return_counts=True)
-    lengths[np.searchsorted(np.array(ids, dtype=np.int64), rows_of)] = counts_of
-    return {
-        "fts_rows": fts_rows,
-        "terms": terms,
-        "counts": counts,  # each term's number of positions in `keys`
-        "keys": keys,  # int64 keys grouped by term, each group sorted
-        "lengths": lengths.tobytes(),
-        "phrases": sorted(phrases.items()),
-        "title_keys": title_keys,
-        "diversity": list(diversity.items()),
-    }
 
 
 def _ignore_interrupts() -> None:
@@ -180,6 +131,7 @@ class _Chunks:
         finally:
             if self.pool is not None:
                 self.pool.shutdown(wait=True, cancel_futures=True)
+                self.pool = None  # what is still to encode is encoded here
 
 
 def unit_digest(u: Unit) -> bytes:
@@ -250,47 +202,71 @@ def merge_positions(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tup
     """(terms, counts, keys) of consecutive chunks as one: terms sorted (SQLite's order, so a
     block's rows are appended in key order), each term's keys in row order."""
     terms = sorted(set().union(*(t for t, _, _ in parts))) if len(parts) > 1 else sorted(parts[0][0])
-    rank = {t: i for i, t in enumerate(terms)}
+    rank = dict(zip(terms, range(len(terms))))
     term_of = np.concatenate(
         [
-            np.repeat(np.array([rank[t] for t in names], dtype=np.int64), np.asarray(c, dtype=np.int64))
+            np.repeat(np.fromiter(map(rank.__getitem__, names), np.int64, len(names)), np.asarray(c, dtype=np.int64))
             for names, c, _ in parts
         ]
     )
-    order = np.argsort(term_of, kind="stable")  # stable: chunks hold increasing rows
-    keys = np.concatenate([k for _, _, k in parts])[order]
+    keys = np.concatenate([k for _, _, k in parts])[stable_order(term_of)]  # stable: chunks hold increasing rows
     return terms, np.bincount(term_of, minlength=len(terms)), keys
+
+
+def encode_block(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tuple[list[str], list[bytes]]:
+    """The terms and blobs of one postings block (`merge_positions`, then `encode_groups`
+    ~ENCODE_POSITIONS at a time, so numpy's temporaries stay small): runs in a worker."""
+    terms, counts, keys = merge_positions(parts)
+    ends = np.cumsum(counts)
+    blobs: list[bytes] = []
+    first = 0
+    while first < len(terms):
+        last = max(first + 1, int(np.searchsorted(ends, ends[first] + ENCODE_POSITIONS)))
+        lo, hi = int(ends[first] - counts[first]), int(ends[last - 1])
+        blobs += encode_groups(keys[lo:hi], counts[first:last])
+        first = last
+    return terms, blobs
 
 
 class PostingsBlocks:
     """The positions of BLOCK_CHUNKS consecutive chunks, written as one blob per term (fewer,
-    longer rows than one per chunk: the (block, term) key costs about what ~6 positions do)."""
+    longer rows than one per chunk: the (block, term) key costs about what ~6 positions do).
+    A finished block is encoded by the pool when there is one (`pool()`), and its rows are
+    inserted when the next block is finished or at the end: the same statements in the same
+    order whatever the timing, so the file does not depend on it."""
 
-    def __init__(self, db: sqlite3.Connection):
-        self.db, self.block = db, -1
+    def __init__(self, db: sqlite3.Connection, pool=lambda: None):
+        self.db, self.block, self.pool = db, -1, pool
         self.parts: list[tuple[list[str], list[int], np.ndarray]] = []
+        self.encoding: deque = deque()  # (block, parts, future or None)
 
     def add(self, chunk_no: int, done: dict) -> None:
         if chunk_no // BLOCK_CHUNKS != self.block:
-            self.flush()
+            self._finish_block()
+            while len(self.encoding) > 1:
+                self._insert(*self.encoding.popleft())
             self.block = chunk_no // BLOCK_CHUNKS
         self.parts.append((done["terms"], done["counts"], done["keys"]))
 
-    def flush(self) -> None:
+    def _finish_block(self) -> None:
         if self.parts:
-            terms, counts, keys = merge_positions(self.parts)
+            pool = self.pool()
+            future = pool.submit(encode_block, self.parts) if pool is not None else None
+            self.encoding.append((self.block, self.parts, future))
             self.parts = []
-            ends = np.cumsum(counts)
-            first = 0
-            while first < len(terms):  # ~ENCODE_POSITIONS at a time: numpy's temporaries stay small
-                last = max(first + 1, int(np.searchsorted(ends, ends[first] + ENCODE_POSITIONS)))
-                lo, hi = int(ends[first] - counts[first]), int(ends[last - 1])
-                blobs = encode_groups(keys[lo:hi], counts[first:last])
-                self.db.executemany(
-                    "INSERT INTO postings (block, term, keys) VALUES (?, ?, ?)",
-                    zip(itertools.repeat(self.block), terms[first:last], blobs),
-                )
-                first = last
+
+    def _insert(self, block: int, parts, future) -> None:
+        # a block still queued when the pool shut down (cancelled) is encoded here instead
+        terms, blobs = encode_block(parts) if future is None or future.cancelled() else future.result()
+        self.db.executemany(
+            "INSERT INTO postings (block, term, keys) VALUES (?, ?, ?)", zip(itertools.repeat(block), terms, blobs)
+        )
+
+    def flush(self) -> None:
+        """Every block's rows written."""
+        self._finish_block()
+        while self.encoding:
+            self._insert(*self.encoding.popleft())
 
 
 class DiversityCounts:
@@ -380,10 +356,11 @@ def write_index(
         )
         diversity = DiversityCounts(db)
         fingerprint = Fingerprint()
-        blocks = PostingsBlocks(db)
+        chunks = _Chunks(units, workers)
+        blocks = PostingsBlocks(db, lambda: chunks.pool)
         documents = 0
         n = 0
-        for chunk_no, (first, chunk, done) in enumerate(_Chunks(units, workers)):
+        for chunk_no, (first, chunk, done) in enumerate(chunks):
             write_chunk(db, chunk_no, first, chunk, done, fingerprint)
             blocks.add(chunk_no, done)
             diversity.add(done["diversity"])

@@ -1,0 +1,218 @@
+"""A chunk of units tokenized for the index (runs in a build's worker processes): the
+FTS5 rows, FTS5's term positions, title phrases and keys, diversity document counts.
+
+Each distinct whitespace-free piece of normalised text ("chunk") is looked up once per
+process: its SAG2 tokens, its FTS5 terms (from a scratch FTS5 table with the index's
+tokenizer, so they are FTS5's own) and its diversity tokens are remembered by its id, and a
+row's positions are put together from its chunks' ids with numpy. The result equals what a
+scratch FTS5 table of the rows gives (`postings.read_instances`; tested).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from collections import Counter
+
+import numpy as np
+
+from workbench import text as textlib
+from workbench.index.postings import COLUMNS
+from workbench.index.schema import DIVERSITY_TOKEN, fold_accents, normalize_title
+
+_BODY = COLUMNS.index("body")
+
+
+class Ids(dict):
+    """Strings numbered 0, 1, 2, ... in order of first look-up (`names` in that order)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: list[str] = []
+
+    def __missing__(self, name: str) -> int:
+        number = self[name] = len(self)
+        self.names.append(name)
+        return number
+
+
+class _Runs:
+    """A run of ids per numbered item (CSR arrays), grown in batches."""
+
+    def __init__(self):
+        self.starts = np.zeros(0, dtype=np.int64)
+        self.lengths = np.zeros(0, dtype=np.int64)
+        self.flat = np.zeros(0, dtype=np.int64)
+
+    def extend(self, lengths: list[int], flat: list[int]) -> None:
+        lengths_ = np.array(lengths, dtype=np.int64)
+        self.starts = np.concatenate([self.starts, len(self.flat) + np.cumsum(lengths_) - lengths_])
+        self.lengths = np.concatenate([self.lengths, lengths_])
+        self.flat = np.concatenate([self.flat, np.array(flat, dtype=np.int64)])
+
+    def expand(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The runs of `items` one after another, and each item's run length."""
+        lens = self.lengths[items]
+        ends = np.cumsum(lens)
+        n = int(ends[-1]) if len(ends) else 0
+        return self.flat[np.arange(n, dtype=np.int64) + np.repeat(self.starts[items] - (ends - lens), lens)], lens
+
+
+class _Words(Ids):
+    """Per process: each distinct normalised chunk (a whitespace-free piece of a text) gets an
+    id on first look-up; `settle` then finds the FTS5 terms and diversity tokens of all new
+    chunks at once. A text's FTS5 terms are its chunks' terms in order: FTS5's unicode61
+    tokenizer carries nothing across the spaces that join the chunks' tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.settled = 0
+        self.terms, self.term_runs = Ids(), _Runs()
+        self.tokens, self.token_runs = Ids(), _Runs()
+
+    def settle(self) -> None:
+        """The FTS5 terms of the chunks first seen since the last call, from a scratch FTS5
+        table with the index's tokenizer (so they are FTS5's own, whatever the text)."""
+        pending = self.names[self.settled :]
+        if not pending:
+            return
+        self.settled = len(self.names)
+        scratch = sqlite3.connect(":memory:")
+        try:
+            scratch.execute("CREATE VIRTUAL TABLE words USING fts5(t, content='')")
+            scratch.executemany(
+                "INSERT INTO words (rowid, t) VALUES (?, ?)",
+                [(i + 1, textlib.join_chunks([c])) for i, c in enumerate(pending)],
+            )
+            scratch.execute("CREATE VIRTUAL TABLE temp.words_instances USING fts5vocab(main, words, 'instance')")
+            found = scratch.execute("SELECT doc, offset, term FROM temp.words_instances").fetchall()
+        finally:
+            scratch.close()
+        found.sort()
+        lengths = np.bincount(np.array([f[0] - 1 for f in found], dtype=np.int64), minlength=len(pending))
+        self.term_runs.extend(lengths.tolist(), list(map(self.terms.__getitem__, [f[2] for f in found])))
+        # diversity tokens of the chunk as it is: equal to the case-folded chunk's for ASCII text
+        found_tokens = [DIVERSITY_TOKEN.findall(c) for c in pending]
+        self.token_runs.extend(
+            [len(t) for t in found_tokens],
+            list(map(self.tokens.__getitem__, itertools.chain.from_iterable(found_tokens))),
+        )
+
+
+_WORDS = _Words()
+_WORDS_LIMIT = 1 << 21  # distinct chunks remembered (a few hundred MiB at most), then forgotten at once
+
+
+def stable_order(groups: np.ndarray) -> np.ndarray:
+    """np.argsort(groups, kind="stable") for small non-negative ints, by one plain sort of
+    (group, index) keys (numpy's vectorised sort; its stable sort of int64 is ~8x slower)."""
+    n = len(groups)
+    if n >= 1 << 40 or (n and int(groups.max()) >= 1 << 23):  # the keys would not fit in int64
+        return np.argsort(groups, kind="stable")
+    return np.sort((groups << 40) | np.arange(n, dtype=np.int64)) & ((1 << 40) - 1)
+
+
+def positions(ids: list[int], w: np.ndarray, per_column: np.ndarray) -> tuple[list[str], list[int], np.ndarray, bytes]:
+    """(terms, counts, keys) as `postings.read_instances` reads them from an FTS5 table of
+    these rows, and the rows' lengths: `w` holds the chunk ids of row 0's title, heading, body,
+    row 1's title, ... (`per_column` of them in each column), settled in `_WORDS`. Terms
+    sorted, each term's keys in key order."""
+    vocab = _WORDS
+    term, lens = vocab.term_runs.expand(w)
+    n = len(term)
+    chunk_ends = np.concatenate([[0], np.cumsum(lens)])
+    column_ends = chunk_ends[np.cumsum(per_column)]
+    per_column_terms = np.diff(np.concatenate([[0], column_ends]))  # a column's token count
+    column_start = np.repeat(column_ends - per_column_terms, per_column_terms)
+    column = np.repeat(np.arange(len(per_column), dtype=np.int64), per_column_terms)
+    row = np.asarray(ids, dtype=np.int64)[column // len(COLUMNS)]
+    keys = (row << 32) | ((column % len(COLUMNS)) << 24) | (np.arange(n, dtype=np.int64) - column_start)
+    counts_all = np.bincount(term, minlength=len(vocab.terms.names))
+    present = np.flatnonzero(counts_all)
+    names = [vocab.terms.names[t] for t in present.tolist()]
+    order = sorted(range(len(names)), key=names.__getitem__)  # FTS5's order: UTF-8 bytes, i.e. code points
+    sorted_ids = present[order]
+    rank = np.zeros(len(counts_all), dtype=np.int64)
+    rank[sorted_ids] = np.arange(len(order), dtype=np.int64)
+    keys = keys[stable_order(rank[term])]  # stable: positions are made in key order
+    lengths = per_column_terms.reshape(-1, len(COLUMNS)).sum(axis=1).astype("<i4")  # a row's token count
+    return [names[i] for i in order], counts_all[sorted_ids].tolist(), keys, lengths.tobytes()
+
+
+def diversity_counts(w: np.ndarray, per_column: np.ndarray, bodies: list[str], same: list[bool], doc_of: list[int]):
+    """(token, documents) of DIVERSITY_TOKEN in the case-folded bodies, each document counted
+    once: from the settled chunks of a body whose case folding equals its NFKC + lower case
+    (`same`; DIVERSITY_TOKEN never matches white space, so a text's tokens are its chunks'),
+    from the case-folded body itself otherwise."""
+    vocab = _WORDS
+    reuse = np.zeros(len(per_column), dtype=bool)
+    reuse[_BODY :: len(COLUMNS)] = same
+    word_column = np.repeat(np.arange(len(per_column), dtype=np.int64), per_column)
+    use = reuse[word_column]
+    tokens, lens = vocab.token_runs.expand(w[use])
+    docs = np.repeat(np.asarray(doc_of, dtype=np.int64)[word_column[use] // len(COLUMNS)], lens)
+    other = [i for i, b in enumerate(same) if not b]
+    if other:
+        found = [DIVERSITY_TOKEN.findall(bodies[i].casefold()) for i in other]
+        more = np.fromiter(map(vocab.tokens.__getitem__, itertools.chain(*found)), dtype=np.int64)
+        tokens = np.concatenate([tokens, more])
+        more_docs = np.repeat(np.array([doc_of[i] for i in other], dtype=np.int64), [len(f) for f in found])
+        docs = np.concatenate([docs, more_docs])
+    size = max(1, len(vocab.tokens))
+    pairs = np.sort(docs * size + tokens)
+    first = np.ones(len(pairs), dtype=bool)
+    first[1:] = pairs[1:] != pairs[:-1]  # each (document, token) once
+    df = np.bincount(pairs[first] % size, minlength=size)
+    present = np.flatnonzero(df)
+    return list(zip([vocab.tokens.names[t] for t in present.tolist()], df[present].tolist()))
+
+
+def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict:
+    """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together)."""
+
+    global _WORDS
+    if len(_WORDS) >= _WORDS_LIMIT:
+        _WORDS = _Words()
+    norm, join, word_id = textlib.normalize, textlib.join_chunks, _WORDS.__getitem__
+    fts_rows: list[tuple[int, str, str, str]] = []
+    flat: list[int] = []  # chunk ids, column after column
+    per_column: list[int] = []
+    phrases: Counter[str] = Counter()
+    title_keys: list[tuple[str, str]] = []
+    keys_of_title: dict[str, tuple[str, str]] = {}
+    doc_of: list[int] = []
+    same: list[bool] = []  # the body's NFKC + lower case equals its case folding
+    documents = 0
+    for i, (title, heading, body, document) in enumerate(rows):
+        normed_body = norm(body)
+        t_words, h_words, b_words = norm(title).split(), norm(heading).split(), normed_body.split()
+        same.append(normed_body == body.casefold())
+        t = join(t_words)
+        fts_rows.append((ids[i], t, join(h_words), join(b_words)))
+        flat.extend(map(word_id, itertools.chain(t_words, h_words, b_words)))
+        per_column.extend((len(t_words), len(h_words), len(b_words)))
+        if " " in t:  # two or more tokens (a token never holds a space)
+            phrases[t] += 1  # counted: an update removes a phrase with its last unit
+        if title not in keys_of_title:
+            normed = normalize_title(title)
+            # an ASCII title folds to itself (NFKD and NFKC leave it alone, it has no marks)
+            keys_of_title[title] = (normed, normed if normed.isascii() else fold_accents(normed))
+        title_keys.append(keys_of_title[title])
+        doc_of.append(documents)
+        if i + 1 < len(rows) and rows[i + 1][3] != document:
+            documents += 1
+    _WORDS.settle()
+    w, columns = np.array(flat, dtype=np.int64), np.array(per_column, dtype=np.int64)
+    diversity = diversity_counts(w, columns, [r[2] for r in rows], same, doc_of)
+    # FTS5's own terms for these rows, with their positions (tested equal to a scratch FTS5 table's)
+    terms, counts, keys, lengths = positions(ids, w, columns)
+    return {
+        "fts_rows": fts_rows,
+        "terms": terms,
+        "counts": counts,  # each term's number of positions in `keys`
+        "keys": keys,  # int64 keys grouped by term, each group sorted
+        "lengths": lengths,
+        "phrases": sorted(phrases.items()),
+        "title_keys": title_keys,
+        "diversity": diversity,
+    }
