@@ -42,22 +42,22 @@ from workbench.engine import Run
 from workbench.index.store import Index
 from workbench.params import Params
 questions = load_questions(questions_path)[:limit]
-spent, embed, embedded = [0.0], [], []  # seconds in MiniLM forward passes; per question: those, passages embedded
+spent, embed, embedded = [0.0], [], []  # s in Embedder.embed; per question: those, passages embedded
 t, c = time.perf_counter(), time.process_time()
 index = Index(db)
 if judge_kind == "learned":
     from workbench.judges.learned import LearnedJudge
     judge = LearnedJudge(index, cache_dir=os.environ["BENCH_EMBED_CACHE"])
     make = lambda q: judge
-    model = judge.extractor.embedder.model  # loaded here: the model load is part of open + first
-    forward = model.forward
-    def timed(ids):
+    embedder = judge.extractor.embedder  # its model loaded here: the model load is part of open + first
+    embed_texts = embedder.embed
+    def timed(texts, progress=None):  # the model's passes, their tokenizing and cache writes
         t = time.perf_counter()
         try:
-            return forward(ids)
+            return embed_texts(texts, progress)
         finally:
             spent[0] += time.perf_counter() - t
-    model.forward = timed
+    embedder.embed = timed
 else:
     from workbench.judges.lexical import OracleJudge
     make = lambda q: OracleJudge(q.gold)
@@ -199,7 +199,7 @@ def main() -> None:
         if args.judge == "learned":
             share = [sum(r["embed"]) / sum(r["wall"]) for r in rs]
             print(
-                f"    (embedding (MiniLM forward passes) per question: median "
+                f"    (embedding (Embedder.embed: MiniLM passes, tokenizing, cache writes) per question: median "
                 f"{statistics.median(e for r in rs for e in r['embed']) * 1000:.0f} ms wall, "
                 f"{statistics.median(share) * 100:.0f}% of the questions' wall time; passages embedded per question: "
                 f"median {statistics.median(n for r in rs for n in r['embedded']):.0f})"
