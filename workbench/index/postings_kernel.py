@@ -1,15 +1,16 @@
-"""Two loops over stored postings compiled (C, through ctypes): decoding blobs, and keeping a
-phrase's start positions that the next token follows.
+"""Loops over stored postings compiled (C, through ctypes): decoding blobs, keeping a phrase's
+start positions that the next token follows, round 0's top B (`top_bm25`, `top_of_short_lists`)
+and the expansion's sums over its candidate rows (`add_among`).
 
 A question at 600k decodes ~270k positions (the tokens of the phrases term selection counts and
 scores). numpy needs a dozen passes over them (the varints' byte ranks, the running sums, the
 key's three fields: ~40 ns a position); one loop over the bytes takes a few. The loop does the
 same integer arithmetic as `postings.decode_keys`'s numpy path (uint64 gaps summed per blob,
-the same shifts and masks), so the keys are equal (tests/test_question_decode.py compares both
+the same shifts and masks), so the keys are equal (tests/test_question_kernel.py compares both
 on random and real blobs). A phrase's starts are kept by one merge of two sorted arrays
 (galloping through the longer) instead of a binary search per start, which costs most when
 both tokens are common (10k-100k positions each); the same starts are kept
-(tests/test_question_decode.py compares with `find_sorted`).
+(tests/test_question_kernel.py compares with `find_sorted`).
 
 The C source is compiled once per source version with the system's C compiler (`cc`, or $CC)
 into $XDG_CACHE_HOME/sag2wb/kernels, written atomically; without a compiler, or with
