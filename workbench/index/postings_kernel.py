@@ -20,18 +20,12 @@ SAG2WB_POSTINGS_KERNEL=numpy, `load()` is None and the numpy path runs.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import math
-import os
-import shutil
-import subprocess
-import tempfile
 import threading
-from pathlib import Path
 
 import numpy as np
 
-from workbench.user_cache import user_cache_dir
+from workbench import ckernel
 
 SOURCE = r"""
 #include <stdint.h>
@@ -189,38 +183,8 @@ _LOAD_LOCK = threading.Lock()
 
 
 def _compile() -> ctypes.CDLL | None:
-    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    target = user_cache_dir("kernels") / f"postings_kernel-{digest}.so"
-    if not target.exists():
-        compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-        if not compiler:
-            return None
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-                src, out = Path(tmp) / "postings_kernel.c", Path(tmp) / "postings_kernel.so"
-                src.write_text(SOURCE, encoding="utf-8")
-                cmd = [
-                    compiler,
-                    "-O2",
-                    "-fno-fast-math",
-                    "-ffp-contract=off",
-                    "-shared",
-                    "-fPIC",
-                    str(src),
-                    "-o",
-                    str(out),
-                ]
-                if subprocess.run(cmd, capture_output=True, timeout=120).returncode != 0:
-                    return None
-                with open(out, "rb") as f:  # on disk before the rename: a crash leaves no torn library
-                    os.fsync(f.fileno())
-                os.replace(out, target)  # atomic: another process sees the whole library or none
-        except (OSError, subprocess.SubprocessError):
-            return None
-    try:
-        lib = ctypes.CDLL(str(target))
-    except OSError:
+    lib = ckernel.compiled("postings_kernel", SOURCE)
+    if lib is None:
         return None
     lib.decode_blobs.restype = ctypes.c_int64
     lib.decode_blobs.argtypes = [
@@ -245,7 +209,7 @@ def _compile() -> ctypes.CDLL | None:
 
 def load() -> ctypes.CDLL | None:
     """The compiled loops, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy)."""
-    if os.environ.get("SAG2WB_POSTINGS_KERNEL", "").strip().lower() == "numpy":
+    if ckernel.turned_off("SAG2WB_POSTINGS_KERNEL"):
         return None
     if not _LOADED:
         with _LOAD_LOCK:

@@ -1,0 +1,84 @@
+"""workbench.ckernel: a C source built once into the user's cache, by name and digest; None
+(the caller's numpy path) without a compiler or with a source that does not compile; a cached
+library that does not load is built again; processes racing to build see one whole library."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+
+import pytest
+
+from workbench import ckernel
+
+SOURCE = "long long twice(long long x) { return 2 * x; }\n"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _twice(lib) -> int:
+    lib.twice.restype = ctypes.c_longlong
+    lib.twice.argtypes = [ctypes.c_longlong]
+    return lib.twice(21)
+
+
+def test_a_source_is_built_once_under_its_digest(cache):
+    if ckernel.compiled("t", SOURCE) is None:
+        pytest.skip("no C compiler here")
+    files = sorted(ckernel.kernels_dir().glob("t-*.so"))
+    assert len(files) == 1 and _twice(ckernel.compiled("t", SOURCE)) == 42
+    mtime = files[0].stat().st_mtime_ns
+    ckernel.compiled("t", SOURCE)
+    assert files[0].stat().st_mtime_ns == mtime  # not built again
+    ckernel.compiled("t", SOURCE + "/* changed */\n")
+    assert len(list(ckernel.kernels_dir().glob("t-*.so"))) == 2  # a changed source is a new file
+    assert not [p for p in ckernel.kernels_dir().iterdir() if p.is_dir()]  # no temporary folder left
+
+
+def test_no_compiler_or_a_broken_source_gives_none(cache, tmp_path, monkeypatch):
+    assert ckernel.compiled("bad", "this is not C") is None
+    assert not list(ckernel.kernels_dir().glob("bad-*"))
+    monkeypatch.setenv("CC", str(tmp_path / "no-cc"))
+    assert ckernel.compiled("t", SOURCE) is None
+
+
+def _in_a_process(cache, name: str) -> subprocess.Popen:
+    # a new process: dlopen in this one would hand back the library it already holds by that name
+    code = (
+        "import ctypes, sys; from workbench import ckernel; lib = ckernel.compiled(sys.argv[1], sys.argv[2]); "
+        "lib.twice.restype = ctypes.c_longlong; print(lib.twice(21))"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    return subprocess.Popen([sys.executable, "-c", code, name, SOURCE], stdout=subprocess.PIPE, env=env, text=True)
+
+
+def test_a_cached_library_that_does_not_load_is_built_again(cache):
+    if ckernel.compiled("t", SOURCE) is None:
+        pytest.skip("no C compiler here")
+    (target,) = ckernel.kernels_dir().glob("t-*.so")
+    torn = target.with_suffix(".torn")
+    torn.write_bytes(target.read_bytes()[:100])  # a cut copy, renamed over (this process maps the old file)
+    os.replace(torn, target)
+    assert _in_a_process(cache, "t").communicate(timeout=120)[0].strip() == "42"
+    assert target.stat().st_size > 100
+
+
+def test_turned_off(monkeypatch):
+    monkeypatch.setenv("SAG2WB_X_KERNEL", " NumPy ")
+    assert ckernel.turned_off("SAG2WB_X_KERNEL")
+    monkeypatch.setenv("SAG2WB_X_KERNEL", "c")
+    assert not ckernel.turned_off("SAG2WB_X_KERNEL")
+
+
+def test_processes_racing_to_build_each_load_the_whole_library(cache):
+    procs = [_in_a_process(cache, "race") for _ in range(6)]
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    if any(p.returncode for p in procs) and not list(ckernel.kernels_dir().glob("race-*.so")):
+        pytest.skip("no C compiler here")
+    assert outs == ["42"] * 6 and len(list(ckernel.kernels_dir().glob("race-*.so"))) == 1
