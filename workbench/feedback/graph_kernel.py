@@ -7,7 +7,8 @@ touches each listed position once and scores the few rows that can still reach t
 ~30x less. The exact scores add each row's contributions in question order from 0.0 with
 plain double additions (no -ffast-math, no reordering), as `exact_scores` and `Index.search`
 do, so the lists and scores are the numpy path's bit for bit (tests/test_graph_scale.py runs
-both).
+both). A contribution is found by binary search in the phrase's list (ascending by row), so
+the kernel needs no by-row copy of the table (8 bytes per table entry: ~300 MB at 600k).
 
 The C source below is compiled once per source version with the system's C compiler (`cc`,
 or $CC) into $XDG_CACHE_HOME/sag2wb/kernels (~/.cache/...), written atomically; without a
@@ -33,21 +34,44 @@ SOURCE = r"""
 #include <stdlib.h>
 #include <string.h>
 
+#define SIG_WORDS 8  /* a row's signature: 512 bits, one set per phrase it has (hashed) */
+
 typedef struct {
     const int64_t *t_off; const int32_t *t_rows; const double *t_imp;
-    const int64_t *r_off; const int32_t *r_ent; const int32_t *r_phr;
-    int32_t *pos; double *tmp;
+    const uint64_t *sig; const int32_t *q; int32_t *q_word; uint64_t *q_bit;
 } Ctx;
 
-/* a row's BM25 for the question: contributions in question order from 0.0 */
-static double exact(const Ctx *c, int64_t r, int64_t m) {
-    for (int64_t j = 0; j < m; j++) c->tmp[j] = 0.0;
-    for (int64_t e = c->r_off[r]; e < c->r_off[r + 1]; e++) {
-        int32_t j = c->pos[c->r_phr[e]];
-        if (j >= 0) c->tmp[j] = c->t_imp[c->r_ent[e]];
+static void sig_bit(int32_t p, int32_t *word, uint64_t *bit) {
+    uint32_t h = ((uint32_t)p * 2654435761u) >> 23;  /* 9 bits: 512 places */
+    *word = (int32_t)(h >> 6); *bit = (uint64_t)1 << (h & 63);
+}
+
+/* every row's signature: the bits of the phrases whose lists hold it */
+void row_signatures(int64_t n_phrases, const int64_t *t_off, const int32_t *t_rows, uint64_t *sig) {
+    for (int64_t p = 0; p < n_phrases; p++) {
+        int32_t w; uint64_t bit;
+        sig_bit((int32_t)p, &w, &bit);
+        for (int64_t e = t_off[p]; e < t_off[p + 1]; e++) sig[(int64_t)t_rows[e] * SIG_WORDS + w] |= bit;
     }
+}
+
+/* phrase p's contribution to row r: its list is ascending by row (0.0: r lacks p) */
+static double impact(const Ctx *c, int32_t p, int32_t r) {
+    int64_t lo = c->t_off[p], hi = c->t_off[p + 1];
+    while (lo < hi) {
+        int64_t mid = lo + ((hi - lo) >> 1);
+        if (c->t_rows[mid] < r) lo = mid + 1; else hi = mid;
+    }
+    return (lo < c->t_off[p + 1] && c->t_rows[lo] == r) ? c->t_imp[lo] : 0.0;
+}
+
+/* a row's BM25 for the question: contributions in question order from 0.0 (a phrase the row
+   lacks adds 0.0, which changes no sum; the signature rules out most of those without a search) */
+static double exact(const Ctx *c, int64_t r, int64_t m) {
     double s = 0.0;
-    for (int64_t j = 0; j < m; j++) s += c->tmp[j];
+    const uint64_t *sig = c->sig + r * SIG_WORDS;
+    for (int64_t j = 0; j < m; j++)
+        if (sig[c->q_word[j]] & c->q_bit[j]) s += impact(c, c->q[j], (int32_t)r);
     return s;
 }
 
@@ -91,8 +115,7 @@ static int level_below(int32_t n_levels, const double *budgets, double score, do
 
 int score_share(
     int64_t n_rows, int64_t n_phrases, int64_t k, int64_t extra,
-    const int64_t *t_off, const int32_t *t_rows, const double *t_imp,
-    const int64_t *r_off, const int32_t *r_ent, const int32_t *r_phr,
+    const int64_t *t_off, const int32_t *t_rows, const double *t_imp, const uint64_t *sig,
     int32_t n_levels, const double *budgets, const int64_t **l_off, const int32_t **l_ent, const double **l_beta,
     const double **l_ub,
     const int64_t *q_off, const int32_t *q_phr, const int64_t *ids, const uint8_t *skip,
@@ -107,19 +130,18 @@ int score_share(
     int64_t *stamp = malloc(n_rows * sizeof(int64_t));
     int64_t *done = malloc(n_rows * sizeof(int64_t));
     int32_t *touched = malloc(n_rows * sizeof(int32_t));
-    int32_t *pos = malloc(n_phrases * sizeof(int32_t));
-    double *tmp = malloc(max_m * sizeof(double));
     int32_t *ord = malloc(max_m * sizeof(int32_t));
+    int32_t *q_word = malloc(max_m * sizeof(int32_t));
+    uint64_t *q_bit = malloc(max_m * sizeof(uint64_t));
     double *fs = malloc(cap_first * sizeof(double)), *ts = malloc(k * sizeof(double));
     int64_t *fr = malloc(cap_first * sizeof(int64_t)), *tr = malloc(k * sizeof(int64_t));
-    if (!acc || !stamp || !done || !touched || !pos || !tmp || !ord || !fs || !ts || !fr || !tr) {
-        free(ord); free(acc); free(stamp); free(done); free(touched); free(pos); free(tmp);
+    if (!acc || !stamp || !done || !touched || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr) {
+        free(q_word); free(q_bit); free(ord); free(acc); free(stamp); free(done); free(touched);
         free(fs); free(ts); free(fr); free(tr);
         return -1;
     }
     for (int64_t r = 0; r < n_rows; r++) { stamp[r] = -1; done[r] = -1; }
-    for (int64_t p = 0; p < n_phrases; p++) pos[p] = -1;
-    Ctx c = {t_off, t_rows, t_imp, r_off, r_ent, r_phr, pos, tmp};
+    Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit};
     double ratio = 0.5;
     int64_t epoch = 0;
     for (int64_t i = a; i < b; i++) {
@@ -127,7 +149,8 @@ int score_share(
         if (skip[i] || m == 0) continue;
         const int32_t *q = q_phr + q_off[i];
         int64_t me = ids[i];
-        for (int64_t j = 0; j < m; j++) pos[q[j]] = (int32_t)j;
+        c.q = q;
+        for (int64_t j = 0; j < m; j++) sig_bit(q[j], &q_word[j], &q_bit[j]);
         double own = exact(&c, me, m);
         int lv = level_below(n_levels, budgets, start_share * ratio * own, 1e308, margin);
         int64_t nt = 0, top = 0;
@@ -217,9 +240,8 @@ int score_share(
         }
         for (int64_t t = 0; t < top; t++) { out_nb[(i - a) * k + t] = tr[t]; out_sc[(i - a) * k + t] = -1.0 * ts[t]; }
         if (own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
-        for (int64_t j = 0; j < m; j++) pos[q[j]] = -1;
     }
-    free(ord); free(acc); free(stamp); free(done); free(touched); free(pos); free(tmp);
+    free(q_word); free(q_bit); free(ord); free(acc); free(stamp); free(done); free(touched);
     free(fs); free(ts); free(fr); free(tr);
     return 0;
 }
@@ -271,6 +293,7 @@ def _compile() -> ctypes.CDLL | None:
     except OSError:
         return None
     lib.score_share.restype = ctypes.c_int
+    lib.row_signatures.restype = None
     return lib
 
 
@@ -307,10 +330,24 @@ def phrase_bounds(table, level) -> np.ndarray:
     return bounds
 
 
-def score_share(lib, table, by_row, levels_, questions, skip: np.ndarray, k: int, a: int, b: int, constants):
+def row_signatures(lib, table, n_rows: int) -> np.ndarray:
+    """Each row's 512-bit signature (8 uint64): a bit per phrase whose list holds it (a hash of
+    the phrase id). A bit unset: the row lacks the phrase, its contribution is not searched for.
+    40 MB at 600k, against 300 MB for the table by row."""
+    sig = np.zeros((n_rows, 8), dtype=np.uint64)
+    lib.row_signatures(
+        ctypes.c_int64(len(table.offsets) - 1),
+        _p(table.offsets, np.int64),
+        _p(table.rows, np.int32),
+        _p(sig, np.uint64),
+    )
+    return sig
+
+
+def score_share(lib, table, signatures, levels_, questions, skip: np.ndarray, k: int, a: int, b: int, constants):
     """Neighbours and scores (k columns, -1 and 0.0 padding) of questions a..b-1, as
-    `graph_scoring._score_share` computes them. `constants`: (margin, extra, start_share,
-    keep_share, seed_positions, essential_share)."""
+    `graph_scoring._score_share` computes them. `signatures`: `row_signatures` of the table.
+    `constants`: (margin, extra, start_share, keep_share, seed_positions, essential_share)."""
     margin, extra, start_share, keep_share, seed_positions, essential_share = constants
     if not 0.0 <= essential_share <= 1.0:
         raise ValueError(f"essential_share must be in [0, 1], got {essential_share}")
@@ -324,16 +361,14 @@ def score_share(lib, table, by_row, levels_, questions, skip: np.ndarray, k: int
     ptrs = ctypes.c_void_p * n
     budgets = np.array([lv.budget for lv in levels_], dtype=np.float64)
     rc = lib.score_share(
-        ctypes.c_int64(len(by_row.offsets) - 1),
+        ctypes.c_int64(len(signatures)),
         ctypes.c_int64(len(table.missing)),
         ctypes.c_int64(k),
         ctypes.c_int64(extra),
         _p(table.offsets, np.int64),
         _p(table.rows, np.int32),
         _p(table.impacts, np.float64),
-        _p(by_row.offsets, np.int64),
-        _p(by_row.entries, np.int32),
-        _p(by_row.phrases, np.int32),
+        _p(signatures, np.uint64),
         ctypes.c_int32(n),
         _p(budgets, np.float64),
         ptrs(*[_p(x, np.int64) for x in offsets]),

@@ -42,6 +42,9 @@ each passage's list is computed alone, so the result is the same for any number 
 
 from __future__ import annotations
 
+import array
+import contextlib
+import ctypes
 import math
 import multiprocessing
 import os
@@ -59,6 +62,7 @@ from workbench.index.store import Index, bm25_order, query_expression
 MARGIN = 1e-9  # relative; float sums of <= 80 positive terms differ by ~1e-14 at most
 BULK_TABLE = True  # the phrase table from one read of the postings (graph_table); False: a look-up per phrase
 PARALLEL_FROM = 20_000  # passages: below this one process does it all (forking costs more)
+RELEASE_EVERY = 64 << 20  # bytes of parts joined between two releases of freed memory (_joined)
 _ROW_BITS = 32
 _ROW_MASK = (1 << _ROW_BITS) - 1
 
@@ -141,9 +145,36 @@ def phrase_table(postings: Postings, vocabulary: Sequence[str], weights, blobs: 
             impacts_of.append(impacts)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    rows = np.concatenate(rows_of) if rows_of else np.zeros(0, dtype=np.int32)
-    impacts = np.concatenate(impacts_of) if impacts_of else np.zeros(0, dtype=np.float64)
+    rows, impacts = _joined(rows_of, np.int32), _joined(impacts_of, np.float64)
     return PhraseTable(offsets, rows, impacts, missing)
+
+
+def _joined(parts: list[np.ndarray], dtype) -> np.ndarray:
+    """np.concatenate(parts), emptying `parts`: each part is let go once copied, and the
+    result's pages are touched only as they are filled, so the parts and the result together
+    hold about one table's memory (np.concatenate: two)."""
+    out = np.empty(sum(len(x) for x in parts), dtype=dtype)
+    at = copied = 0
+    parts.reverse()
+    while parts:
+        part = parts.pop()
+        out[at : at + len(part)] = part
+        at += len(part)
+        copied += part.nbytes
+        del part
+        if copied >= RELEASE_EVERY:  # freed parts back to the system as the result grows
+            release_memory()
+            copied = 0
+    release_memory()
+    return out
+
+
+def release_memory() -> None:
+    """Free heap pages back to the system (glibc's malloc_trim; elsewhere nothing): numpy
+    arrays of a few MB come from the heap, and a process that freed many of them keeps their
+    pages resident, which a worker forked later would inherit."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 @dataclass
@@ -381,7 +412,7 @@ def _tokenize_share(share: tuple[int, int]) -> tuple[list[str], np.ndarray, np.n
         index.reopen_after_fork()
     a, b = share
     vocabulary: dict[str, int] = {}
-    phrases: list[int] = []
+    phrases = array.array("i")  # 4 bytes a position (a list: 8, ~100 MB a worker at 600k)
     lengths = np.zeros(b - a, dtype=np.int64)
     for start in range(a, b, 500):
         chunk = ids[start : min(b, start + 500)].tolist()
@@ -389,30 +420,27 @@ def _tokenize_share(share: tuple[int, int]) -> tuple[list[str], np.ndarray, np.n
             tokens = passage_tokens(unit, query_tokens)
             phrases.extend(vocabulary.setdefault(t, len(vocabulary)) for t in tokens)
             lengths[i] = len(tokens)
-    return list(vocabulary), np.array(phrases, dtype=np.int32), lengths
+    return list(vocabulary), np.frombuffer(phrases, dtype=np.int32), lengths
 
 
 def _score_share(share: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """Neighbours and scores (k columns, -1 and 0.0 padding) of questions a..b-1."""
     table, by_row, levels_, questions, k = (_SHARED[k] for k in ("table", "by_row", "levels", "questions", "k"))
+    n_rows, skip = _SHARED["n_rows"], _SHARED["skip"]
     a, b = share
     kernel = graph_kernel.load()
     if kernel is not None:
-        skip = np.zeros(len(questions.ids), dtype=np.uint8)
-        for i in range(a, b):
-            question = questions.of(i)
-            skip[i] = bool(len(question) and table.missing[question].any())
         constants = (MARGIN, EXTRA, START_SHARE, KEEP_SHARE, SEED_POSITIONS, ESSENTIAL_SHARE)
-        return graph_kernel.score_share(kernel, table, by_row, levels_, questions, skip, k, a, b, constants)
+        signatures = _SHARED["signatures"]
+        return graph_kernel.score_share(kernel, table, signatures, levels_, questions, skip, k, a, b, constants)
     neighbours = np.full((b - a, k), -1, dtype=np.int64)
     scores = np.zeros((b - a, k), dtype=np.float64)
-    scratch = Scratch.of(len(by_row.offsets) - 1, len(table.missing))
+    scratch = Scratch.of(n_rows, len(table.missing))
     ids = questions.ids
     for i in range(a, b):
-        question = questions.of(i)
-        if len(question) and table.missing[question].any():
+        if skip[i]:
             continue  # left to Index.search by the caller
-        rows, s = top_neighbours(table, by_row, levels_, question, int(ids[i]), k, scratch)
+        rows, s = top_neighbours(table, by_row, levels_, questions.of(i), int(ids[i]), k, scratch)
         neighbours[i - a, : len(rows)], scores[i - a, : len(rows)] = rows, s
     return neighbours, scores
 
@@ -447,7 +475,7 @@ def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int)
         blobs = graph_table.read_term_blobs(postings, {p for p in vocabulary if graph_table.single_token(postings, p)})
     _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1, blobs=blobs)
     try:
-        parts = _run(_table_share, _shares(len(vocabulary), workers * 2), workers)
+        parts = _run(_table_share, _shares(len(vocabulary), 1 if workers <= 1 else workers * 2), workers)
     finally:
         _SHARED.clear()
     if len(parts) == 1:
@@ -521,20 +549,40 @@ def score_all(
     postings = index.postings
     if postings is None:
         raise RuntimeError("score_all needs the index's stored postings (max_postings=0 has none)")
-    table = _phrase_table_by(index, questions.vocabulary, weights, workers)
+    # one process: forked table workers each held a private copy of the blobs they read and
+    # of their part (~0.8 GB each at 300k), and their parts came back pickled (a third copy)
+    table = _phrase_table_by(index, questions.vocabulary, weights, 1)
+    # the few questions the table cannot score go to Index.search: only their phrases' texts
+    # are kept (the vocabulary, ~1M strings at 600k, is let go before the scoring forks)
+    lengths = np.diff(questions.offsets)
+    skip = np.zeros(len(ids_array), dtype=np.uint8)  # questions with a phrase the table lacks
+    skip[np.repeat(np.arange(len(ids_array)), lengths)[table.missing[questions.phrases]]] = 1
+    skipped = np.flatnonzero(skip).tolist()
+    texts = {p: questions.vocabulary[p] for i in skipped for p in questions.of(i).tolist()}
+    questions.vocabulary = []
     lap("table")
     n_rows = max(len(postings.row_norm), int(ids_array.max()) + 1 if len(ids_array) else 0)
-    by_row = row_lists(table, n_rows)
-    masses = row_masses(table, by_row)
-    typical = float(np.median(masses[masses > 0])) if (masses > 0).any() else 0.0
-    del masses
-    fractions = BUDGET_FRACTIONS if graph_kernel.load() is None else KERNEL_FRACTIONS  # loaded before the fork
-    levels_ = levels(table, by_row, [f * typical for f in fractions])
-    if graph_kernel.load() is not None:
+    kernel = graph_kernel.load() is not None  # loaded before the fork
+    fractions = KERNEL_FRACTIONS if kernel else BUDGET_FRACTIONS
+    by_row = None
+    levels_ = [Level(0.0, table.offsets, None, None)]
+    if fractions or not kernel:  # prefix levels and the numpy path's exact scores read the table by row
+        by_row = row_lists(table, n_rows)
+        masses = row_masses(table, by_row)
+        typical = float(np.median(masses[masses > 0])) if (masses > 0).any() else 0.0
+        del masses
+        levels_ = levels(table, by_row, [f * typical for f in fractions])
+        if kernel:
+            by_row = None  # the kernel finds contributions in the phrases' lists
+    signatures = None
+    if kernel:
         for level in levels_:  # before the fork: every worker inherits them
             graph_kernel.phrase_bounds(table, level)
+        signatures = graph_kernel.row_signatures(graph_kernel.load(), table, n_rows)
+    release_memory()
     lap("lists")
-    _SHARED.update(table=table, by_row=by_row, levels=levels_, questions=questions, k=k)
+    _SHARED.update(table=table, by_row=by_row, levels=levels_, questions=questions, k=k, n_rows=n_rows, skip=skip)
+    _SHARED["signatures"] = signatures
     try:
         parts = _run(_score_share, _shares(len(ids_array), workers * 4), workers)
     finally:
@@ -542,11 +590,9 @@ def score_all(
     lap("scoring")
     neighbours = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, k), dtype=np.int64)
     scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, k))
-    for i in range(len(ids_array)):  # the few questions the table cannot score
-        question = questions.of(i)
-        if len(question) and table.missing[question].any():
-            expression = query_expression([questions.vocabulary[p] for p in question.tolist()])
-            hits = [(u, s) for u, s in index.search(expression, k + 1, weights) if u != ids_array[i]][:k]
-            for j, (u, s) in enumerate(hits):
-                neighbours[i, j], scores[i, j] = u, s
+    for i in skipped:  # the few questions the table cannot score
+        expression = query_expression([texts[p] for p in questions.of(i).tolist()])
+        hits = [(u, s) for u, s in index.search(expression, k + 1, weights) if u != ids_array[i]][:k]
+        for j, (u, s) in enumerate(hits):
+            neighbours[i, j], scores[i, j] = u, s
     return ids_array, neighbours, scores

@@ -26,7 +26,8 @@ import numpy as np
 from workbench.index.postings import COLUMNS, K1, Postings, decode_grouped
 from workbench.index.sqlite import ReadConnection, damaged_index
 
-BATCH_BYTES = 4 << 20  # blob bytes decoded per numpy pass: ~4 M keys of int64 temporaries at most
+BATCH_BYTES = 1 << 20  # blob bytes decoded per numpy pass: ~1 M keys of int64 temporaries at most
+# (4 MB: ~250 MB of temporaries, now that the table is made in the parent)
 _ROW_SHIFT, _COL_SHIFT = 32, 24
 
 
