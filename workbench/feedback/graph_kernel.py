@@ -11,23 +11,17 @@ both). A contribution is found by binary search in the phrase's list (ascending 
 the kernel needs no by-row copy of the table (8 bytes per table entry: ~300 MB at 600k).
 
 The C source below is compiled once per source version with the system's C compiler (`cc`,
-or $CC) into $XDG_CACHE_HOME/sag2wb/kernels (~/.cache/...), written atomically; without a
+or $CC) into $XDG_CACHE_HOME/sag2wb/kernels (~/.cache/...), written atomically (`workbench/ckernel.py`); without a
 compiler, or with SAG2WB_GRAPH_KERNEL=numpy, `load()` is None and the numpy path runs.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
-from workbench.user_cache import user_cache_dir
+from workbench import ckernel
 
 SOURCE = r"""
 #include <stdint.h>
@@ -250,47 +244,9 @@ int score_share(
 _LOADED: list = []  # [the library or None], once per process
 
 
-def cache_dir() -> Path:
-    return user_cache_dir("kernels")
-
-
 def _compile() -> ctypes.CDLL | None:
-    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    target = cache_dir() / f"graph_kernel-{digest}.so"
-    if not target.exists():
-        compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-        if not compiler:
-            return None
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-                src, out = Path(tmp) / "graph_kernel.c", Path(tmp) / "graph_kernel.so"
-                src.write_text(SOURCE, encoding="utf-8")
-                done = subprocess.run(
-                    [
-                        compiler,
-                        "-O2",
-                        "-fno-fast-math",
-                        "-ffp-contract=off",
-                        "-shared",
-                        "-fPIC",
-                        str(src),
-                        "-o",
-                        str(out),
-                    ],
-                    capture_output=True,
-                    timeout=120,
-                )
-                if done.returncode != 0:
-                    return None
-                with open(out, "rb") as f:  # on disk before the rename: a crash leaves no torn library
-                    os.fsync(f.fileno())
-                os.replace(out, target)  # atomic: another process sees the whole library or none
-        except (OSError, subprocess.SubprocessError):
-            return None
-    try:
-        lib = ctypes.CDLL(str(target))
-    except OSError:
+    lib = ckernel.compiled("graph_kernel", SOURCE)
+    if lib is None:
         return None
     lib.score_share.restype = ctypes.c_int
     lib.row_signatures.restype = None
@@ -299,7 +255,7 @@ def _compile() -> ctypes.CDLL | None:
 
 def load() -> ctypes.CDLL | None:
     """The compiled kernel, or None (no compiler, a failed compile, SAG2WB_GRAPH_KERNEL=numpy)."""
-    if os.environ.get("SAG2WB_GRAPH_KERNEL", "").strip().lower() == "numpy":
+    if ckernel.turned_off("SAG2WB_GRAPH_KERNEL"):
         return None
     if not _LOADED:
         _LOADED.append(_compile())
