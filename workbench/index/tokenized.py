@@ -26,7 +26,7 @@ _BODY = COLUMNS.index("body")
 class Ids(dict):
     """Strings numbered 0, 1, 2, ... in order of first look-up (`names` in that order)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.names: list[str] = []
 
@@ -39,7 +39,7 @@ class Ids(dict):
 class _Runs:
     """A run of ids per numbered item (CSR arrays), grown in batches."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.starts = np.zeros(0, dtype=np.int64)
         self.lengths = np.zeros(0, dtype=np.int64)
         self.flat = np.zeros(0, dtype=np.int64)
@@ -64,7 +64,7 @@ class _Words(Ids):
     chunks at once. A text's FTS5 terms are its chunks' terms in order: FTS5's unicode61
     tokenizer carries nothing across the spaces that join the chunks' tokens."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.settled = 0
         self.terms, self.term_runs = Ids(), _Runs()
