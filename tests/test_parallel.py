@@ -138,7 +138,9 @@ def jev(server, cache_dir, **extra) -> JudgeSpec:
 
 
 # ---- choosing an executor ----------------------------------------------------------------------
-def test_make_executor_defaults_and_conflicts():
+def test_make_executor_defaults_and_conflicts(monkeypatch):
+    from workbench.executors import pools
+
     assert default_concurrency("jev") == 8 and default_concurrency("lexical") == 1
     assert isinstance(make_executor(judge="jev"), Threads) and make_executor(judge="jev").workers == 8
     assert isinstance(make_executor(judge="lexical"), Sequential)
@@ -148,6 +150,14 @@ def test_make_executor_defaults_and_conflicts():
     # both: that many questions at once over the processes, on threads in each
     assert repr(make_executor(16, 2)) == "Processes(2, threads=8)" and make_executor(16, 2).name == "processes(2x8)"
     assert isinstance(make_executor(4, 1), Threads) and repr(make_executor(2, 4)) == "Processes(2)"
+    # --concurrency alone, for a judge that waits: from 16 on, one process per 8 questions, one per core at most
+    assert isinstance(make_executor(8, judge="jev"), Threads) and isinstance(make_executor(16), Threads)
+    for cores, expected in ((1, "Threads(16)"), (2, "Processes(2, threads=8)"), (4, "Processes(2, threads=8)")):
+        monkeypatch.setattr(pools, "cores", lambda n=cores: n)
+        assert repr(make_executor(16, judge="jev")) == expected
+    assert repr(make_executor(20, judge="jev")) == "Processes(2, threads=10)"
+    assert repr(make_executor(32, judge="jev")) == "Processes(4, threads=8)"
+    assert isinstance(make_executor(16, 1, judge="jev"), Threads)  # --processes 1: all on threads here
     with pytest.raises(ParallelError, match="choose --dask or --processes"):
         make_executor(None, 2, "tcp://127.0.0.1:1")
     with pytest.raises(ParallelError, match="concurrency 0"):

@@ -71,17 +71,36 @@ def heap_frozen():
             gc.unfreeze()
 
 
+def _waits(judge: str | JudgeSpec | None) -> bool:
+    try:
+        return judge not in (None, "") and JudgeSpec.parse(judge).kind.waits
+    except JudgeError:  # an unknown judge: its error comes where it is built, with the rest
+        return False
+
+
 def default_concurrency(judge: str | JudgeSpec | None = None) -> int:
     """Concurrent questions when none is asked for: 8 for a judge that waits (JEV, on HTTP),
     1 otherwise (in-process judges hold the GIL; use processes for them).
     >>> default_concurrency("jev"), default_concurrency("lexical")
     (8, 1)
     """
-    try:
-        waits = judge not in (None, "") and JudgeSpec.parse(judge).kind.waits
-    except JudgeError:  # an unknown judge: its error comes where it is built, with the rest
-        waits = False
-    return JEV_DEFAULT_CONCURRENCY if waits else 1
+    return JEV_DEFAULT_CONCURRENCY if _waits(judge) else 1
+
+
+def default_processes(concurrency: int, judge: str | JudgeSpec | None = None) -> int:
+    """Processes for `concurrency` questions at once when none is asked for: for a judge that
+    waits, one per 8 questions, up to one per core (one GIL prepares the requests of ~8
+    questions about as fast as a 200 ms service answers them: 16 at once on threads measured
+    7x one at a time, 2 processes x 8 threads ~9x, issue 33); 1 otherwise.
+    >>> default_processes(8, "jev"), default_processes(16, "lexical"), default_processes(16, "jev") == min(2, cores())
+    (1, 1, True)
+    """
+    return max(1, min(cores(), concurrency // JEV_DEFAULT_CONCURRENCY)) if _waits(judge) else 1
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 # ---- executors -------------------------------------------------------------------------------
@@ -378,8 +397,10 @@ def make_executor(
 ):
     """The executor for CLI-style options: `dask` (an address or a Client) alone; `processes`
     with `concurrency`: that many questions at once over the processes, on threads in each
-    (ceil(concurrency / processes) per process); one of them: a process pool, or threads
-    (default: `default_concurrency(judge)`).
+    (ceil(concurrency / processes) per process); `processes` alone: a process pool;
+    `concurrency` alone: on threads, over `default_processes(concurrency, judge)` processes
+    (more than one only for a judge that waits, 16 at once or more); neither:
+    `default_concurrency(judge)` on threads.
 
     >>> make_executor(judge="lexical"), make_executor(concurrency=16), make_executor(processes=2)  # dask=ADDRESS
     (Sequential(), Threads(16), Processes(2))
@@ -394,11 +415,13 @@ def make_executor(
             given = " and ".join(n for n, v in (("--concurrency", concurrency), ("--processes", processes)) if v)
             raise ParallelError(f"choose --dask or {given}: the cluster's workers decide how many run at once")
         return Dask(dask)
-    if processes is None:
-        n = default_concurrency(judge) if concurrency is None else concurrency
-        return Sequential() if n == 1 else Threads(n)
     if concurrency is None:
+        if processes is None:
+            n = default_concurrency(judge)
+            return Sequential() if n == 1 else Threads(n)
         return Sequential() if processes == 1 else Processes(processes)
+    if processes is None:
+        processes = default_processes(concurrency, judge)
     processes = min(processes, concurrency)  # never more at once than asked for
     if processes == 1:  # this process, on threads
         return Sequential() if concurrency == 1 else Threads(concurrency)
