@@ -183,7 +183,7 @@ class Index:
 
     def warm(self) -> Index:
         """Load now what questions otherwise load on first use (a small corpus's units,
-        vocabulary and aliases, the postings' row sizes, and the tokenizer's dictionary, ~1 s):
+        vocabulary and aliases, the postings' row sizes, and jieba's dictionary for CJK text):
         a process pool forked after this inherits them instead of each worker reading them
         again (parallel.Processes).
 
@@ -194,7 +194,10 @@ class Index:
             self._read_all_units()
             self._small_vocabulary, self._small_aliases  # noqa: B018 (cached properties)
         self._alias_lengths, self.postings  # noqa: B018
-        textlib.tokenize("warm up")  # loads jieba's dictionary once for every worker
+        # jieba's dictionary (~0.5 s) segments only CJK text (the rest is tokenized without it):
+        # loaded here, once for every worker, when the corpus has CJK words for it to segment
+        if self.db.execute("SELECT 1 FROM terms WHERE term >= '\u4e00' AND term < '\u9fd6' LIMIT 1").fetchone():
+            textlib.tokenize("\u4e2d\u6587")
         return self
 
     # ---- units -------------------------------------------------------------------------
