@@ -100,7 +100,10 @@ def default_processes(concurrency: int, judge: str | JudgeSpec | None = None) ->
 
 def cores() -> int:
     """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
 
 
 # ---- executors -------------------------------------------------------------------------------

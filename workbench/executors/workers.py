@@ -19,7 +19,7 @@ from workbench.index.store import Index
 from workbench.judges.cached import CachedJudge
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgmentMemo
-from workbench.protocols import close_judge, summed_usage
+from workbench.protocols import BulkStore, close_judge, summed_usage
 from workbench.safeio import InputError, atomic_write_bytes
 
 JEV_REQUEST_LIMIT = 20  # jev CONCURRENCY: requests in flight per client (the paper's cap)
@@ -114,7 +114,7 @@ class RecordingStore:
             found = {k: self.new[k] for k in keys if k in self.new}
         rest = [k for k in keys if k not in found]
         if rest and self.reader is not None:
-            if hasattr(self.reader, "get_many"):
+            if isinstance(self.reader, BulkStore):
                 found.update(self.reader.get_many(rest))
             else:
                 found.update((k, v) for k in rest if (v := self.reader.get(k, _ABSENT)) is not _ABSENT)
