@@ -455,6 +455,31 @@ def test_a_worker_process_killed_mid_run_stops_the_run_with_a_clear_error(tmp_pa
         ex.close()
 
 
+class FailingHashJudge(CountingHashJudge):
+    """The hash judge behind a server that answers HTTP 500 for one question's later rounds."""
+
+    def judge(self, question, candidates, context):
+        if "ledger" in question and context:
+            raise ValueError("server-side boom")
+        return super().judge(question, candidates, context)
+
+
+@pytest.mark.slow
+def test_a_judge_server_error_stops_processes_with_threads_where_sequential_stops(tmp_path, index, questions, hybrid):
+    server = JudgeServer(FailingHashJudge(seconds=0.0)).start()
+    try:
+        failures = []
+        for name, executor in (("seq", None), ("hybrid", hybrid)):
+            options = RunOptions(progress=False, executor=executor)
+            with pytest.raises(QuestionFailed) as info:
+                evaluate(index, questions, jev(server, tmp_path / name), options=options)
+            failures.append(info.value.to_dict())
+    finally:
+        server.stop()
+    assert failures[0] == failures[1] and failures[0]["question"] == "docs-05"
+    assert "HTTP 500" in failures[0]["error"]
+
+
 def test_a_task_whose_value_does_not_pickle_fails_its_future_only(hybrid):
     assert hybrid.submit(os.getpid).result() != os.getpid()
     with pytest.raises(RemoteTaskError, match="pickle"):
