@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from workbench.executors import (
     Dask,
     ParallelError,
     Processes,
+    RemoteTaskError,
     Sequential,
     Threads,
     default_concurrency,
@@ -136,17 +138,32 @@ def jev(server, cache_dir, **extra) -> JudgeSpec:
 
 
 # ---- choosing an executor ----------------------------------------------------------------------
-def test_make_executor_defaults_and_conflicts():
+def test_make_executor_defaults_and_conflicts(monkeypatch):
+    from workbench.executors import pools
+
     assert default_concurrency("jev") == 8 and default_concurrency("lexical") == 1
     assert isinstance(make_executor(judge="jev"), Threads) and make_executor(judge="jev").workers == 8
     assert isinstance(make_executor(judge="lexical"), Sequential)
     assert isinstance(make_executor(1, judge="jev"), Sequential)
     assert isinstance(make_executor(processes=1), Sequential)
     assert isinstance(make_executor(processes=3), Processes)
-    with pytest.raises(ParallelError, match="choose one of --concurrency and --processes"):
-        make_executor(4, 2)
+    # both: that many questions at once over the processes, on threads in each
+    assert repr(make_executor(16, 2)) == "Processes(2, threads=8)" and make_executor(16, 2).name == "processes(2x8)"
+    assert isinstance(make_executor(4, 1), Threads) and repr(make_executor(2, 4)) == "Processes(2)"
+    # --concurrency alone, for a judge that waits: from 16 on, one process per 8 questions, one per core at most
+    assert isinstance(make_executor(8, judge="jev"), Threads) and isinstance(make_executor(16), Threads)
+    for cores, expected in ((1, "Threads(16)"), (2, "Processes(2, threads=8)"), (4, "Processes(2, threads=8)")):
+        monkeypatch.setattr(pools, "cores", lambda n=cores: n)
+        assert repr(make_executor(16, judge="jev")) == expected
+    assert repr(make_executor(20, judge="jev")) == "Processes(2, threads=10)"
+    assert repr(make_executor(32, judge="jev")) == "Processes(4, threads=8)"
+    assert isinstance(make_executor(16, 1, judge="jev"), Threads)  # --processes 1: all on threads here
+    with pytest.raises(ParallelError, match="choose --dask or --processes"):
+        make_executor(None, 2, "tcp://127.0.0.1:1")
     with pytest.raises(ParallelError, match="concurrency 0"):
         make_executor(0)
+    with pytest.raises(ParallelError, match="threads 0"):
+        Processes(2, threads=0)
 
 
 def test_components_keep_a_row_with_its_source():
@@ -380,6 +397,98 @@ def test_experiment_on_processes_sends_jev_judgments_to_the_callers_cache(tmp_pa
     assert replay.records == first.records
 
 
+# ---- processes with threads: a judge that waits, on more than one core --------------------------------
+@pytest.fixture(scope="module")
+def hybrid():
+    ex = Processes(2, threads=3)
+    yield ex
+    ex.close()
+
+
+def test_processes_with_threads_equal_sequential_and_fill_the_callers_memo(tmp_path, index, questions, hybrid):
+    from workbench.judgment import JudgmentMemo
+
+    memos = JudgmentMemo(), JudgmentMemo()
+    seq = run_eval(tmp_path, "seq", index, questions, memo=memos[0])
+    assert run_eval(tmp_path, "hybrid", index, questions, executor=hybrid, memo=memos[1]) == seq
+    assert memos[1].scores == memos[0].scores and len(memos[0].scores) > 100
+
+
+def test_processes_with_threads_against_a_judge_server_equal_sequential_and_fill_the_cache(
+    tmp_path, index, questions, server, hybrid
+):
+    seq = run_eval(tmp_path, "seq", index, questions, jev(server, tmp_path / "c1"))
+    server.judge.reset()
+    assert run_eval(tmp_path, "hybrid", index, questions, jev(server, tmp_path / "c2"), executor=hybrid) == seq
+    # each process's one client keeps its share of the request limit (JEV_REQUEST_LIMIT // 2)
+    assert 0 < server.judge.max <= 20
+    # the workers' judgments reached the caller's cache under the sequential run's keys
+    server.judge.reset()
+    replay = run_eval(tmp_path, "replay", index, questions, jev(server, tmp_path / "c2", cache_only=True))
+    assert server.judge.calls == 0 and replay == seq
+    # and a second run reads that cache in its workers: each process's client asks only its first
+    # call again, to learn which model answers now (as one client would once)
+    assert run_eval(tmp_path, "again", index, questions, jev(server, tmp_path / "c2"), executor=hybrid) == seq
+    assert server.judge.calls <= 2
+
+
+KILLING_JUDGE = """
+import os, signal
+def judge(question, candidates, context):
+    if "ledger" in question:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return [(len(c["title"]) % 7) / 7 for c in candidates]
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL, fork start method")
+def test_a_worker_process_killed_mid_run_stops_the_run_with_a_clear_error(tmp_path, index, questions):
+    path = tmp_path / "killing.py"
+    path.write_text(KILLING_JUDGE, encoding="utf-8")
+    ex = Processes(2, threads=2)
+    try:
+        with pytest.raises(ParallelError, match=r"processes\(2x2\) failed .*exit code -9.* rerun the same command"):
+            evaluate(index, questions, f"{path}:judge", options=RunOptions(progress=False, executor=ex))
+        with pytest.raises(BrokenProcessPool):  # and the broken pool says so to its next task
+            ex.submit(os.getpid).result()
+    finally:
+        ex.close()
+
+
+class FailingHashJudge(CountingHashJudge):
+    """The hash judge behind a server that answers HTTP 500 for one question's later rounds."""
+
+    def judge(self, question, candidates, context):
+        if "ledger" in question and context:
+            raise ValueError("server-side boom")
+        return super().judge(question, candidates, context)
+
+
+@pytest.mark.slow
+def test_a_judge_server_error_stops_processes_with_threads_where_sequential_stops(tmp_path, index, questions, hybrid):
+    server = JudgeServer(FailingHashJudge(seconds=0.0)).start()
+    try:
+        failures = []
+        for name, executor in (("seq", None), ("hybrid", hybrid)):
+            options = RunOptions(progress=False, executor=executor)
+            with pytest.raises(QuestionFailed) as info:
+                evaluate(index, questions, jev(server, tmp_path / name), options=options)
+            failures.append(info.value.to_dict())
+    finally:
+        server.stop()
+    assert failures[0] == failures[1] and failures[0]["question"] == "docs-05"
+    assert "HTTP 500" in failures[0]["error"]
+
+
+def test_a_task_whose_value_does_not_pickle_fails_its_future_only(hybrid):
+    assert hybrid.submit(os.getpid).result() != os.getpid()
+    with pytest.raises(RemoteTaskError, match="pickle"):
+        hybrid.submit(threading.Lock).result()
+    with pytest.raises(ZeroDivisionError):
+        hybrid.submit(divmod, 1, 0).result()
+    assert hybrid.submit(divmod, 7, 2).result() == (3, 1)
+
+
 FAILING_JUDGE = """
 def judge(question, candidates, context):
     if "ledger" in question and context:
@@ -388,12 +497,12 @@ def judge(question, candidates, context):
 """
 
 
-@pytest.mark.parametrize("parallel", ["threads", "processes"])
-def test_failures_stop_and_keep_going_exactly_as_sequential(tmp_path, index, questions, pool, parallel):
+@pytest.mark.parametrize("parallel", ["threads", "processes", "processes with threads"])
+def test_failures_stop_and_keep_going_exactly_as_sequential(tmp_path, index, questions, pool, hybrid, parallel):
     path = tmp_path / "failing.py"
     path.write_text(FAILING_JUDGE, encoding="utf-8")
     spec = f"{path}:judge"
-    executor = Threads(4) if parallel == "threads" else pool
+    executor = {"threads": Threads(4), "processes": pool, "processes with threads": hybrid}[parallel]
 
     def stop(name, ex):
         resume = tmp_path / f"{name}.jsonl"
@@ -478,7 +587,11 @@ class GatedHashJudge(CountingHashJudge):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("way", [["--concurrency", "4"], ["--processes", "2"]], ids=["threads", "processes"])
+@pytest.mark.parametrize(
+    "way",
+    [["--concurrency", "4"], ["--processes", "2"], ["--processes", "2", "--concurrency", "4"]],
+    ids=["threads", "processes", "processes-with-threads"],
+)
 def test_cli_ctrl_c_keeps_finished_questions_and_the_rerun_matches_sequential(tmp_path, index, questions, way):
     # processes without --trace-dir: workers send records, not traces (the path `sag2wb eval` takes)
     judge = GatedHashJudge({questions[0].question.strip()})
@@ -545,8 +658,8 @@ def test_cli_refuses_two_ways_at_once(tmp_path, index):
             str(tmp_path / "o.json"),
             "--processes",
             "2",
-            "--concurrency",
-            "2",
+            "--dask",
+            "tcp://127.0.0.1:1",
         ]
     )
     assert rc == 2

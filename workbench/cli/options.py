@@ -222,14 +222,16 @@ def add_parallel_options(p: argparse.ArgumentParser) -> None:
         type=number(int, minimum=1),
         default=None,
         metavar="N",
-        help="questions at once on threads, for judges that wait (default 8 for jev, else 1)",
+        help="questions at once on threads, for judges that wait (default 8 for jev, else 1); for jev from 16 "
+        "on, over one process per 8, one per core at most (--processes 1: all in this process)",
     )
     g.add_argument(
         "--processes",
         type=number(int, minimum=1),
         default=None,
         metavar="N",
-        help="a pool of N processes, for judges that compute (lexical, FILE.py:NAME)",
+        help="a pool of N processes, for judges that compute (lexical, FILE.py:NAME); with --concurrency C: "
+        "C questions at once over N processes, on threads in each (--processes 2 --concurrency 16: 2 x 8)",
     )
     g.add_argument(
         "--dask",

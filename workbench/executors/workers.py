@@ -19,7 +19,7 @@ from workbench.index.store import Index
 from workbench.judges.cached import CachedJudge
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgmentMemo
-from workbench.protocols import close_judge, summed_usage
+from workbench.protocols import BulkStore, close_judge, summed_usage
 from workbench.safeio import InputError, atomic_write_bytes
 
 JEV_REQUEST_LIMIT = 20  # jev CONCURRENCY: requests in flight per client (the paper's cap)
@@ -88,6 +88,9 @@ def recipe_for(index, workers: int, *, judgments: bool = True) -> Recipe:
     return Recipe(str(Path(index.path).resolve()), index.meta.get("fingerprint"), limit, os.urandom(8).hex(), judgments)
 
 
+_ABSENT = object()
+
+
 class RecordingStore:
     """Stands for a cached judge's store in a worker: reads the caller's store when the worker
     can see it, keeps new (validated) entries to send back instead of writing them."""
@@ -104,6 +107,22 @@ class RecordingStore:
     def set(self, key, value):
         with self._lock:
             self.new[key] = value
+
+    # in bulk (BulkStore), as the caller's JEV store: a round's look-ups in one read, not one each
+    def get_many(self, keys: list) -> dict:
+        with self._lock:
+            found = {k: self.new[k] for k in keys if k in self.new}
+        rest = [k for k in keys if k not in found]
+        if rest and self.reader is not None:
+            if isinstance(self.reader, BulkStore):
+                found.update(self.reader.get_many(rest))
+            else:
+                found.update((k, v) for k in rest if (v := self.reader.get(k, _ABSENT)) is not _ABSENT)
+        return found
+
+    def set_many(self, pairs: list) -> None:
+        with self._lock:
+            self.new.update(pairs)
 
     transact = staticmethod(contextlib.nullcontext)  # writes are kept in memory: nothing to group
 

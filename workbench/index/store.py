@@ -182,10 +182,9 @@ class Index:
         return self
 
     def warm(self) -> Index:
-        """Load now what questions otherwise load on first use (a small corpus's units,
-        vocabulary and aliases, the postings' row sizes, and the tokenizer's dictionary, ~1 s):
-        a process pool forked after this inherits them instead of each worker reading them
-        again (parallel.Processes).
+        """Load now what questions otherwise load on first use (a small corpus's units, vocabulary and aliases,
+        the postings' row sizes, jieba's dictionary if the corpus has CJK words for it to segment): a process
+        pool forked after this inherits them instead of each worker reading them again (executors.Processes).
 
         >>> index.warm() is index
         True
@@ -194,7 +193,8 @@ class Index:
             self._read_all_units()
             self._small_vocabulary, self._small_aliases  # noqa: B018 (cached properties)
         self._alias_lengths, self.postings  # noqa: B018
-        textlib.tokenize("warm up")  # loads jieba's dictionary once for every worker
+        if self.db.execute("SELECT 1 FROM terms WHERE term >= '\u4e00' AND term < '\u9fd6' LIMIT 1").fetchone():
+            textlib.tokenize("\u4e2d\u6587")  # ~0.5 s; text without CJK is tokenized without jieba
         return self
 
     # ---- units -------------------------------------------------------------------------

@@ -327,15 +327,19 @@ class CachedJudge:
         transaction, all of them or none."""
 
         def on_answered(indices, probabilities, model=None) -> None:
-            store = self.store
-            if self._bulk:  # one transaction, one INSERT (JudgmentStore)
-                store.set_many([(keys[i], {"p": p, "model": model}) for i, p in zip(indices, probabilities)])
-                return
-            with store.transact():
-                for i, p in zip(indices, probabilities):
-                    store.set(keys[i], {"p": p, "model": model})
+            self.keep([(keys[i], {"p": p, "model": model}) for i, p in zip(indices, probabilities)])
 
         return on_answered
+
+    def keep(self, pairs: list[tuple[str, dict]]) -> None:
+        """Store validated (key, value) pairs in one transaction, all or none: in bulk when the
+        store can (one INSERT: JudgmentStore), else key by key."""
+        if self._bulk:
+            self.store.set_many(pairs)
+            return
+        with self.store.transact():
+            for k, v in pairs:
+                self.store.set(k, v)
 
     def _ask_whole(self, question, asked, context, keys) -> list[float]:
         scores = validate_scores(self.inner.name, self.inner.judge(question, asked, context), len(asked))

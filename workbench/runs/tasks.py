@@ -283,9 +283,7 @@ def absorb_judgments(memo: JudgmentMemo, index, judges, on_usage=None):
         if outcome.cache:
             cached = next((j for j in judges() if isinstance(j, CachedJudge)), None)
             if cached is not None:
-                with cached.store.transact():
-                    for k, v in outcome.cache.items():
-                        cached.store.set(k, v)
+                cached.keep(list(outcome.cache.items()))
         if on_usage is not None and outcome.usage:
             on_usage(outcome.usage)
 

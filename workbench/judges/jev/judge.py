@@ -36,6 +36,7 @@ from workbench.judges.jev.payload import (
     encode_request,
     plan_requests,
 )
+from workbench.judges.jev.tokens import load_tokenizer
 from workbench.protocols import judgments_held
 from workbench.usage import count_usage, current_scope, using
 
@@ -102,6 +103,7 @@ class JEVJudge:
         self._lock = threading.Lock()
         self._loop: _LoopThread | None = None
         self._finalizer: weakref.finalize | None = None
+        load_tokenizer()
 
     def __repr__(self) -> str:
         return f"JEVJudge({self.url!r}, model={self.model!r}, payload_style={self.payload_style!r})"

@@ -39,6 +39,13 @@ def _encoding():
     return _ENCODING[0]
 
 
+def load_tokenizer() -> None:
+    """Load the tokenizer now, in the process that builds a JEV judge: a process pool forked
+    afterwards inherits it (each of 2 workers loading its own cost ~0.4-0.9 s of CPU at the
+    first round, issue 33); the judge needs it at its first call anyway."""
+    _encoding()
+
+
 def _count(text: str) -> int:
     # the tokenizer's own count: len(encode_ordinary(text)) without the list of ids (~35% less
     # CPU on 2Wiki passages; equal on the whole 2Wiki corpus and special-token text, tests/test_jev_plan_cost.py)
