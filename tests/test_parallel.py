@@ -738,3 +738,26 @@ def test_runs_keep_the_collector_off_what_the_caller_held_and_give_it_back(index
         assert gc.get_freeze_count() >= len(held)  # the caller's own freeze stands (not unfrozen by the run)
     finally:
         gc.unfreeze()
+
+
+def test_a_callers_judge_for_stays_in_this_process(index, questions):
+    """hooks.judge_for gives judge objects made here: a JEV configuration at 16 at once (which
+    alone would spread over processes) keeps them on threads and calls them; processes asked for
+    explicitly are refused with the reason, not run with judges built from the spec instead."""
+    from workbench.judges import FunctionJudge
+    from workbench.runs.experiment import ExperimentError
+    from workbench.runs.policies import Config
+
+    called = []
+
+    def half(question, candidates, context):
+        called.append(threading.current_thread().name)
+        return [0.5] * len(candidates)
+
+    factory = lambda q: FunctionJudge(half, "half")  # noqa: E731
+    factory.key = "half"
+    options = RunOptions(progress=False, hooks=Hooks(judge_for=factory))
+    Experiment(index, questions[:3], [Config("sag2", judge="jev")], options).run(concurrency=16)
+    assert called  # the caller's judge answered, in this process
+    with pytest.raises(ExperimentError, match=r"judge_for with processes\(2x8\).*threads"):
+        Experiment(index, questions[:3], [Config("sag2", judge="jev")], options).run(concurrency=16, processes=2)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from workbench import safeio
 from workbench.deprecation import keep_old_names
-from workbench.executors import Sequential, heap_frozen, make_executor
+from workbench.executors import Sequential, default_concurrency, heap_frozen, make_executor
 from workbench.index.units import Question
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgmentMemo
@@ -275,12 +275,25 @@ class Experiment:
         (default 8 when a configuration's judge waits on a service, JEV, else 1), `processes=N`
         on a process pool, `client=` (a dask.distributed Client or scheduler address) on a Dask
         cluster, `executor=` (default: the options') on that executor; results, resume lines and
-        traces are the same as a sequential run's (workbench/executors.py)."""
+        traces are the same as a sequential run's (workbench/executors.py). A caller's
+        `hooks.judge_for` judges live in this process: its questions stay on threads here, and
+        processes or a cluster are refused."""
         t0 = time.perf_counter()
         executor = executor or self.options.executor
         own = executor is None  # made here: closed here (a passed Client stays open either way)
         waits = next((c.judge for c in self.configs if c.judge.kind.waits), None)
+        if executor is None and self.judges.factories and processes is None and client is None:
+            # hooks.judge_for's judges live in this process: keep its questions on threads here
+            # (for a judge that waits, 16 at once would otherwise spread over processes)
+            concurrency, processes = concurrency or default_concurrency(waits), 1
         executor = executor or make_executor(concurrency, processes, client, judge=waits)
+        if self.judges.factories and not executor.local:
+            if own:
+                executor.close()
+            raise ExperimentError(
+                f"hooks.judge_for with {executor.name}: its judges live in this process, and processes or a "
+                "cluster build theirs from the judge's spec; run it on threads (concurrency=N) instead"
+            )
         try:
             tally = self.loop(executor)
         finally:
