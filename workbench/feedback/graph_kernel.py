@@ -80,24 +80,29 @@ static void offer(double *ts, int64_t *tr, int64_t *n, int64_t k, double s, int6
     ts[i] = s; tr[i] = r;
 }
 
-/* the cap best partial sums acc[r] of the touched rows other than me (fs, fr; returns how many),
-   and the k best exact scores among them (ts, tr; *top of them) */
-static int64_t exact_top(const Ctx *c, const int32_t *touched, int64_t nt, int64_t me, const double *acc,
-                         int64_t cap, double *fs, int64_t *fr, double *ts, int64_t *tr, int64_t *top, int64_t k,
-                         int64_t m) {
+/* one row's scratch: 16 bytes, so a listed position touches one place (a cache line) */
+typedef struct { double acc; uint32_t stamp; uint32_t done; } Slot;
+
+/* raise the running top k (ts, tr; *top of them): the cap best partial sums of the touched
+   rows other than me (fs, fr) are exact-scored, those not scored before in this round (done) */
+static void raise_top(const Ctx *c, const int32_t *touched, int64_t nt, int64_t me, Slot *slot, uint32_t round,
+                      int64_t cap, double *fs, int64_t *fr, double *ts, int64_t *tr, int64_t *top, int64_t k,
+                      int64_t m) {
     int64_t nf = 0;
     for (int64_t t = 0; t < nt; t++) {
         int32_t r = touched[t];
-        if (r == me) continue;
-        double s = acc[r];
+        double s = slot[r].acc;
         if (nf == cap && s <= fs[nf - 1]) continue;
+        if (r == me) continue;
         int64_t x = (nf < cap) ? nf++ : nf - 1;
         while (x > 0 && s > fs[x - 1]) { fs[x] = fs[x - 1]; fr[x] = fr[x - 1]; x--; }
         fs[x] = s; fr[x] = r;
     }
-    *top = 0;
-    for (int64_t f = 0; f < nf; f++) offer(ts, tr, top, k, exact(c, fr[f], m), fr[f]);
-    return nf;
+    for (int64_t f = 0; f < nf; f++) {
+        if (slot[fr[f]].done == round) continue;
+        slot[fr[f]].done = round;
+        offer(ts, tr, top, k, exact(c, fr[f], m), fr[f]);
+    }
 }
 
 static int level_below(int32_t n_levels, const double *budgets, double score, double under, double margin) {
@@ -106,6 +111,8 @@ static int level_below(int32_t n_levels, const double *budgets, double score, do
         if (budgets[l] < under && budgets[l] * (1 + margin) < score * (1 - margin)) best = l;
     return best;
 }
+
+#define SIG_TABLE_BITS 8  /* the unread phrases' signature bits a candidate's bound looks at */
 
 int score_share(
     int64_t n_rows, int64_t n_phrases, int64_t k, int64_t extra,
@@ -120,24 +127,22 @@ int score_share(
     int64_t max_m = 1;
     for (int64_t i = a; i < b; i++) if (q_off[i + 1] - q_off[i] > max_m) max_m = q_off[i + 1] - q_off[i];
     int64_t cap_first = k + extra;
-    double *acc = calloc(n_rows, sizeof(double));
-    int64_t *stamp = malloc(n_rows * sizeof(int64_t));
-    int64_t *done = malloc(n_rows * sizeof(int64_t));
+    Slot *slot = calloc(n_rows, sizeof(Slot));  /* stamp and done 0: no round yet */
     int32_t *touched = malloc(n_rows * sizeof(int32_t));
     int32_t *ord = malloc(max_m * sizeof(int32_t));
     int32_t *q_word = malloc(max_m * sizeof(int32_t));
     uint64_t *q_bit = malloc(max_m * sizeof(uint64_t));
     double *fs = malloc(cap_first * sizeof(double)), *ts = malloc(k * sizeof(double));
     int64_t *fr = malloc(cap_first * sizeof(int64_t)), *tr = malloc(k * sizeof(int64_t));
-    if (!acc || !stamp || !done || !touched || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr) {
-        free(q_word); free(q_bit); free(ord); free(acc); free(stamp); free(done); free(touched);
+    double sig_table[1 << SIG_TABLE_BITS];
+    if (!slot || !touched || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr) {
+        free(q_word); free(q_bit); free(ord); free(slot); free(touched);
         free(fs); free(ts); free(fr); free(tr);
         return -1;
     }
-    for (int64_t r = 0; r < n_rows; r++) { stamp[r] = -1; done[r] = -1; }
     Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit};
     double ratio = 0.5;
-    int64_t epoch = 0;
+    uint32_t round = 0;  /* one per question and level tried: a slot of another round is stale */
     for (int64_t i = a; i < b; i++) {
         int64_t m = q_off[i + 1] - q_off[i];
         if (skip[i] || m == 0) continue;
@@ -145,18 +150,21 @@ int score_share(
         int64_t me = ids[i];
         c.q = q;
         for (int64_t j = 0; j < m; j++) sig_bit(q[j], &q_word[j], &q_bit[j]);
-        double own = exact(&c, me, m);
-        int lv = level_below(n_levels, budgets, start_share * ratio * own, 1e308, margin);
+        /* the own score only chooses the first prefix level (none without levels) */
+        double own = (n_levels > 1) ? exact(&c, me, m) : 0.0;
+        int lv = (n_levels > 1) ? level_below(n_levels, budgets, start_share * ratio * own, 1e308, margin) : 0;
         int64_t nt = 0, top = 0;
         int full = 0;  /* read every list (set if level 0 with unread lists could not answer) */
         for (;;) {
             /* max-score: the question's phrases by their largest listed contribution at this
                level (ub), largest first; the lists of the first few (the rare phrases: short
-               lists) give a lower bound theta0 on the k-th best; the longest run of smallest-ub
-               phrases whose ubs add up to below theta0 minus the level's budget (times
-               essential_share) is non-essential: a row in none of the other lists scores less
-               than the k-th best, so those lists are not read; each candidate's bound counts
-               their ubs instead (sum_ne) */
+               lists) give a lower bound theta on the k-th best (the k-th best exact score of the
+               best partial sums); the longest run of smallest-ub phrases whose ubs add up to below
+               theta minus the level's budget (times essential_share) is non-essential: a row in
+               none of the other lists scores less than the k-th best, so those lists are not
+               read; each candidate's bound counts their ubs instead (sum_ne). theta is raised
+               again each time the positions read have grown 4x, so later lists are left out
+               sooner */
             const double *ub = l_ub[lv];
             for (int64_t j = 0; j < m; j++) {
                 int64_t x = j;
@@ -164,67 +172,96 @@ int score_share(
                 while (x > 0 && ub[q[ord[x - 1]]] < u) { ord[x] = ord[x - 1]; x--; }
                 ord[x] = (int32_t)j;
             }
-            epoch++;
+            if (round > UINT32_MAX - 4) {  /* never in practice: 2^32 rounds */
+                memset(slot, 0, n_rows * sizeof(Slot));
+                round = 0;
+            }
+            round++;
             nt = 0;
+            top = 0;
             const int64_t *off = l_off[lv];
             const int32_t *ent = l_ent[lv];
             int64_t scanned = 0, npos = 0;
             double budget = budgets[lv];
-            double theta0 = 0.0;
-            for (int pass = 0; pass < 2; pass++) {
-                int64_t until = m;
-                if (pass == 0) {  /* the seeds */
-                    until = 0;
-                    while (until < m && (until == 0 || npos < seed_positions)) {
-                        int32_t p = q[ord[until++]];
-                        npos += off[p + 1] - off[p];
-                    }
-                } else {  /* the essential rest: stop where the remaining ubs stay below the share */
-                    double tail = 0.0;
-                    int64_t e = m;
-                    while (e > scanned && !full) {
-                        double next = tail + ub[q[ord[e - 1]]];
-                        if ((next + budget) * (1 + margin) >= essential_share * theta0 * (1 - margin)) break;
-                        tail = next;
-                        e--;
-                    }
-                    until = e;
-                }
-                for (; scanned < until; scanned++) {
-                    int32_t p = q[ord[scanned]];
+            double theta = 0.0;
+            int64_t until = m, check = seed_positions;  /* the seeds: until seed_positions are read */
+            for (;;) {
+                while (scanned < until && (scanned == 0 || npos < check)) {
+                    int32_t p = q[ord[scanned++]];
+                    npos += off[p + 1] - off[p];
                     for (int64_t e = off[p]; e < off[p + 1]; e++) {
                         int64_t at = ent ? ent[e] : e;
-                        int32_t r = t_rows[at];
-                        if (stamp[r] != epoch) { stamp[r] = epoch; acc[r] = 0.0; touched[nt++] = r; }
-                        acc[r] += t_imp[at];
+                        Slot *s = &slot[t_rows[at]];
+                        if (s->stamp != round) { s->stamp = round; s->acc = 0.0; touched[nt++] = t_rows[at]; }
+                        s->acc += t_imp[at];
                     }
                 }
-                if (pass == 0 && scanned < m) {
-                    /* theta0: the k-th best exact score of the seeds' best partial sums */
-                    exact_top(&c, touched, nt, me, acc, cap_first, fs, fr, ts, tr, &top, k, m);
-                    theta0 = (top == k) ? ts[k - 1] : 0.0;
+                if (scanned >= until) break;  /* every essential list read */
+                /* theta from the best partial sums so far; the essential rest: stop where the
+                   remaining ubs stay below the share */
+                raise_top(&c, touched, nt, me, slot, round, cap_first, fs, fr, ts, tr, &top, k, m);
+                if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
+                double tail = 0.0;
+                until = m;
+                while (until > scanned && !full) {
+                    double next = tail + ub[q[ord[until - 1]]];
+                    if ((next + budget) * (1 + margin) >= essential_share * theta * (1 - margin)) break;
+                    tail = next;
+                    until--;
                 }
+                check = 4 * npos;  /* the next raise: after 4x the positions read so far */
             }
             double sum_ne = 0.0;  /* the unread phrases' ubs, smallest first (as summed above) */
             for (int64_t j = m - 1; j >= scanned; j--) sum_ne += ub[q[ord[j]]];
             /* a lower bound on the k-th best: the exact scores of the best partial sums */
-            int64_t nf = exact_top(&c, touched, nt, me, acc, cap_first, fs, fr, ts, tr, &top, k, m);
-            double theta = (nf >= k) ? ts[k - 1] : 0.0;
-            if (theta0 > theta) theta = theta0;
+            raise_top(&c, touched, nt, me, slot, round, cap_first, fs, fr, ts, tr, &top, k, m);
+            if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
             /* an unlisted row scores at most budget + sum_ne: the level answers if theta clears it */
             int clears = theta * (1 - margin) > (budget + sum_ne) * (1 + margin);
             int lower = level_below(n_levels, budgets, start_share * theta, budget, margin);
             int whole = budget == 0.0 && sum_ne == 0.0;  /* level 0, every list read */
             if (whole || (clears && (budgets[lower] == 0.0 || budget <= keep_share * theta))) {
-                epoch++;
-                for (int64_t f = 0; f < nf; f++) done[fr[f]] = epoch;
+                /* a candidate's bound: its listed sum, its left-out mass (beta) and the unread
+                   phrases' ubs; the signature refines the last: an unread phrase whose bit the
+                   row lacks adds nothing. The unread phrases' first SIG_TABLE_BITS distinct bits (largest
+                   ubs first) index sig_table: sig_table[x] adds the ubs of the bits set in x and
+                   every ub of the other bits (rest) */
+                int nb = 0, built = 0;
+                int32_t b_word[SIG_TABLE_BITS];
+                uint64_t b_bit[SIG_TABLE_BITS];
+                double b_ub[SIG_TABLE_BITS], rest = 0.0;
                 const double *beta = l_beta[lv];
+                double loose = sum_ne * margin * 4;  /* the table's rounding, far below the margin */
                 for (int64_t t = 0; t < nt; t++) {
                     int32_t r = touched[t];
-                    if (r == me || done[r] == epoch) continue;
-                    double bound = acc[r] + sum_ne + (beta ? beta[r] : 0.0);
-                    double floor = (top == k && ts[k - 1] > theta) ? ts[k - 1] : theta;
-                    if (bound * (1 + margin) < floor * (1 - margin)) continue;
+                    const Slot *s = &slot[r];
+                    if (r == me || s->done == round) continue;
+                    double floor = (top == k) ? ts[k - 1] : theta;
+                    double base = s->acc + (beta ? beta[r] : 0.0);
+                    if ((base + sum_ne) * (1 + margin) < floor * (1 - margin)) continue;
+                    if (!built) {  /* once a question, at its first candidate past the coarse bound */
+                        built = 1;
+                        for (int64_t j = scanned; j < m; j++) {
+                            int32_t w = q_word[ord[j]];
+                            uint64_t bit = q_bit[ord[j]];
+                            int x = 0;
+                            while (x < nb && !(b_word[x] == w && b_bit[x] == bit)) x++;
+                            if (x < nb) b_ub[x] += ub[q[ord[j]]];
+                            else if (nb < SIG_TABLE_BITS) { b_word[nb] = w; b_bit[nb] = bit; b_ub[nb++] = ub[q[ord[j]]]; }
+                            else rest += ub[q[ord[j]]];
+                        }
+                        for (int x = 0; x < (1 << nb); x++) {
+                            double have = rest;
+                            for (int y = 0; y < nb; y++) if (x >> y & 1) have += b_ub[y];
+                            sig_table[x] = have;
+                        }
+                    }
+                    if (nb) {
+                        const uint64_t *rs = sig + (int64_t)r * SIG_WORDS;
+                        int x = 0;
+                        for (int y = 0; y < nb; y++) if (rs[b_word[y]] & b_bit[y]) x |= 1 << y;
+                        if ((base + sig_table[x] + loose) * (1 + margin) < floor * (1 - margin)) continue;
+                    }
                     offer(ts, tr, &top, k, exact(&c, r, m), r);
                 }
                 break;
@@ -233,9 +270,9 @@ int score_share(
             lv = lower;
         }
         for (int64_t t = 0; t < top; t++) { out_nb[(i - a) * k + t] = tr[t]; out_sc[(i - a) * k + t] = -1.0 * ts[t]; }
-        if (own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
+        if (n_levels > 1 && own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
     }
-    free(q_word); free(q_bit); free(ord); free(acc); free(stamp); free(done); free(touched);
+    free(q_word); free(q_bit); free(ord); free(slot); free(touched);
     free(fs); free(ts); free(fr); free(tr);
     return 0;
 }
