@@ -85,7 +85,7 @@ typedef struct { double acc; uint32_t stamp; uint32_t done; } Slot;
 
 /* raise the running top k (ts, tr; *top of them): the cap best partial sums of the touched
    rows other than me (fs, fr) are exact-scored, those not scored before in this round (done) */
-static void raise_top(const Ctx *c, const int32_t *touched, int64_t nt, int64_t me, Slot *slot, uint32_t round,
+static int64_t raise_top(const Ctx *c, const int32_t *touched, int64_t nt, int64_t me, Slot *slot, uint32_t round,
                       int64_t cap, double *fs, int64_t *fr, double *ts, int64_t *tr, int64_t *top, int64_t k,
                       int64_t m) {
     int64_t nf = 0;
@@ -98,11 +98,14 @@ static void raise_top(const Ctx *c, const int32_t *touched, int64_t nt, int64_t 
         while (x > 0 && s > fs[x - 1]) { fs[x] = fs[x - 1]; fr[x] = fr[x - 1]; x--; }
         fs[x] = s; fr[x] = r;
     }
+    int64_t scored = 0;
     for (int64_t f = 0; f < nf; f++) {
         if (slot[fr[f]].done == round) continue;
         slot[fr[f]].done = round;
         offer(ts, tr, top, k, exact(c, fr[f], m), fr[f]);
+        scored++;
     }
+    return scored;
 }
 
 static int level_below(int32_t n_levels, const double *budgets, double score, double under, double margin) {
@@ -122,7 +125,7 @@ int score_share(
     const int64_t *q_off, const int32_t *q_phr, const int64_t *ids, const uint8_t *skip,
     int64_t a, int64_t b, double margin, double start_share, double keep_share,
     int64_t seed_positions, double essential_share,
-    int64_t *out_nb, double *out_sc)
+    int64_t *out_nb, double *out_sc, int64_t *stats)
 {
     int64_t max_m = 1;
     for (int64_t i = a; i < b; i++) if (q_off[i + 1] - q_off[i] > max_m) max_m = q_off[i + 1] - q_off[i];
@@ -141,6 +144,7 @@ int score_share(
         return -1;
     }
     Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit};
+    int64_t n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0;
     double ratio = 0.5;
     uint32_t round = 0;  /* one per question and level tried: a slot of another round is stale */
     for (int64_t i = a; i < b; i++) {
@@ -189,6 +193,7 @@ int score_share(
                 while (scanned < until && (scanned == 0 || npos < check)) {
                     int32_t p = q[ord[scanned++]];
                     npos += off[p + 1] - off[p];
+                    n_lists++;
                     for (int64_t e = off[p]; e < off[p + 1]; e++) {
                         int64_t at = ent ? ent[e] : e;
                         Slot *s = &slot[t_rows[at]];
@@ -199,7 +204,7 @@ int score_share(
                 if (scanned >= until) break;  /* every essential list read */
                 /* theta from the best partial sums so far; the essential rest: stop where the
                    remaining ubs stay below the share */
-                raise_top(&c, touched, nt, me, slot, round, cap_first, fs, fr, ts, tr, &top, k, m);
+                n_raised += raise_top(&c, touched, nt, me, slot, round, cap_first, fs, fr, ts, tr, &top, k, m);
                 if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
                 double tail = 0.0;
                 until = m;
@@ -211,10 +216,11 @@ int score_share(
                 }
                 check = 4 * npos;  /* the next raise: after 4x the positions read so far */
             }
+            n_positions += npos;
             double sum_ne = 0.0;  /* the unread phrases' ubs, smallest first (as summed above) */
             for (int64_t j = m - 1; j >= scanned; j--) sum_ne += ub[q[ord[j]]];
             /* a lower bound on the k-th best: the exact scores of the best partial sums */
-            raise_top(&c, touched, nt, me, slot, round, cap_first, fs, fr, ts, tr, &top, k, m);
+            n_raised += raise_top(&c, touched, nt, me, slot, round, cap_first, fs, fr, ts, tr, &top, k, m);
             if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
             /* an unlisted row scores at most budget + sum_ne: the level answers if theta clears it */
             int clears = theta * (1 - margin) > (budget + sum_ne) * (1 + margin);
@@ -239,16 +245,18 @@ int score_share(
                     double floor = (top == k) ? ts[k - 1] : theta;
                     double base = s->acc + (beta ? beta[r] : 0.0);
                     if ((base + sum_ne) * (1 + margin) < floor * (1 - margin)) continue;
+                    n_past++;
                     if (!built) {  /* once a question, at its first candidate past the coarse bound */
                         built = 1;
                         for (int64_t j = scanned; j < m; j++) {
                             int32_t w = q_word[ord[j]];
                             uint64_t bit = q_bit[ord[j]];
+                            double u = ub[q[ord[j]]];
                             int x = 0;
                             while (x < nb && !(b_word[x] == w && b_bit[x] == bit)) x++;
-                            if (x < nb) b_ub[x] += ub[q[ord[j]]];
-                            else if (nb < SIG_TABLE_BITS) { b_word[nb] = w; b_bit[nb] = bit; b_ub[nb++] = ub[q[ord[j]]]; }
-                            else rest += ub[q[ord[j]]];
+                            if (x < nb) b_ub[x] += u;
+                            else if (nb < SIG_TABLE_BITS) { b_word[nb] = w; b_bit[nb] = bit; b_ub[nb++] = u; }
+                            else rest += u;
                         }
                         for (int x = 0; x < (1 << nb); x++) {
                             double have = rest;
@@ -262,6 +270,7 @@ int score_share(
                         for (int y = 0; y < nb; y++) if (rs[b_word[y]] & b_bit[y]) x |= 1 << y;
                         if ((base + sig_table[x] + loose) * (1 + margin) < floor * (1 - margin)) continue;
                     }
+                    n_exact++;
                     offer(ts, tr, &top, k, exact(&c, r, m), r);
                 }
                 break;
@@ -274,6 +283,10 @@ int score_share(
     }
     free(q_word); free(q_bit); free(ord); free(slot); free(touched);
     free(fs); free(ts); free(fr); free(tr);
+    if (stats) {  /* what the pruning left to do (tests/test_graph_maxscore.py, profiling) */
+        stats[0] += n_positions; stats[1] += n_lists; stats[2] += n_past;
+        stats[3] += n_exact + n_raised;
+    }
     return 0;
 }
 """
@@ -337,10 +350,15 @@ def row_signatures(lib, table, n_rows: int) -> np.ndarray:
     return sig
 
 
-def score_share(lib, table, signatures, levels_, questions, skip: np.ndarray, k: int, a: int, b: int, constants):
+def score_share(
+    lib, table, signatures, levels_, questions, skip: np.ndarray, k: int, a: int, b: int, constants, stats=None
+):
     """Neighbours and scores (k columns, -1 and 0.0 padding) of questions a..b-1, as
     `graph_scoring._score_share` computes them. `signatures`: `row_signatures` of the table.
-    `constants`: (margin, extra, start_share, keep_share, seed_positions, essential_share)."""
+    `constants`: (margin, extra, start_share, keep_share, seed_positions, essential_share).
+    `stats`: None, or an int64 array of 4 the counts are added to: positions read, lists read,
+    candidates past the coarse bound (listed sum + the unread lists' bounds) in the final
+    pass, exact scores (the own score, computed only with prefix levels, not counted)."""
     margin, extra, start_share, keep_share, seed_positions, essential_share = constants
     if not 0.0 <= essential_share <= 1.0:
         raise ValueError(f"essential_share must be in [0, 1], got {essential_share}")
@@ -381,6 +399,7 @@ def score_share(lib, table, signatures, levels_, questions, skip: np.ndarray, k:
         ctypes.c_double(essential_share),
         _p(neighbours, np.int64),
         _p(scores, np.float64),
+        _p(stats, np.int64),
     )
     if rc != 0:
         raise MemoryError("the corpus graph's scoring could not allocate its work arrays")
