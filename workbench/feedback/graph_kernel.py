@@ -80,29 +80,32 @@ static void offer(double *ts, int64_t *tr, int64_t *n, int64_t k, double s, int6
     ts[i] = s; tr[i] = r;
 }
 
-/* one row's scratch: 16 bytes, so a listed position touches one place (a cache line) */
-typedef struct { double acc; uint32_t stamp; uint32_t done; } Slot;
+/* the rows touched in a round, as a sparse set: row r is the idx-th touched (its partial sum
+   acc[idx], done[idx]: exact-scored) when idx = where[r] < nt and row[idx] == r. where[] (4 bytes
+   a row, never cleared) is the only place a listed position reads at random; the touched rows'
+   arrays are dense, read in order by the raises and the final pass */
+typedef struct { int32_t *where; int32_t *row; double *acc; uint8_t *done; int64_t nt; } Touched;
 
 /* raise the running top k (ts, tr; *top of them): the cap best partial sums of the touched
-   rows other than me (fs, fr) are exact-scored, those not scored before in this round (done) */
-static int64_t raise_top(const Ctx *c, const int32_t *touched, int64_t nt, int64_t me, Slot *slot, uint32_t round,
-                      int64_t cap, double *fs, int64_t *fr, double *ts, int64_t *tr, int64_t *top, int64_t k,
-                      int64_t m) {
+   rows other than me (fs, fi: their places) are exact-scored, those not scored before in this
+   round; returns how many were */
+static int64_t raise_top(const Ctx *c, Touched *T, int64_t me, int64_t cap, double *fs, int64_t *fi,
+                         double *ts, int64_t *tr, int64_t *top, int64_t k, int64_t m) {
     int64_t nf = 0;
-    for (int64_t t = 0; t < nt; t++) {
-        int32_t r = touched[t];
-        double s = slot[r].acc;
+    for (int64_t t = 0; t < T->nt; t++) {
+        double s = T->acc[t];
         if (nf == cap && s <= fs[nf - 1]) continue;
-        if (r == me) continue;
+        if (T->row[t] == me) continue;
         int64_t x = (nf < cap) ? nf++ : nf - 1;
-        while (x > 0 && s > fs[x - 1]) { fs[x] = fs[x - 1]; fr[x] = fr[x - 1]; x--; }
-        fs[x] = s; fr[x] = r;
+        while (x > 0 && s > fs[x - 1]) { fs[x] = fs[x - 1]; fi[x] = fi[x - 1]; x--; }
+        fs[x] = s; fi[x] = t;
     }
     int64_t scored = 0;
     for (int64_t f = 0; f < nf; f++) {
-        if (slot[fr[f]].done == round) continue;
-        slot[fr[f]].done = round;
-        offer(ts, tr, top, k, exact(c, fr[f], m), fr[f]);
+        if (T->done[fi[f]]) continue;
+        T->done[fi[f]] = 1;
+        int32_t r = T->row[fi[f]];
+        offer(ts, tr, top, k, exact(c, r, m), r);
         scored++;
     }
     return scored;
@@ -130,23 +133,22 @@ int score_share(
     int64_t max_m = 1;
     for (int64_t i = a; i < b; i++) if (q_off[i + 1] - q_off[i] > max_m) max_m = q_off[i + 1] - q_off[i];
     int64_t cap_first = k + extra;
-    Slot *slot = calloc(n_rows, sizeof(Slot));  /* stamp and done 0: no round yet */
-    int32_t *touched = malloc(n_rows * sizeof(int32_t));
+    Touched T = {calloc(n_rows, sizeof(int32_t)), malloc(n_rows * sizeof(int32_t)), malloc(n_rows * sizeof(double)),
+                 malloc(n_rows), 0};
     int32_t *ord = malloc(max_m * sizeof(int32_t));
     int32_t *q_word = malloc(max_m * sizeof(int32_t));
     uint64_t *q_bit = malloc(max_m * sizeof(uint64_t));
     double *fs = malloc(cap_first * sizeof(double)), *ts = malloc(k * sizeof(double));
     int64_t *fr = malloc(cap_first * sizeof(int64_t)), *tr = malloc(k * sizeof(int64_t));
     double sig_table[1 << SIG_TABLE_BITS];
-    if (!slot || !touched || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr) {
-        free(q_word); free(q_bit); free(ord); free(slot); free(touched);
+    if (!T.where || !T.row || !T.acc || !T.done || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr) {
+        free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc); free(T.done);
         free(fs); free(ts); free(fr); free(tr);
         return -1;
     }
     Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit};
     int64_t n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0;
     double ratio = 0.5;
-    uint32_t round = 0;  /* one per question and level tried: a slot of another round is stale */
     for (int64_t i = a; i < b; i++) {
         int64_t m = q_off[i + 1] - q_off[i];
         if (skip[i] || m == 0) continue;
@@ -157,7 +159,7 @@ int score_share(
         /* the own score only chooses the first prefix level (none without levels) */
         double own = (n_levels > 1) ? exact(&c, me, m) : 0.0;
         int lv = (n_levels > 1) ? level_below(n_levels, budgets, start_share * ratio * own, 1e308, margin) : 0;
-        int64_t nt = 0, top = 0;
+        int64_t top = 0;
         int full = 0;  /* read every list (set if level 0 with unread lists could not answer) */
         for (;;) {
             /* max-score: the question's phrases by their largest listed contribution at this
@@ -176,12 +178,7 @@ int score_share(
                 while (x > 0 && ub[q[ord[x - 1]]] < u) { ord[x] = ord[x - 1]; x--; }
                 ord[x] = (int32_t)j;
             }
-            if (round > UINT32_MAX - 4) {  /* never in practice: 2^32 rounds */
-                memset(slot, 0, n_rows * sizeof(Slot));
-                round = 0;
-            }
-            round++;
-            nt = 0;
+            T.nt = 0;  /* a new round: no row touched */
             top = 0;
             const int64_t *off = l_off[lv];
             const int32_t *ent = l_ent[lv];
@@ -196,15 +193,19 @@ int score_share(
                     n_lists++;
                     for (int64_t e = off[p]; e < off[p + 1]; e++) {
                         int64_t at = ent ? ent[e] : e;
-                        Slot *s = &slot[t_rows[at]];
-                        if (s->stamp != round) { s->stamp = round; s->acc = 0.0; touched[nt++] = t_rows[at]; }
-                        s->acc += t_imp[at];
+                        int32_t r = t_rows[at];
+                        int64_t x = T.where[r];
+                        if (x >= T.nt || T.row[x] != r) {
+                            x = T.nt++;
+                            T.where[r] = (int32_t)x; T.row[x] = r; T.acc[x] = 0.0; T.done[x] = 0;
+                        }
+                        T.acc[x] += t_imp[at];
                     }
                 }
                 if (scanned >= until) break;  /* every essential list read */
                 /* theta from the best partial sums so far; the essential rest: stop where the
                    remaining ubs stay below the share */
-                n_raised += raise_top(&c, touched, nt, me, slot, round, cap_first, fs, fr, ts, tr, &top, k, m);
+                n_raised += raise_top(&c, &T, me, cap_first, fs, fr, ts, tr, &top, k, m);
                 if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
                 double tail = 0.0;
                 until = m;
@@ -220,7 +221,7 @@ int score_share(
             double sum_ne = 0.0;  /* the unread phrases' ubs, smallest first (as summed above) */
             for (int64_t j = m - 1; j >= scanned; j--) sum_ne += ub[q[ord[j]]];
             /* a lower bound on the k-th best: the exact scores of the best partial sums */
-            n_raised += raise_top(&c, touched, nt, me, slot, round, cap_first, fs, fr, ts, tr, &top, k, m);
+            n_raised += raise_top(&c, &T, me, cap_first, fs, fr, ts, tr, &top, k, m);
             if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
             /* an unlisted row scores at most budget + sum_ne: the level answers if theta clears it */
             int clears = theta * (1 - margin) > (budget + sum_ne) * (1 + margin);
@@ -238,12 +239,11 @@ int score_share(
                 double b_ub[SIG_TABLE_BITS], rest = 0.0;
                 const double *beta = l_beta[lv];
                 double loose = sum_ne * margin * 4;  /* the table's rounding, far below the margin */
-                for (int64_t t = 0; t < nt; t++) {
-                    int32_t r = touched[t];
-                    const Slot *s = &slot[r];
-                    if (r == me || s->done == round) continue;
+                for (int64_t t = 0; t < T.nt; t++) {
+                    int32_t r = T.row[t];
+                    if (r == me || T.done[t]) continue;
                     double floor = (top == k) ? ts[k - 1] : theta;
-                    double base = s->acc + (beta ? beta[r] : 0.0);
+                    double base = T.acc[t] + (beta ? beta[r] : 0.0);
                     if ((base + sum_ne) * (1 + margin) < floor * (1 - margin)) continue;
                     n_past++;
                     if (!built) {  /* once a question, at its first candidate past the coarse bound */
@@ -281,7 +281,7 @@ int score_share(
         for (int64_t t = 0; t < top; t++) { out_nb[(i - a) * k + t] = tr[t]; out_sc[(i - a) * k + t] = -1.0 * ts[t]; }
         if (n_levels > 1 && own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
     }
-    free(q_word); free(q_bit); free(ord); free(slot); free(touched);
+    free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc); free(T.done);
     free(fs); free(ts); free(fr); free(tr);
     if (stats) {  /* what the pruning left to do (tests/test_graph_maxscore.py, profiling) */
         stats[0] += n_positions; stats[1] += n_lists; stats[2] += n_past;
