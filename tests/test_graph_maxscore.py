@@ -73,7 +73,8 @@ def test_a_hand_worked_question_keeps_one_row_and_prunes_another():
     1's bound 1.0 is below the share of theta, so its list is not read; each candidate's coarse
     bound is its partial sum + 1.0: rows 2 and 3 both reach 3.5 >= theta. Row 2's signature
     lacks phrase 1's bit: its bound is 2.5 < 3.0, pruned without an exact score; row 3 has
-    it: scored exactly, 2.5 + 1.0 = 3.5, the neighbour. Two exact scores (rows 1, 3)."""
+    it: its contribution is looked up (1.0: the bound stays 3.5), then it is scored exactly,
+    2.5 + 1.0 = 3.5, the neighbour. Two exact scores (rows 1, 3), one look-up."""
     lib = graph_kernel.load()
     if lib is None:
         pytest.skip("the compiled kernel's bounds (SAG2WB_GRAPH_KERNEL=numpy or no compiler)")
@@ -88,7 +89,7 @@ def test_a_hand_worked_question_keeps_one_row_and_prunes_another():
     )
     whole = [Level(0.0, table.offsets, None, None)]
     signatures = graph_kernel.row_signatures(lib, table, 4)
-    stats = np.zeros(4, dtype=np.int64)
+    stats = np.zeros(5, dtype=np.int64)
     # margin, extra (0: k + 0 = one best partial sum scored for theta), start, keep, seeds, share
     constants = (graph_scoring.MARGIN, 0, graph_scoring.START_SHARE, graph_scoring.KEEP_SHARE, 1, 1.0)
     skip = np.zeros(1, dtype=np.uint8)
@@ -96,10 +97,11 @@ def test_a_hand_worked_question_keeps_one_row_and_prunes_another():
         lib, table, signatures, whole, questions, skip, 1, 0, 1, constants, stats
     )
     assert neighbours.tolist() == [[3]] and scores.tolist() == [[-3.5]]
-    positions, lists, past_coarse, exact = stats.tolist()
+    positions, lists, past_coarse, exact, searched = stats.tolist()
     assert (positions, lists) == (4, 1)  # phrase 1's list was not read
     assert past_coarse == 2  # rows 2 and 3 (row 1 was scored for theta)
     assert exact == 2  # rows 1 and 3: row 2 pruned by its signature
+    assert searched == 1  # row 3's contribution from phrase 1, looked up before its exact score
     # the numpy path (no pruning by signature) finds the same neighbour and score
     by_row = graph_scoring.row_lists(table, 4)
     rows, numpy_scores = graph_scoring.top_neighbours(

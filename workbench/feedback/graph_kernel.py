@@ -141,13 +141,16 @@ int score_share(
     double *fs = malloc(cap_first * sizeof(double)), *ts = malloc(k * sizeof(double));
     int64_t *fr = malloc(cap_first * sizeof(int64_t)), *tr = malloc(k * sizeof(int64_t));
     double sig_table[1 << SIG_TABLE_BITS];
-    if (!T.where || !T.row || !T.acc || !T.done || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr) {
-        free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc); free(T.done);
+    int32_t *u_at = malloc(max_m * sizeof(int32_t));  /* a candidate's unread phrases (places) */
+    double *u_suf = malloc((max_m + 1) * sizeof(double));  /* and the sums of their ubs from each on */
+    if (!T.where || !T.row || !T.acc || !T.done || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr || !u_at
+        || !u_suf) {
+        free(u_at); free(u_suf); free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc); free(T.done);
         free(fs); free(ts); free(fr); free(tr);
         return -1;
     }
     Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit};
-    int64_t n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0;
+    int64_t n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0, n_searched = 0;
     double ratio = 0.5;
     for (int64_t i = a; i < b; i++) {
         int64_t m = q_off[i + 1] - q_off[i];
@@ -269,6 +272,23 @@ int score_share(
                         int x = 0;
                         for (int y = 0; y < nb; y++) if (rs[b_word[y]] & b_bit[y]) x |= 1 << y;
                         if ((base + sig_table[x] + loose) * (1 + margin) < floor * (1 - margin)) continue;
+                        /* still in: the unread phrases whose bits the row has, largest ub first, are
+                           looked up one by one, each ub replaced by the row's contribution, until the
+                           bound falls below the floor (most candidates: after a few searches, where
+                           the exact score searches every phrase the row may have) */
+                        int64_t nu = 0;
+                        for (int64_t j = scanned; j < m; j++)
+                            if (rs[q_word[ord[j]]] & q_bit[ord[j]]) u_at[nu++] = ord[j];
+                        u_suf[nu] = 0.0;
+                        for (int64_t v = nu - 1; v >= 0; v--) u_suf[v] = u_suf[v + 1] + ub[q[u_at[v]]];
+                        double known = 0.0;
+                        int64_t v = 0;
+                        for (; v < nu; v++) {
+                            known += impact(&c, q[u_at[v]], r);
+                            if ((base + known + u_suf[v + 1] + loose) * (1 + margin) < floor * (1 - margin)) break;
+                        }
+                        n_searched += (v < nu) ? v + 1 : nu;
+                        if (v < nu) continue;
                     }
                     n_exact++;
                     offer(ts, tr, &top, k, exact(&c, r, m), r);
@@ -281,11 +301,11 @@ int score_share(
         for (int64_t t = 0; t < top; t++) { out_nb[(i - a) * k + t] = tr[t]; out_sc[(i - a) * k + t] = -1.0 * ts[t]; }
         if (n_levels > 1 && own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
     }
-    free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc); free(T.done);
-    free(fs); free(ts); free(fr); free(tr);
+    free(u_at); free(u_suf); free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc);
+    free(T.done); free(fs); free(ts); free(fr); free(tr);
     if (stats) {  /* what the pruning left to do (tests/test_graph_maxscore.py, profiling) */
         stats[0] += n_positions; stats[1] += n_lists; stats[2] += n_past;
-        stats[3] += n_exact + n_raised;
+        stats[3] += n_exact + n_raised; stats[4] += n_searched;
     }
     return 0;
 }
@@ -356,9 +376,10 @@ def score_share(
     """Neighbours and scores (k columns, -1 and 0.0 padding) of questions a..b-1, as
     `graph_scoring._score_share` computes them. `signatures`: `row_signatures` of the table.
     `constants`: (margin, extra, start_share, keep_share, seed_positions, essential_share).
-    `stats`: None, or an int64 array of 4 the counts are added to: positions read, lists read,
+    `stats`: None, or an int64 array of 5 the counts are added to: positions read, lists read,
     candidates past the coarse bound (listed sum + the unread lists' bounds) in the final
-    pass, exact scores (the own score, computed only with prefix levels, not counted)."""
+    pass, exact scores (the own score, computed only with prefix levels, not counted), and the
+    searches that refined candidates' bounds past the signature table."""
     margin, extra, start_share, keep_share, seed_positions, essential_share = constants
     if not 0.0 <= essential_share <= 1.0:
         raise ValueError(f"essential_share must be in [0, 1], got {essential_share}")
