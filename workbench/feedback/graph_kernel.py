@@ -143,12 +143,9 @@ int score_share(
     double sig_table[1 << SIG_TABLE_BITS];
     int32_t *u_at = malloc(max_m * sizeof(int32_t));  /* a candidate's unread phrases (places) */
     double *u_suf = malloc((max_m + 1) * sizeof(double));  /* and the sums of their ubs from each on */
-    if (!T.where || !T.row || !T.acc || !T.done || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr || !u_at
-        || !u_suf) {
-        free(u_at); free(u_suf); free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc); free(T.done);
-        free(fs); free(ts); free(fr); free(tr);
-        return -1;
-    }
+    int failed = !T.where || !T.row || !T.acc || !T.done || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr
+                 || !u_at || !u_suf;
+    if (failed) b = a;  /* no question scored: what was allocated is freed below, -1 returned */
     Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit};
     int64_t n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0, n_searched = 0;
     double ratio = 0.5;
@@ -303,6 +300,7 @@ int score_share(
     }
     free(u_at); free(u_suf); free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc);
     free(T.done); free(fs); free(ts); free(fr); free(tr);
+    if (failed) return -1;
     if (stats) {  /* what the pruning left to do (tests/test_graph_maxscore.py, profiling) */
         stats[0] += n_positions; stats[1] += n_lists; stats[2] += n_past;
         stats[3] += n_exact + n_raised; stats[4] += n_searched;
