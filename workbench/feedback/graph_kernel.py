@@ -83,7 +83,8 @@ static void offer(double *ts, int64_t *tr, int64_t *n, int64_t k, double s, int6
 /* the rows touched in a round, as a sparse set: row r is the idx-th touched (its partial sum
    acc[idx], done[idx]: exact-scored) when idx = where[r] < nt and row[idx] == r. where[] (4 bytes
    a row, never cleared) is the only place a listed position reads at random; the touched rows'
-   arrays are dense, read in order by the raises and the final pass */
+   arrays are dense, read in order by the raises and the final pass (row[] is zeroed once, so
+   row[where[r]] is always a defined read; done[] is cleared over the last round's nt) */
 typedef struct { int32_t *where; int32_t *row; double *acc; uint8_t *done; int64_t nt; } Touched;
 
 /* raise the running top k (ts, tr; *top of them): the cap best partial sums of the touched
@@ -133,8 +134,8 @@ int score_share(
     int64_t max_m = 1;
     for (int64_t i = a; i < b; i++) if (q_off[i + 1] - q_off[i] > max_m) max_m = q_off[i + 1] - q_off[i];
     int64_t cap_first = k + extra;
-    Touched T = {calloc(n_rows, sizeof(int32_t)), malloc(n_rows * sizeof(int32_t)), malloc(n_rows * sizeof(double)),
-                 malloc(n_rows), 0};
+    Touched T = {calloc(n_rows, sizeof(int32_t)), calloc(n_rows, sizeof(int32_t)), malloc(n_rows * sizeof(double)),
+                 calloc(n_rows, 1), 0};
     int32_t *ord = malloc(max_m * sizeof(int32_t));
     int32_t *q_word = malloc(max_m * sizeof(int32_t));
     uint64_t *q_bit = malloc(max_m * sizeof(uint64_t));
@@ -178,7 +179,8 @@ int score_share(
                 while (x > 0 && ub[q[ord[x - 1]]] < u) { ord[x] = ord[x - 1]; x--; }
                 ord[x] = (int32_t)j;
             }
-            T.nt = 0;  /* a new round: no row touched */
+            memset(T.done, 0, T.nt);  /* a new round: no row touched, none scored */
+            T.nt = 0;
             top = 0;
             const int64_t *off = l_off[lv];
             const int32_t *ent = l_ent[lv];
@@ -191,16 +193,25 @@ int score_share(
                     int32_t p = q[ord[scanned++]];
                     npos += off[p + 1] - off[p];
                     n_lists++;
-                    for (int64_t e = off[p]; e < off[p + 1]; e++) {
+                    /* the loop's cost is where[r], read at random: fetched 16 positions ahead,
+                       and no branch on whether the row is new (a new row's place is nt) */
+                    int64_t nt = T.nt, end = off[p + 1];
+                    int32_t *where = T.where, *row = T.row;
+                    double *acc = T.acc;
+                    for (int64_t e = off[p]; e < end; e++) {
                         int64_t at = ent ? ent[e] : e;
                         int32_t r = t_rows[at];
-                        int64_t x = T.where[r];
-                        if (x >= T.nt || T.row[x] != r) {
-                            x = T.nt++;
-                            T.where[r] = (int32_t)x; T.row[x] = r; T.acc[x] = 0.0; T.done[x] = 0;
-                        }
-                        T.acc[x] += t_imp[at];
+                        if (e + 16 < end) __builtin_prefetch(&where[t_rows[ent ? ent[e + 16] : e + 16]]);
+                        int64_t x = where[r];
+                        int fresh = (x >= nt) | (row[x] != r);  /* row[] is n_rows long: x is in it */
+                        x = fresh ? nt : x;
+                        double before = fresh ? 0.0 : acc[x];
+                        where[r] = (int32_t)x;
+                        row[x] = r;
+                        acc[x] = before + t_imp[at];
+                        nt += fresh;
                     }
+                    T.nt = nt;
                 }
                 if (scanned >= until) break;  /* every essential list read */
                 /* theta from the best partial sums so far; the essential rest: stop where the
