@@ -108,3 +108,60 @@ def test_a_hand_worked_question_keeps_one_row_and_prunes_another():
         table, by_row, whole, questions.of(0), 0, 1, graph_scoring.Scratch.of(4, 2)
     )
     assert rows.tolist() == [3] and numpy_scores.tolist() == [-3.5]
+
+
+def test_list_buckets_find_the_same_contributions_as_whole_list_searches():
+    """Lists of 64 positions or more get buckets (`graph_kernel.list_buckets`): each bucket
+    starts at the first position of its rows, and the kernel's neighbours with buckets equal
+    those without and the numpy path's, on a random table whose long lists span 2,000 rows."""
+    lib = graph_kernel.load()
+    if lib is None:
+        pytest.skip("the compiled kernel's buckets (SAG2WB_GRAPH_KERNEL=numpy or no compiler)")
+    rng = np.random.default_rng(7)
+    n_rows, lengths = 2000, [3, 40, 63, 64, 65, 200, 900, 1999, 2000, 1, 500, 120]
+    rows_of = [np.sort(rng.choice(n_rows, size=n, replace=False)).astype(np.int32) for n in lengths]
+    impacts = rng.random(sum(lengths)).round(3) + 0.01  # rounded: ties between rows too
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    table = PhraseTable(offsets, np.concatenate(rows_of), impacts, np.zeros(len(lengths), dtype=bool))
+    buckets = graph_kernel.list_buckets(lib, table, n_rows)
+    for p, rows in enumerate(rows_of):
+        if len(rows) < 64:
+            assert buckets.offsets[p] == -1
+            continue
+        shift = int(buckets.shift[p])
+        n_buckets = ((n_rows - 1) >> shift) + 1
+        assert n_buckets <= len(rows) // 8
+        first = buckets.first[buckets.offsets[p] : buckets.offsets[p] + n_buckets + 1]
+        assert first.tolist() == np.searchsorted(rows >> shift, np.arange(n_buckets + 1)).tolist()
+    # every row's question: the phrases it is in, in a shuffled order
+    phrases_of = [[p for p, rows in enumerate(rows_of) if r in set(rows.tolist())] for r in range(n_rows)]
+    for question in phrases_of:
+        rng.shuffle(question)
+    questions = graph_scoring.Questions(
+        ids=np.arange(n_rows),
+        offsets=np.concatenate([[0], np.cumsum([len(q) for q in phrases_of])]),
+        phrases=np.array([p for q in phrases_of for p in q], dtype=np.int32),
+        vocabulary=[],
+    )
+    whole = [Level(0.0, table.offsets, None, None)]
+    signatures = graph_kernel.row_signatures(lib, table, n_rows)
+    skip = np.zeros(n_rows, dtype=np.uint8)
+    constants = (
+        graph_scoring.MARGIN,
+        graph_scoring.EXTRA,
+        graph_scoring.START_SHARE,
+        graph_scoring.KEEP_SHARE,
+        50,
+        0.9,
+    )
+    found = [
+        graph_kernel.score_share(lib, table, signatures, whole, questions, skip, 8, 0, n_rows, constants, buckets=b)
+        for b in (buckets, None)
+    ]
+    assert found[0][0].tolist() == found[1][0].tolist()
+    assert found[0][1].view(np.int64).tolist() == found[1][1].view(np.int64).tolist()
+    by_row, scratch = graph_scoring.row_lists(table, n_rows), graph_scoring.Scratch.of(n_rows, len(lengths))
+    for r in range(0, n_rows, 37):
+        rows, scores = graph_scoring.top_neighbours(table, by_row, whole, questions.of(r), r, 8, scratch)
+        assert found[0][0][r, : len(rows)].tolist() == rows.tolist()
+        assert found[0][1][r, : len(rows)].view(np.int64).tolist() == scores.view(np.int64).tolist()

@@ -434,8 +434,10 @@ def _score_share(share: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     kernel = graph_kernel.load()
     if kernel is not None:
         constants = (MARGIN, EXTRA, START_SHARE, KEEP_SHARE, SEED_POSITIONS, ESSENTIAL_SHARE)
-        signatures = _SHARED["signatures"]
-        return graph_kernel.score_share(kernel, table, signatures, levels_, questions, skip, k, a, b, constants)
+        signatures, buckets = _SHARED["signatures"], _SHARED["buckets"]
+        return graph_kernel.score_share(
+            kernel, table, signatures, levels_, questions, skip, k, a, b, constants, buckets=buckets
+        )
     neighbours = np.full((b - a, k), -1, dtype=np.int64)
     scores = np.zeros((b - a, k), dtype=np.float64)
     scratch = Scratch.of(n_rows, len(table.missing))
@@ -577,15 +579,16 @@ def score_all(
         levels_ = levels(table, by_row, [f * typical for f in fractions])
         if kernel:
             by_row = None  # the kernel finds contributions in the phrases' lists
-    signatures = None
+    signatures = buckets = None
     if kernel:
         for level in levels_:  # before the fork: every worker inherits them
             graph_kernel.phrase_bounds(table, level)
         signatures = graph_kernel.row_signatures(graph_kernel.load(), table, n_rows)
+        buckets = graph_kernel.list_buckets(graph_kernel.load(), table, n_rows)
     release_memory()
     lap("lists")
     _SHARED.update(table=table, by_row=by_row, levels=levels_, questions=questions, k=k, n_rows=n_rows, skip=skip)
-    _SHARED["signatures"] = signatures
+    _SHARED.update(signatures=signatures, buckets=buckets)
     try:
         parts = _run(_score_share, _shares(len(ids_array), workers * 4), workers)
     finally:
