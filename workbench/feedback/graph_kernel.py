@@ -188,10 +188,11 @@ int score_share(
     double *fs = malloc(cap_first * sizeof(double)), *ts = malloc(k * sizeof(double));
     int64_t *fr = malloc(cap_first * sizeof(int64_t)), *tr = malloc(k * sizeof(int64_t));
     double sig_table[1 << SIG_TABLE_BITS];
+    int32_t *cand = malloc(n_rows * sizeof(int32_t));  /* the final pass's candidates (touched places) */
     int32_t *u_at = malloc(max_m * sizeof(int32_t));  /* a candidate's unread phrases (places) */
     double *u_suf = malloc((max_m + 1) * sizeof(double));  /* and the sums of their ubs from each on */
     int failed = !T.where || !T.row || !T.acc || !T.done || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr
-                 || !u_at || !u_suf;
+                 || !u_at || !u_suf || !cand;
     if (failed) b = a;  /* no question scored: what was allocated is freed below, -1 returned */
     Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit, b_shift, b_off, b_first};
     int64_t n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0, n_searched = 0;
@@ -296,9 +297,23 @@ int score_share(
                 double b_ub[SIG_TABLE_BITS], rest = 0.0;
                 const double *beta = l_beta[lv];
                 double loose = sum_ne * margin * 4;  /* the table's rounding, far below the margin */
-                for (int64_t t = 0; t < T.nt; t++) {
+                /* the candidates past the coarse bound at the floor of now (it only rises), their
+                   signatures fetched as they are found: then each one checked and scored */
+                int64_t nc = 0;
+                {
+                    double floor = (top == k) ? ts[k - 1] : theta;
+                    for (int64_t t = 0; t < T.nt; t++) {
+                        int32_t r = T.row[t];
+                        if (r == me || T.done[t]) continue;
+                        double base = T.acc[t] + (beta ? beta[r] : 0.0);
+                        if ((base + sum_ne) * (1 + margin) < floor * (1 - margin)) continue;
+                        __builtin_prefetch(sig + (int64_t)r * SIG_WORDS);
+                        cand[nc++] = (int32_t)t;
+                    }
+                }
+                for (int64_t ci = 0; ci < nc; ci++) {
+                    int64_t t = cand[ci];
                     int32_t r = T.row[t];
-                    if (r == me || T.done[t]) continue;
                     double floor = (top == k) ? ts[k - 1] : theta;
                     double base = T.acc[t] + (beta ? beta[r] : 0.0);
                     if ((base + sum_ne) * (1 + margin) < floor * (1 - margin)) continue;
@@ -355,7 +370,7 @@ int score_share(
         for (int64_t t = 0; t < top; t++) { out_nb[(i - a) * k + t] = tr[t]; out_sc[(i - a) * k + t] = -1.0 * ts[t]; }
         if (n_levels > 1 && own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
     }
-    free(u_at); free(u_suf); free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc);
+    free(cand); free(u_at); free(u_suf); free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc);
     free(T.done); free(fs); free(ts); free(fr); free(tr);
     if (failed) return -1;
     if (stats) {  /* what the pruning left to do (tests/test_graph_maxscore.py, profiling) */
