@@ -7,8 +7,16 @@ touches each listed position once and scores the few rows that can still reach t
 ~30x less. The exact scores add each row's contributions in question order from 0.0 with
 plain double additions (no -ffast-math, no reordering), as `exact_scores` and `Index.search`
 do, so the lists and scores are the numpy path's bit for bit (tests/test_graph_scale.py runs
-both). A contribution is found by binary search in the phrase's list (ascending by row), so
-the kernel needs no by-row copy of the table (8 bytes per table entry: ~300 MB at 600k).
+both). A contribution is found by binary search in the phrase's list (ascending by row),
+within the row's bucket on a long list (`list_buckets`), so the kernel needs no by-row copy
+of the table (8 bytes per table entry: ~300 MB at 600k).
+
+Where a passage's time goes (300k, after issue 33's third stop, ~0.28 ms CPU): reading the
+essential lists (~22k positions: a random read of the row's place each), the exact scores
+(~26: ~30 searches each) and the look-ups that refine the final candidates' bounds (~117).
+theta is raised after the seeds and after each 4x growth of the positions read; the final
+pass bounds a candidate by its partial sum and the unread phrases' bounds, then by its
+signature (a table per question), then by looking its unread contributions up one by one.
 
 The C source below is compiled once per source version with the system's C compiler (`cc`,
 or $CC) into $XDG_CACHE_HOME/sag2wb/kernels (~/.cache/...), written atomically (`workbench/ckernel.py`); without a

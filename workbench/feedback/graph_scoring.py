@@ -333,8 +333,9 @@ EXTRA = 8  # candidates scored exactly for the first lower bound, beyond k
 # phrases of least bound whose bounds add up to below ESSENTIAL_SHARE x (theta0 - budget) are
 # not read (a smaller share: tighter candidate bounds, more lists read). 0.9: theta is raised while
 # the lists are read and the final pass bounds candidates by their signatures, so a loose candidate
-# bound costs little (300k, questions 150,000-153,000, one process: 0.54 / 0.45 / 0.45 / 0.86 ms CPU
-# a passage at 0.6 / 0.8 / 0.9 / 1.0; 36.2k / 25.7k / 22.1k / 19.1k positions read)
+# bound costs little (300k, questions 150,000-153,000, one process, the kernel of 65c9139: 0.54 /
+# 0.45 / 0.45 / 0.86 ms CPU a passage at 0.6 / 0.8 / 0.9 / 1.0; 36.2k / 25.7k / 22.1k / 19.1k positions
+# read; with the look-ups of 38079d0: 0.85 0.413, 0.9 0.398, 0.95 0.474, 1.0 0.681 ms)
 SEED_POSITIONS = 2000
 ESSENTIAL_SHARE = 0.9
 
