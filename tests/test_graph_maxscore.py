@@ -63,3 +63,105 @@ def test_a_share_above_one_is_refused(corpora, monkeypatch):  # noqa: F811
     monkeypatch.setattr(graph_scoring, "ESSENTIAL_SHARE", 1.5)
     with pytest.raises(ValueError, match="essential_share"):
         assert_same(corpora["internal_docs"], GraphParams(), workers=1)
+
+
+def test_a_hand_worked_question_keeps_one_row_and_prunes_another():
+    """Passage 0's question is phrases 0 and 1, k = 1, one exact score for the first theta.
+    Phrase 0 (bound 3.0) lists rows 0 (me), 1, 2, 3 at 3.0, 3.0, 2.5, 2.5; phrase 1 (bound 1.0)
+    lists rows 0 and 3 at 1.0. Seeds: phrase 0's list (4 positions); the best partial sum is
+    row 1's (3.0, the first of the tie), exact 3.0 (row 1 lacks phrase 1): theta = 3.0. Phrase
+    1's bound 1.0 is below the share of theta, so its list is not read; each candidate's coarse
+    bound is its partial sum + 1.0: rows 2 and 3 both reach 3.5 >= theta. Row 2's signature
+    lacks phrase 1's bit: its bound is 2.5 < 3.0, pruned without an exact score; row 3 has
+    it: its contribution is looked up (1.0: the bound stays 3.5), then it is scored exactly,
+    2.5 + 1.0 = 3.5, the neighbour. Two exact scores (rows 1, 3), one look-up."""
+    lib = graph_kernel.load()
+    if lib is None:
+        pytest.skip("the compiled kernel's bounds (SAG2WB_GRAPH_KERNEL=numpy or no compiler)")
+    table = PhraseTable(
+        offsets=np.array([0, 4, 6]),
+        rows=np.array([0, 1, 2, 3, 0, 3], dtype=np.int32),
+        impacts=np.array([3.0, 3.0, 2.5, 2.5, 1.0, 1.0]),
+        missing=np.zeros(2, dtype=bool),
+    )
+    questions = graph_scoring.Questions(
+        ids=np.array([0]), offsets=np.array([0, 2]), phrases=np.array([0, 1], dtype=np.int32), vocabulary=[]
+    )
+    whole = [Level(0.0, table.offsets, None, None)]
+    signatures = graph_kernel.row_signatures(lib, table, 4)
+    stats = np.zeros(5, dtype=np.int64)
+    # margin, extra (0: k + 0 = one best partial sum scored for theta), start, keep, seeds, share
+    constants = (graph_scoring.MARGIN, 0, graph_scoring.START_SHARE, graph_scoring.KEEP_SHARE, 1, 1.0)
+    skip = np.zeros(1, dtype=np.uint8)
+    neighbours, scores = graph_kernel.score_share(
+        lib, table, signatures, whole, questions, skip, 1, 0, 1, constants, stats
+    )
+    assert neighbours.tolist() == [[3]] and scores.tolist() == [[-3.5]]
+    positions, lists, past_coarse, exact, searched = stats.tolist()
+    assert (positions, lists) == (4, 1)  # phrase 1's list was not read
+    assert past_coarse == 2  # rows 2 and 3 (row 1 was scored for theta)
+    assert exact == 2  # rows 1 and 3: row 2 pruned by its signature
+    assert searched == 1  # row 3's contribution from phrase 1, looked up before its exact score
+    # the numpy path (no pruning by signature) finds the same neighbour and score
+    by_row = graph_scoring.row_lists(table, 4)
+    rows, numpy_scores = graph_scoring.top_neighbours(
+        table, by_row, whole, questions.of(0), 0, 1, graph_scoring.Scratch.of(4, 2)
+    )
+    assert rows.tolist() == [3] and numpy_scores.tolist() == [-3.5]
+
+
+def test_list_buckets_find_the_same_contributions_as_whole_list_searches():
+    """Lists of 64 positions or more get buckets (`graph_kernel.list_buckets`): each bucket
+    starts at the first position of its rows, and the kernel's neighbours with buckets equal
+    those without and the numpy path's, on a random table whose long lists span 2,000 rows."""
+    lib = graph_kernel.load()
+    if lib is None:
+        pytest.skip("the compiled kernel's buckets (SAG2WB_GRAPH_KERNEL=numpy or no compiler)")
+    rng = np.random.default_rng(7)
+    n_rows, lengths = 2000, [3, 40, 63, 64, 65, 200, 900, 1999, 2000, 1, 500, 120]
+    rows_of = [np.sort(rng.choice(n_rows, size=n, replace=False)).astype(np.int32) for n in lengths]
+    impacts = rng.random(sum(lengths)).round(3) + 0.01  # rounded: ties between rows too
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    table = PhraseTable(offsets, np.concatenate(rows_of), impacts, np.zeros(len(lengths), dtype=bool))
+    buckets = graph_kernel.list_buckets(lib, table, n_rows)
+    for p, rows in enumerate(rows_of):
+        if len(rows) < 64:
+            assert buckets.offsets[p] == -1
+            continue
+        shift = int(buckets.shift[p])
+        n_buckets = ((n_rows - 1) >> shift) + 1
+        assert n_buckets <= len(rows) // 8
+        first = buckets.first[buckets.offsets[p] : buckets.offsets[p] + n_buckets + 1]
+        assert first.tolist() == np.searchsorted(rows >> shift, np.arange(n_buckets + 1)).tolist()
+    # every row's question: the phrases it is in, in a shuffled order
+    phrases_of = [[p for p, rows in enumerate(rows_of) if r in set(rows.tolist())] for r in range(n_rows)]
+    for question in phrases_of:
+        rng.shuffle(question)
+    questions = graph_scoring.Questions(
+        ids=np.arange(n_rows),
+        offsets=np.concatenate([[0], np.cumsum([len(q) for q in phrases_of])]),
+        phrases=np.array([p for q in phrases_of for p in q], dtype=np.int32),
+        vocabulary=[],
+    )
+    whole = [Level(0.0, table.offsets, None, None)]
+    signatures = graph_kernel.row_signatures(lib, table, n_rows)
+    skip = np.zeros(n_rows, dtype=np.uint8)
+    constants = (
+        graph_scoring.MARGIN,
+        graph_scoring.EXTRA,
+        graph_scoring.START_SHARE,
+        graph_scoring.KEEP_SHARE,
+        50,
+        0.9,
+    )
+    found = [
+        graph_kernel.score_share(lib, table, signatures, whole, questions, skip, 8, 0, n_rows, constants, buckets=b)
+        for b in (buckets, None)
+    ]
+    assert found[0][0].tolist() == found[1][0].tolist()
+    assert found[0][1].view(np.int64).tolist() == found[1][1].view(np.int64).tolist()
+    by_row, scratch = graph_scoring.row_lists(table, n_rows), graph_scoring.Scratch.of(n_rows, len(lengths))
+    for r in range(0, n_rows, 37):
+        rows, scores = graph_scoring.top_neighbours(table, by_row, whole, questions.of(r), r, 8, scratch)
+        assert found[0][0][r, : len(rows)].tolist() == rows.tolist()
+        assert found[0][1][r, : len(rows)].view(np.int64).tolist() == scores.view(np.int64).tolist()

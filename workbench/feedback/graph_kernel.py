@@ -7,8 +7,16 @@ touches each listed position once and scores the few rows that can still reach t
 ~30x less. The exact scores add each row's contributions in question order from 0.0 with
 plain double additions (no -ffast-math, no reordering), as `exact_scores` and `Index.search`
 do, so the lists and scores are the numpy path's bit for bit (tests/test_graph_scale.py runs
-both). A contribution is found by binary search in the phrase's list (ascending by row), so
-the kernel needs no by-row copy of the table (8 bytes per table entry: ~300 MB at 600k).
+both). A contribution is found by binary search in the phrase's list (ascending by row),
+within the row's bucket on a long list (`list_buckets`), so the kernel needs no by-row copy
+of the table (8 bytes per table entry: ~300 MB at 600k).
+
+Where a passage's time goes (300k, after issue 33's third stop, ~0.28 ms CPU): reading the
+essential lists (~22k positions: a random read of the row's place each), the exact scores
+(~26: ~30 searches each) and the look-ups that refine the final candidates' bounds (~117).
+theta is raised after the seeds and after each 4x growth of the positions read; the final
+pass bounds a candidate by its partial sum and the unread phrases' bounds, then by its
+signature (a table per question), then by looking its unread contributions up one by one.
 
 The C source below is compiled once per source version with the system's C compiler (`cc`,
 or $CC) into $XDG_CACHE_HOME/sag2wb/kernels (~/.cache/...), written atomically (`workbench/ckernel.py`); without a
@@ -18,6 +26,7 @@ compiler, or with SAG2WB_GRAPH_KERNEL=numpy, `load()` is None and the numpy path
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,7 +42,45 @@ SOURCE = r"""
 typedef struct {
     const int64_t *t_off; const int32_t *t_rows; const double *t_imp;
     const uint64_t *sig; const int32_t *q; int32_t *q_word; uint64_t *q_bit;
+    const uint8_t *b_shift; const int64_t *b_off; const int32_t *b_first;  /* list_buckets (or NULL) */
 } Ctx;
+
+/* a long list's buckets: phrase p's rows [b << shift, (b + 1) << shift) start at list position
+   b_first[b_off[p] + b] (from the list's start), so a search reads a bucket of ~8-16 positions
+   instead of halving the whole list (a cache miss a step on long lists). Lists shorter than
+   BUCKET_FROM have none (b_off -1) */
+#define BUCKET_FROM 64
+#define BUCKET_SIZE 8
+
+int64_t bucket_plan(int64_t n_phrases, const int64_t *t_off, int64_t n_rows, uint8_t *b_shift, int64_t *b_off) {
+    int64_t total = 0;
+    for (int64_t p = 0; p < n_phrases; p++) {
+        int64_t len = t_off[p + 1] - t_off[p];
+        b_shift[p] = 0;
+        b_off[p] = -1;
+        if (len < BUCKET_FROM || n_rows < 1) continue;
+        int s = 0;
+        while (((n_rows - 1) >> s) + 1 > len / BUCKET_SIZE) s++;
+        b_shift[p] = (uint8_t)s;
+        b_off[p] = total;
+        total += ((n_rows - 1) >> s) + 2;  /* the buckets' starts and the list's end */
+    }
+    return total;
+}
+
+void bucket_fill(int64_t n_phrases, const int64_t *t_off, const int32_t *t_rows, int64_t n_rows,
+                 const uint8_t *b_shift, const int64_t *b_off, int32_t *b_first) {
+    for (int64_t p = 0; p < n_phrases; p++) {
+        if (b_off[p] < 0) continue;
+        int s = b_shift[p];
+        int64_t nb = ((n_rows - 1) >> s) + 1, e = t_off[p], end = t_off[p + 1];
+        int32_t *first = b_first + b_off[p];
+        for (int64_t b = 0; b <= nb; b++) {
+            while (e < end && (int64_t)(t_rows[e] >> s) < b) e++;
+            first[b] = (int32_t)(e - t_off[p]);
+        }
+    }
+}
 
 static void sig_bit(int32_t p, int32_t *word, uint64_t *bit) {
     uint32_t h = ((uint32_t)p * 2654435761u) >> 23;  /* 9 bits: 512 places */
@@ -52,11 +99,17 @@ void row_signatures(int64_t n_phrases, const int64_t *t_off, const int32_t *t_ro
 /* phrase p's contribution to row r: its list is ascending by row (0.0: r lacks p) */
 static double impact(const Ctx *c, int32_t p, int32_t r) {
     int64_t lo = c->t_off[p], hi = c->t_off[p + 1];
+    if (c->b_off && c->b_off[p] >= 0) {  /* the search within r's bucket */
+        const int32_t *first = c->b_first + c->b_off[p] + (r >> c->b_shift[p]);
+        hi = lo + first[1];
+        lo += first[0];
+    }
+    int64_t end = hi;
     while (lo < hi) {
         int64_t mid = lo + ((hi - lo) >> 1);
         if (c->t_rows[mid] < r) lo = mid + 1; else hi = mid;
     }
-    return (lo < c->t_off[p + 1] && c->t_rows[lo] == r) ? c->t_imp[lo] : 0.0;
+    return (lo < end && c->t_rows[lo] == r) ? c->t_imp[lo] : 0.0;
 }
 
 /* a row's BM25 for the question: contributions in question order from 0.0 (a phrase the row
@@ -80,24 +133,36 @@ static void offer(double *ts, int64_t *tr, int64_t *n, int64_t k, double s, int6
     ts[i] = s; tr[i] = r;
 }
 
-/* the cap best partial sums acc[r] of the touched rows other than me (fs, fr; returns how many),
-   and the k best exact scores among them (ts, tr; *top of them) */
-static int64_t exact_top(const Ctx *c, const int32_t *touched, int64_t nt, int64_t me, const double *acc,
-                         int64_t cap, double *fs, int64_t *fr, double *ts, int64_t *tr, int64_t *top, int64_t k,
-                         int64_t m) {
+/* the rows touched in a round, as a sparse set: row r is the idx-th touched (its partial sum
+   acc[idx], done[idx]: exact-scored) when idx = where[r] < nt and row[idx] == r. where[] (4 bytes
+   a row, never cleared) is the only place a listed position reads at random; the touched rows'
+   arrays are dense, read in order by the raises and the final pass (row[] is zeroed once, so
+   row[where[r]] is always a defined read; done[] is cleared over the last round's nt) */
+typedef struct { int32_t *where; int32_t *row; double *acc; uint8_t *done; int64_t nt; } Touched;
+
+/* raise the running top k (ts, tr; *top of them): the cap best partial sums of the touched
+   rows other than me (fs, fi: their places) are exact-scored, those not scored before in this
+   round; returns how many were */
+static int64_t raise_top(const Ctx *c, Touched *T, int64_t me, int64_t cap, double *fs, int64_t *fi,
+                         double *ts, int64_t *tr, int64_t *top, int64_t k, int64_t m) {
     int64_t nf = 0;
-    for (int64_t t = 0; t < nt; t++) {
-        int32_t r = touched[t];
-        if (r == me) continue;
-        double s = acc[r];
+    for (int64_t t = 0; t < T->nt; t++) {
+        double s = T->acc[t];
         if (nf == cap && s <= fs[nf - 1]) continue;
+        if (T->row[t] == me) continue;
         int64_t x = (nf < cap) ? nf++ : nf - 1;
-        while (x > 0 && s > fs[x - 1]) { fs[x] = fs[x - 1]; fr[x] = fr[x - 1]; x--; }
-        fs[x] = s; fr[x] = r;
+        while (x > 0 && s > fs[x - 1]) { fs[x] = fs[x - 1]; fi[x] = fi[x - 1]; x--; }
+        fs[x] = s; fi[x] = t;
     }
-    *top = 0;
-    for (int64_t f = 0; f < nf; f++) offer(ts, tr, top, k, exact(c, fr[f], m), fr[f]);
-    return nf;
+    int64_t scored = 0;
+    for (int64_t f = 0; f < nf; f++) {
+        if (T->done[fi[f]]) continue;
+        T->done[fi[f]] = 1;
+        int32_t r = T->row[fi[f]];
+        offer(ts, tr, top, k, exact(c, r, m), r);
+        scored++;
+    }
+    return scored;
 }
 
 static int level_below(int32_t n_levels, const double *budgets, double score, double under, double margin) {
@@ -107,6 +172,8 @@ static int level_below(int32_t n_levels, const double *budgets, double score, do
     return best;
 }
 
+#define SIG_TABLE_BITS 8  /* the unread phrases' signature bits a candidate's bound looks at */
+
 int score_share(
     int64_t n_rows, int64_t n_phrases, int64_t k, int64_t extra,
     const int64_t *t_off, const int32_t *t_rows, const double *t_imp, const uint64_t *sig,
@@ -115,29 +182,29 @@ int score_share(
     const int64_t *q_off, const int32_t *q_phr, const int64_t *ids, const uint8_t *skip,
     int64_t a, int64_t b, double margin, double start_share, double keep_share,
     int64_t seed_positions, double essential_share,
-    int64_t *out_nb, double *out_sc)
+    const uint8_t *b_shift, const int64_t *b_off, const int32_t *b_first,
+    int64_t *out_nb, double *out_sc, int64_t *stats)
 {
     int64_t max_m = 1;
     for (int64_t i = a; i < b; i++) if (q_off[i + 1] - q_off[i] > max_m) max_m = q_off[i + 1] - q_off[i];
     int64_t cap_first = k + extra;
-    double *acc = calloc(n_rows, sizeof(double));
-    int64_t *stamp = malloc(n_rows * sizeof(int64_t));
-    int64_t *done = malloc(n_rows * sizeof(int64_t));
-    int32_t *touched = malloc(n_rows * sizeof(int32_t));
+    Touched T = {calloc(n_rows, sizeof(int32_t)), calloc(n_rows, sizeof(int32_t)), malloc(n_rows * sizeof(double)),
+                 calloc(n_rows, 1), 0};
     int32_t *ord = malloc(max_m * sizeof(int32_t));
     int32_t *q_word = malloc(max_m * sizeof(int32_t));
     uint64_t *q_bit = malloc(max_m * sizeof(uint64_t));
     double *fs = malloc(cap_first * sizeof(double)), *ts = malloc(k * sizeof(double));
     int64_t *fr = malloc(cap_first * sizeof(int64_t)), *tr = malloc(k * sizeof(int64_t));
-    if (!acc || !stamp || !done || !touched || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr) {
-        free(q_word); free(q_bit); free(ord); free(acc); free(stamp); free(done); free(touched);
-        free(fs); free(ts); free(fr); free(tr);
-        return -1;
-    }
-    for (int64_t r = 0; r < n_rows; r++) { stamp[r] = -1; done[r] = -1; }
-    Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit};
+    double sig_table[1 << SIG_TABLE_BITS];
+    int32_t *cand = malloc(n_rows * sizeof(int32_t));  /* the final pass's candidates (touched places) */
+    int32_t *u_at = malloc(max_m * sizeof(int32_t));  /* a candidate's unread phrases (places) */
+    double *u_suf = malloc((max_m + 1) * sizeof(double));  /* and the sums of their ubs from each on */
+    int failed = !T.where || !T.row || !T.acc || !T.done || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr
+                 || !u_at || !u_suf || !cand;
+    if (failed) b = a;  /* no question scored: what was allocated is freed below, -1 returned */
+    Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit, b_shift, b_off, b_first};
+    int64_t n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0, n_searched = 0;
     double ratio = 0.5;
-    int64_t epoch = 0;
     for (int64_t i = a; i < b; i++) {
         int64_t m = q_off[i + 1] - q_off[i];
         if (skip[i] || m == 0) continue;
@@ -145,18 +212,21 @@ int score_share(
         int64_t me = ids[i];
         c.q = q;
         for (int64_t j = 0; j < m; j++) sig_bit(q[j], &q_word[j], &q_bit[j]);
-        double own = exact(&c, me, m);
-        int lv = level_below(n_levels, budgets, start_share * ratio * own, 1e308, margin);
-        int64_t nt = 0, top = 0;
+        /* the own score only chooses the first prefix level (none without levels) */
+        double own = (n_levels > 1) ? exact(&c, me, m) : 0.0;
+        int lv = (n_levels > 1) ? level_below(n_levels, budgets, start_share * ratio * own, 1e308, margin) : 0;
+        int64_t top = 0;
         int full = 0;  /* read every list (set if level 0 with unread lists could not answer) */
         for (;;) {
             /* max-score: the question's phrases by their largest listed contribution at this
                level (ub), largest first; the lists of the first few (the rare phrases: short
-               lists) give a lower bound theta0 on the k-th best; the longest run of smallest-ub
-               phrases whose ubs add up to below theta0 minus the level's budget (times
-               essential_share) is non-essential: a row in none of the other lists scores less
-               than the k-th best, so those lists are not read; each candidate's bound counts
-               their ubs instead (sum_ne) */
+               lists) give a lower bound theta on the k-th best (the k-th best exact score of the
+               best partial sums); the longest run of smallest-ub phrases whose ubs add up to below
+               theta minus the level's budget (times essential_share) is non-essential: a row in
+               none of the other lists scores less than the k-th best, so those lists are not
+               read; each candidate's bound counts their ubs instead (sum_ne). theta is raised
+               again each time the positions read have grown 4x, so later lists are left out
+               sooner */
             const double *ub = l_ub[lv];
             for (int64_t j = 0; j < m; j++) {
                 int64_t x = j;
@@ -164,67 +234,140 @@ int score_share(
                 while (x > 0 && ub[q[ord[x - 1]]] < u) { ord[x] = ord[x - 1]; x--; }
                 ord[x] = (int32_t)j;
             }
-            epoch++;
-            nt = 0;
+            memset(T.done, 0, T.nt);  /* a new round: no row touched, none scored */
+            T.nt = 0;
+            top = 0;
             const int64_t *off = l_off[lv];
             const int32_t *ent = l_ent[lv];
             int64_t scanned = 0, npos = 0;
             double budget = budgets[lv];
-            double theta0 = 0.0;
-            for (int pass = 0; pass < 2; pass++) {
-                int64_t until = m;
-                if (pass == 0) {  /* the seeds */
-                    until = 0;
-                    while (until < m && (until == 0 || npos < seed_positions)) {
-                        int32_t p = q[ord[until++]];
-                        npos += off[p + 1] - off[p];
-                    }
-                } else {  /* the essential rest: stop where the remaining ubs stay below the share */
-                    double tail = 0.0;
-                    int64_t e = m;
-                    while (e > scanned && !full) {
-                        double next = tail + ub[q[ord[e - 1]]];
-                        if ((next + budget) * (1 + margin) >= essential_share * theta0 * (1 - margin)) break;
-                        tail = next;
-                        e--;
-                    }
-                    until = e;
-                }
-                for (; scanned < until; scanned++) {
-                    int32_t p = q[ord[scanned]];
-                    for (int64_t e = off[p]; e < off[p + 1]; e++) {
+            double theta = 0.0;
+            int64_t until = m, check = seed_positions;  /* the seeds: until seed_positions are read */
+            for (;;) {
+                while (scanned < until && (scanned == 0 || npos < check)) {
+                    int32_t p = q[ord[scanned++]];
+                    npos += off[p + 1] - off[p];
+                    n_lists++;
+                    /* the loop's cost is where[r], read at random: fetched 16 positions ahead,
+                       and no branch on whether the row is new (a new row's place is nt) */
+                    int64_t nt = T.nt, end = off[p + 1];
+                    int32_t *where = T.where, *row = T.row;
+                    double *acc = T.acc;
+                    for (int64_t e = off[p]; e < end; e++) {
                         int64_t at = ent ? ent[e] : e;
                         int32_t r = t_rows[at];
-                        if (stamp[r] != epoch) { stamp[r] = epoch; acc[r] = 0.0; touched[nt++] = r; }
-                        acc[r] += t_imp[at];
+                        if (e + 16 < end) __builtin_prefetch(&where[t_rows[ent ? ent[e + 16] : e + 16]]);
+                        int64_t x = where[r];
+                        int fresh = (x >= nt) | (row[x] != r);  /* row[] is n_rows long: x is in it */
+                        x = fresh ? nt : x;
+                        double before = fresh ? 0.0 : acc[x];
+                        where[r] = (int32_t)x;
+                        row[x] = r;
+                        acc[x] = before + t_imp[at];
+                        nt += fresh;
                     }
+                    T.nt = nt;
                 }
-                if (pass == 0 && scanned < m) {
-                    /* theta0: the k-th best exact score of the seeds' best partial sums */
-                    exact_top(&c, touched, nt, me, acc, cap_first, fs, fr, ts, tr, &top, k, m);
-                    theta0 = (top == k) ? ts[k - 1] : 0.0;
+                if (scanned >= until) break;  /* every essential list read */
+                /* theta from the best partial sums so far; the essential rest: stop where the
+                   remaining ubs stay below the share */
+                n_raised += raise_top(&c, &T, me, cap_first, fs, fr, ts, tr, &top, k, m);
+                if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
+                double tail = 0.0;
+                until = m;
+                while (until > scanned && !full) {
+                    double next = tail + ub[q[ord[until - 1]]];
+                    if ((next + budget) * (1 + margin) >= essential_share * theta * (1 - margin)) break;
+                    tail = next;
+                    until--;
                 }
+                check = 4 * npos;  /* the next raise: after 4x the positions read so far */
             }
+            n_positions += npos;
             double sum_ne = 0.0;  /* the unread phrases' ubs, smallest first (as summed above) */
             for (int64_t j = m - 1; j >= scanned; j--) sum_ne += ub[q[ord[j]]];
             /* a lower bound on the k-th best: the exact scores of the best partial sums */
-            int64_t nf = exact_top(&c, touched, nt, me, acc, cap_first, fs, fr, ts, tr, &top, k, m);
-            double theta = (nf >= k) ? ts[k - 1] : 0.0;
-            if (theta0 > theta) theta = theta0;
+            n_raised += raise_top(&c, &T, me, cap_first, fs, fr, ts, tr, &top, k, m);
+            if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
             /* an unlisted row scores at most budget + sum_ne: the level answers if theta clears it */
             int clears = theta * (1 - margin) > (budget + sum_ne) * (1 + margin);
             int lower = level_below(n_levels, budgets, start_share * theta, budget, margin);
             int whole = budget == 0.0 && sum_ne == 0.0;  /* level 0, every list read */
             if (whole || (clears && (budgets[lower] == 0.0 || budget <= keep_share * theta))) {
-                epoch++;
-                for (int64_t f = 0; f < nf; f++) done[fr[f]] = epoch;
+                /* a candidate's bound: its listed sum, its left-out mass (beta) and the unread
+                   phrases' ubs; the signature refines the last: an unread phrase whose bit the
+                   row lacks adds nothing. The unread phrases' first SIG_TABLE_BITS distinct bits (largest
+                   ubs first) index sig_table: sig_table[x] adds the ubs of the bits set in x and
+                   every ub of the other bits (rest) */
+                int nb = 0, built = 0;
+                int32_t b_word[SIG_TABLE_BITS];
+                uint64_t b_bit[SIG_TABLE_BITS];
+                double b_ub[SIG_TABLE_BITS], rest = 0.0;
                 const double *beta = l_beta[lv];
-                for (int64_t t = 0; t < nt; t++) {
-                    int32_t r = touched[t];
-                    if (r == me || done[r] == epoch) continue;
-                    double bound = acc[r] + sum_ne + (beta ? beta[r] : 0.0);
-                    double floor = (top == k && ts[k - 1] > theta) ? ts[k - 1] : theta;
-                    if (bound * (1 + margin) < floor * (1 - margin)) continue;
+                double loose = sum_ne * margin * 4;  /* the table's rounding, far below the margin */
+                /* the candidates past the coarse bound at the floor of now (it only rises), their
+                   signatures fetched as they are found: then each one checked and scored */
+                int64_t nc = 0;
+                {
+                    double floor = (top == k) ? ts[k - 1] : theta;
+                    for (int64_t t = 0; t < T.nt; t++) {
+                        int32_t r = T.row[t];
+                        if (r == me || T.done[t]) continue;
+                        double base = T.acc[t] + (beta ? beta[r] : 0.0);
+                        if ((base + sum_ne) * (1 + margin) < floor * (1 - margin)) continue;
+                        __builtin_prefetch(sig + (int64_t)r * SIG_WORDS);
+                        cand[nc++] = (int32_t)t;
+                    }
+                }
+                for (int64_t ci = 0; ci < nc; ci++) {
+                    int64_t t = cand[ci];
+                    int32_t r = T.row[t];
+                    double floor = (top == k) ? ts[k - 1] : theta;
+                    double base = T.acc[t] + (beta ? beta[r] : 0.0);
+                    if ((base + sum_ne) * (1 + margin) < floor * (1 - margin)) continue;
+                    n_past++;
+                    if (!built) {  /* once a question, at its first candidate past the coarse bound */
+                        built = 1;
+                        for (int64_t j = scanned; j < m; j++) {
+                            int32_t w = q_word[ord[j]];
+                            uint64_t bit = q_bit[ord[j]];
+                            double u = ub[q[ord[j]]];
+                            int x = 0;
+                            while (x < nb && !(b_word[x] == w && b_bit[x] == bit)) x++;
+                            if (x < nb) b_ub[x] += u;
+                            else if (nb < SIG_TABLE_BITS) { b_word[nb] = w; b_bit[nb] = bit; b_ub[nb++] = u; }
+                            else rest += u;
+                        }
+                        for (int x = 0; x < (1 << nb); x++) {
+                            double have = rest;
+                            for (int y = 0; y < nb; y++) if (x >> y & 1) have += b_ub[y];
+                            sig_table[x] = have;
+                        }
+                    }
+                    if (nb) {
+                        const uint64_t *rs = sig + (int64_t)r * SIG_WORDS;
+                        int x = 0;
+                        for (int y = 0; y < nb; y++) if (rs[b_word[y]] & b_bit[y]) x |= 1 << y;
+                        if ((base + sig_table[x] + loose) * (1 + margin) < floor * (1 - margin)) continue;
+                        /* still in: the unread phrases whose bits the row has, largest ub first, are
+                           looked up one by one, each ub replaced by the row's contribution, until the
+                           bound falls below the floor (most candidates: after a few searches, where
+                           the exact score searches every phrase the row may have) */
+                        int64_t nu = 0;
+                        for (int64_t j = scanned; j < m; j++)
+                            if (rs[q_word[ord[j]]] & q_bit[ord[j]]) u_at[nu++] = ord[j];
+                        u_suf[nu] = 0.0;
+                        for (int64_t v = nu - 1; v >= 0; v--) u_suf[v] = u_suf[v + 1] + ub[q[u_at[v]]];
+                        double known = 0.0;
+                        int64_t v = 0;
+                        for (; v < nu; v++) {
+                            known += impact(&c, q[u_at[v]], r);
+                            if ((base + known + u_suf[v + 1] + loose) * (1 + margin) < floor * (1 - margin)) break;
+                        }
+                        n_searched += (v < nu) ? v + 1 : nu;
+                        if (v < nu) continue;
+                    }
+                    n_exact++;
                     offer(ts, tr, &top, k, exact(&c, r, m), r);
                 }
                 break;
@@ -233,10 +376,15 @@ int score_share(
             lv = lower;
         }
         for (int64_t t = 0; t < top; t++) { out_nb[(i - a) * k + t] = tr[t]; out_sc[(i - a) * k + t] = -1.0 * ts[t]; }
-        if (own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
+        if (n_levels > 1 && own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
     }
-    free(q_word); free(q_bit); free(ord); free(acc); free(stamp); free(done); free(touched);
-    free(fs); free(ts); free(fr); free(tr);
+    free(cand); free(u_at); free(u_suf); free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc);
+    free(T.done); free(fs); free(ts); free(fr); free(tr);
+    if (failed) return -1;
+    if (stats) {  /* what the pruning left to do (tests/test_graph_maxscore.py, profiling) */
+        stats[0] += n_positions; stats[1] += n_lists; stats[2] += n_past;
+        stats[3] += n_exact + n_raised; stats[4] += n_searched;
+    }
     return 0;
 }
 """
@@ -250,6 +398,8 @@ def _compile() -> ctypes.CDLL | None:
         return None
     lib.score_share.restype = ctypes.c_int
     lib.row_signatures.restype = None
+    lib.bucket_plan.restype = ctypes.c_int64
+    lib.bucket_fill.restype = None
     return lib
 
 
@@ -300,10 +450,65 @@ def row_signatures(lib, table, n_rows: int) -> np.ndarray:
     return sig
 
 
-def score_share(lib, table, signatures, levels_, questions, skip: np.ndarray, k: int, a: int, b: int, constants):
+@dataclass
+class Buckets:
+    """Each long list's buckets (the C side's bucket_plan): `shift[p]`, `offsets[p]` (-1: no
+    buckets) and `first`, the buckets' starting positions."""
+
+    shift: np.ndarray
+    offsets: np.ndarray
+    first: np.ndarray
+
+
+def list_buckets(lib, table, n_rows: int) -> Buckets:
+    """The buckets of every list of at least 64 positions: about one per 8-16 positions, so a
+    contribution is found in a bucket rather than by halving a list of up to N rows. 4 bytes
+    per bucket (~1/2 byte per listed position) and 9 bytes per phrase."""
+    n = len(table.offsets) - 1
+    shift = np.zeros(n, dtype=np.uint8)
+    offsets = np.zeros(n, dtype=np.int64)
+    total = lib.bucket_plan(
+        ctypes.c_int64(n),
+        _p(table.offsets, np.int64),
+        ctypes.c_int64(n_rows),
+        _p(shift, np.uint8),
+        _p(offsets, np.int64),
+    )
+    first = np.zeros(total, dtype=np.int32)
+    lib.bucket_fill(
+        ctypes.c_int64(n),
+        _p(table.offsets, np.int64),
+        _p(table.rows, np.int32),
+        ctypes.c_int64(n_rows),
+        _p(shift, np.uint8),
+        _p(offsets, np.int64),
+        _p(first, np.int32),
+    )
+    return Buckets(shift, offsets, first)
+
+
+def score_share(
+    lib,
+    table,
+    signatures,
+    levels_,
+    questions,
+    skip: np.ndarray,
+    k: int,
+    a: int,
+    b: int,
+    constants,
+    stats=None,
+    buckets: Buckets | None = None,
+):
     """Neighbours and scores (k columns, -1 and 0.0 padding) of questions a..b-1, as
     `graph_scoring._score_share` computes them. `signatures`: `row_signatures` of the table.
-    `constants`: (margin, extra, start_share, keep_share, seed_positions, essential_share)."""
+    `constants`: (margin, extra, start_share, keep_share, seed_positions, essential_share).
+    `stats`: None, or an int64 array of 5 the counts are added to: positions read, lists read,
+    candidates past the coarse bound (listed sum + the unread lists' bounds) in the final
+    pass, exact scores (the own score, computed only with prefix levels, not counted), and the
+    searches that refined candidates' bounds past the signature table. `buckets`:
+    `list_buckets` of the table (None: every search halves the whole list; the same results)."""
     margin, extra, start_share, keep_share, seed_positions, essential_share = constants
     if not 0.0 <= essential_share <= 1.0:
         raise ValueError(f"essential_share must be in [0, 1], got {essential_share}")
@@ -342,8 +547,12 @@ def score_share(lib, table, signatures, levels_, questions, skip: np.ndarray, k:
         ctypes.c_double(keep_share),
         ctypes.c_int64(seed_positions),
         ctypes.c_double(essential_share),
+        _p(None if buckets is None else buckets.shift, np.uint8),
+        _p(None if buckets is None else buckets.offsets, np.int64),
+        _p(None if buckets is None else buckets.first, np.int32),
         _p(neighbours, np.int64),
         _p(scores, np.float64),
+        _p(stats, np.int64),
     )
     if rc != 0:
         raise MemoryError("the corpus graph's scoring could not allocate its work arrays")

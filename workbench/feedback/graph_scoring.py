@@ -331,9 +331,13 @@ EXTRA = 8  # candidates scored exactly for the first lower bound, beyond k
 # the compiled kernel's max-score (question side): the lists of a question's rarest phrases are
 # read until SEED_POSITIONS positions for a first lower bound theta0; then the lists of the
 # phrases of least bound whose bounds add up to below ESSENTIAL_SHARE x (theta0 - budget) are
-# not read (a smaller share: tighter candidate bounds, more lists read)
+# not read (a smaller share: tighter candidate bounds, more lists read). 0.9: theta is raised while
+# the lists are read and the final pass bounds candidates by their signatures, so a loose candidate
+# bound costs little (300k, questions 150,000-153,000, one process, the kernel of 65c9139: 0.54 /
+# 0.45 / 0.45 / 0.86 ms CPU a passage at 0.6 / 0.8 / 0.9 / 1.0; 36.2k / 25.7k / 22.1k / 19.1k positions
+# read; with the look-ups of 38079d0: 0.85 0.413, 0.9 0.398, 0.95 0.474, 1.0 0.681 ms)
 SEED_POSITIONS = 2000
-ESSENTIAL_SHARE = 0.6
+ESSENTIAL_SHARE = 0.9
 
 
 def top_neighbours(table, by_row, levels_, question, me: int, k: int, scratch: Scratch):
@@ -431,8 +435,10 @@ def _score_share(share: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     kernel = graph_kernel.load()
     if kernel is not None:
         constants = (MARGIN, EXTRA, START_SHARE, KEEP_SHARE, SEED_POSITIONS, ESSENTIAL_SHARE)
-        signatures = _SHARED["signatures"]
-        return graph_kernel.score_share(kernel, table, signatures, levels_, questions, skip, k, a, b, constants)
+        signatures, buckets = _SHARED["signatures"], _SHARED["buckets"]
+        return graph_kernel.score_share(
+            kernel, table, signatures, levels_, questions, skip, k, a, b, constants, buckets=buckets
+        )
     neighbours = np.full((b - a, k), -1, dtype=np.int64)
     scores = np.zeros((b - a, k), dtype=np.float64)
     scratch = Scratch.of(n_rows, len(table.missing))
@@ -574,15 +580,16 @@ def score_all(
         levels_ = levels(table, by_row, [f * typical for f in fractions])
         if kernel:
             by_row = None  # the kernel finds contributions in the phrases' lists
-    signatures = None
+    signatures = buckets = None
     if kernel:
         for level in levels_:  # before the fork: every worker inherits them
             graph_kernel.phrase_bounds(table, level)
         signatures = graph_kernel.row_signatures(graph_kernel.load(), table, n_rows)
+        buckets = graph_kernel.list_buckets(graph_kernel.load(), table, n_rows)
     release_memory()
     lap("lists")
     _SHARED.update(table=table, by_row=by_row, levels=levels_, questions=questions, k=k, n_rows=n_rows, skip=skip)
-    _SHARED["signatures"] = signatures
+    _SHARED.update(signatures=signatures, buckets=buckets)
     try:
         parts = _run(_score_share, _shares(len(ids_array), workers * 4), workers)
     finally:
