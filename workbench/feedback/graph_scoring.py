@@ -320,22 +320,17 @@ def _kth(values: np.ndarray, k: int) -> float:
 # level budgets, as fractions of a typical row's mass: a question whose k-th best neighbour
 # scores theta is answered from the lists of the largest budget below theta
 BUDGET_FRACTIONS = (0.05, 0.12, 0.2, 0.3, 0.4)
-# the compiled kernel uses no prefix level: it prunes on the question side instead (max-score,
-# SEED_POSITIONS and ESSENTIAL_SHARE below); with one level (0.3) 51% of the questions at 60k
-# found their 8th best below its budget and read every list anyway
+# the compiled kernel uses no prefix level (it prunes on the question side, below): with one level
+# (0.3) 51% of the questions at 60k found their 8th best below its budget and read every list anyway
 KERNEL_FRACTIONS: tuple[float, ...] = ()
 START_SHARE = 0.8  # first level: the largest budget below this share of the expected k-th best score
 # a level answers if its budget is at most this share of theta (else a lower one: fewer rows to score)
 KEEP_SHARE = 0.9
 EXTRA = 8  # candidates scored exactly for the first lower bound, beyond k
-# the compiled kernel's max-score (question side): the lists of a question's rarest phrases are
-# read until SEED_POSITIONS positions for a first lower bound theta0; then the lists of the
-# phrases of least bound whose bounds add up to below ESSENTIAL_SHARE x (theta0 - budget) are
-# not read (a smaller share: tighter candidate bounds, more lists read). 0.9: theta is raised while
-# the lists are read and the final pass bounds candidates by their signatures, so a loose candidate
-# bound costs little (300k, questions 150,000-153,000, one process, the kernel of 65c9139: 0.54 /
-# 0.45 / 0.45 / 0.86 ms CPU a passage at 0.6 / 0.8 / 0.9 / 1.0; 36.2k / 25.7k / 22.1k / 19.1k positions
-# read; with the look-ups of 38079d0: 0.85 0.413, 0.9 0.398, 0.95 0.474, 1.0 0.681 ms)
+# the compiled kernel's max-score (question side): a question's rarest phrases' lists are read up to
+# SEED_POSITIONS positions for a first bound theta0; the phrases of least bound summing below
+# ESSENTIAL_SHARE x (theta0 - budget) are not read (0.9: theta rises as lists are read and the final pass
+# bounds candidates by signature, so a loose bound costs little; docs/performance.md, issue 33's third stop)
 SEED_POSITIONS = 2000
 ESSENTIAL_SHARE = 0.9
 
