@@ -102,7 +102,9 @@ _LATIN_LETTER = re.compile(r"[a-z]")
 _LETTER_OR_DIGIT = regex.compile(r"[\p{L}\p{N}]")
 # jieba.cut's own block splitter (re_han_default): each block is segmented on its own,
 # which is what makes per-block memoisation exact.
-_JIEBA_BLOCK = re.compile("([\u4e00-\u9fd5a-zA-Z0-9+#&\\._%\\-]+)", re.U)
+HAN_FIRST, HAN_LAST = "\u4e00", "\u9fd5"  # the Han characters jieba segments with its dictionary
+HAN_STARTS = (HAN_FIRST, chr(ord(HAN_LAST) + 1))  # string bounds of the words that start with one
+_JIEBA_BLOCK = re.compile(f"([{HAN_FIRST}-{HAN_LAST}a-zA-Z0-9+#&\\._%\\-]+)", re.U)
 
 
 @functools.cache
@@ -115,6 +117,11 @@ def _jieba() -> jieba.Tokenizer:
     jieba.finalseg.re_skip = re.compile(CONNECTED_LATIN)
     jieba.dt.check_initialized()
     return jieba.dt
+
+
+def load_jieba() -> None:
+    """Load jieba's dictionary now (e.g. before a process pool forks: workers inherit it)."""
+    _jieba()
 
 
 def jieba_version() -> str:

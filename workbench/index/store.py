@@ -193,8 +193,8 @@ class Index:
             self._read_all_units()
             self._small_vocabulary, self._small_aliases  # noqa: B018 (cached properties)
         self._alias_lengths, self.postings  # noqa: B018
-        if self.db.execute("SELECT 1 FROM terms WHERE term >= '\u4e00' AND term < '\u9fd6' LIMIT 1").fetchone():
-            textlib.tokenize("\u4e2d\u6587")  # ~0.5 s; text without CJK is tokenized without jieba
+        if self.db.execute("SELECT 1 FROM terms WHERE term >= ? AND term < ? LIMIT 1", textlib.HAN_STARTS).fetchone():
+            textlib.load_jieba()  # ~0.5 s; text without Han words is tokenized without jieba
         return self
 
     # ---- units -------------------------------------------------------------------------
