@@ -97,6 +97,20 @@ def state_frame(state: dict) -> tuple[str, str]:
     return text[: at + len(_PASSAGES)], text[at + len(_MARK) :]
 
 
+# What json.dumps(s, ensure_ascii=False) returns for a str s (JSONEncoder.encode calls it, and so
+# does the C encoder of a dict's strings): called directly, no encoder is set up per call, and a
+# str is encoded once for the pieces below (~3,400 passages a 30-question run, issue 33)
+_json_string = json.encoder.encode_basestring
+
+
+@functools.lru_cache(maxsize=4_096)
+def _strings(title: str, passage: str) -> tuple[str, str] | None:
+    """title and passage as JSON strings (None unless both are str: then `_dumps` encodes them)."""
+    if type(title) is not str or type(passage) is not str:
+        return None
+    return _json_string(title), _json_string(passage)
+
+
 @functools.lru_cache(maxsize=4_096)
 def _entry_pieces(title: str, passage: str) -> tuple[str, str]:
     """A passage's state entry after its number, `":{"title":...,"passage":...}`, and the same
@@ -104,14 +118,21 @@ def _entry_pieces(title: str, passage: str) -> tuple[str, str]:
     rounds and requests (~3 times per 2Wiki question): its JSON is made once, and a request's
     state and body are joined from these pieces (escaping maps each character on its own, so the
     escaped join is the escaped whole; tests/test_jev_plan_cost.py checks both against `_dumps`)."""
-    entry = _dumps({"1": {"title": title, "passage": passage}})[3:-1]
-    return entry, _dumps(entry)[1:-1]
+    strings = _strings(title, passage)
+    if strings is None:
+        entry = _dumps({"1": {"title": title, "passage": passage}})[3:-1]
+    else:
+        entry = '":{"title":' + strings[0] + ',"passage":' + strings[1] + "}"
+    return entry, _json_string(entry)[1:-1]
 
 
 @functools.lru_cache(maxsize=4_096)
 def item_json(title: str, passage: str) -> str:
     """`[title, passage]` as canonical JSON: a candidate's part of its judgment's cache key."""
-    return json.dumps([title, passage], ensure_ascii=False, separators=(",", ":"))
+    strings = _strings(title, passage)
+    if strings is None:
+        return json.dumps([title, passage], ensure_ascii=False, separators=(",", ":"))
+    return "[" + strings[0] + "," + strings[1] + "]"
 
 
 @functools.lru_cache(maxsize=16_384)
@@ -165,9 +186,10 @@ class PlannedBody(dict):
     again; and, stateful, `escaped_state`: its state as the body's JSON holds it, joined from
     the passages' pieces (`_entry_pieces`). Compared and copied as the plain dict it is."""
 
-    __slots__ = ("escaped_state", "tokens")
+    __slots__ = ("escaped_state", "questions_json", "tokens")
     tokens: int
     escaped_state: str | None
+    questions_json: str | None  # stateful: `_dumps` of its questions, joined from one template
 
 
 def encode_request(body: dict) -> tuple[bytes, int]:
@@ -176,9 +198,10 @@ def encode_request(body: dict) -> tuple[bytes, int]:
         return _dumps(body).encode("utf-8"), request_tokens(body)
     if body.escaped_state is None:
         return _dumps(body).encode("utf-8"), body.tokens
+    questions = body.questions_json if body.questions_json is not None else _dumps(body["questions"])
     text = (
         f'{{"model":{_dumps(body["model"])},"state":"{body.escaped_state}",'
-        f'"questions":{_dumps(body["questions"])}}}'
+        f'"questions":{questions}}}'
     )  # _dumps(body): its three members in this order, the state escaped from its pieces
     return text.encode("utf-8"), body.tokens
 
@@ -277,7 +300,24 @@ def _body(
         return {"model": model, "state": text, "questions": questions}
     body = PlannedBody(model=model, state=text, questions=questions)
     body.tokens, body.escaped_state = tokens, escaped
+    body.questions_json = _stateful_questions_json(questions, t) if escaped is not None else None
     return body
+
+
+def _stateful_questions_json(questions: dict[str, dict], t: Template) -> str | None:
+    """`_dumps(questions)` of a stateful body, each question joined from the template's encoded
+    text and its number (~100 questions a request, all the same but for the number), or None if
+    a question key is no str (then `_dumps` encodes them)."""
+    if type(t.question) is not str or not all(type(k) is str for k in questions):
+        return None
+    head = '{"type":"noul","instructions":{"question":' + _json_string(t.question) + ',"candidate_number":'
+    return (
+        "{"
+        + ",".join(
+            f"{_json_string(k)}:{head}{q['instructions']['candidate_number']:d}}}}}" for k, q in questions.items()
+        )
+        + "}"
+    )
 
 
 def build_request(
