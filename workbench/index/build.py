@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.index import encode_kernel
 from workbench.index.postings import BLOCK_CHUNKS, encode_groups
 from workbench.index.schema import SCHEMA_VERSION, tokenizer_signature
 from workbench.index.tokenized import stable_order, tokenize_rows
@@ -217,6 +218,8 @@ def encode_block(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tuple[
     """The terms and blobs of one postings block (`merge_positions`, then `encode_groups`
     ~ENCODE_POSITIONS at a time, so numpy's temporaries stay small): runs in a worker."""
     terms, counts, keys = merge_positions(parts)
+    if encode_kernel.load() is not None:  # the C loop: one pass, no temporaries to bound
+        return terms, encode_kernel.encode_groups(keys, counts)
     ends = np.cumsum(counts)
     blobs: list[bytes] = []
     first = 0
