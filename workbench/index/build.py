@@ -51,6 +51,8 @@ PAGE_SIZE = 16384
 ENCODE_POSITIONS = 1 << 18
 # distinct diversity tokens held in memory before they are added to a temp table (~100 MiB)
 DIVERSITY_SPILL = 1 << 20
+# accent-folded titles kept to look up their aliases at the end; past this, every unit is grouped
+ALIAS_CANDIDATES = 1 << 20
 SCHEMA = """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     CREATE TABLE units (id INTEGER PRIMARY KEY, title TEXT NOT NULL, heading TEXT NOT NULL,
@@ -123,7 +125,9 @@ class _Chunks:
                         self.pool = ProcessPoolExecutor(self.workers, initializer=_ignore_interrupts)
                     pending.append((next_id, chunk, self.pool.submit(tokenize_chunk, next_id, rows), None))
                 next_id += len(chunk)
-                while pending and (pending[0][2] is None or len(pending) > 2 * self.workers):
+                # the first chunk (done here) waits until the next one is on its way to the pool,
+                # so the workers start before this process writes it
+                while pending and ((pending[0][2] is None and len(pending) > 1) or len(pending) > 2 * self.workers):
                     first, units, future, done = pending.popleft()
                     yield first, units, done if future is None else future.result()
             while pending:
@@ -358,6 +362,7 @@ def write_index(
             "PRAGMA cache_size = -65536;" + SCHEMA
         )
         diversity = DiversityCounts(db)
+        folds: set[str] | None = set()  # alias candidates (`write_aliases`), None past ALIAS_CANDIDATES
         fingerprint = Fingerprint()
         chunks = _Chunks(units, workers)
         blocks = PostingsBlocks(db, lambda: chunks.pool)
@@ -367,6 +372,10 @@ def write_index(
             write_chunk(db, chunk_no, first, chunk, done, fingerprint)
             blocks.add(chunk_no, done)
             diversity.add(done["diversity"])
+            if folds is not None:
+                # only a title whose accent-folded key differs from it can give an alias
+                folds.update(fold for norm, fold in done["title_keys"] if fold != norm)
+                folds = folds if len(folds) <= ALIAS_CANDIDATES else None
             documents += sum(1 for i, u in enumerate(chunk) if i == 0 or u.document != chunk[i - 1].document)
             n += len(chunk)
             bar.update(len(chunk))
@@ -380,7 +389,8 @@ def write_index(
         db.execute("CREATE INDEX units_title_fold ON units (title_fold)")
         write_statistics(db)
         diversity.write()
-        write_aliases(db)
+        # the candidates' units read by the title_fold index instead of every unit grouped
+        write_aliases(db, None if folds is None else sorted(folds))
         meta = {
             "schema": SCHEMA_VERSION,
             **tokenizer_signature(),
