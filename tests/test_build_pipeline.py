@@ -8,7 +8,10 @@ from workbench.index.units import Unit
 
 
 def _units(titles):
-    return [Unit(title=t, heading="", body=f"text of {t}", document=t, source="s", location=str(i)) for i, t in enumerate(titles)]
+    return [
+        Unit(title=t, heading="", body=f"text of {t}", document=t, source="s", location=str(i))
+        for i, t in enumerate(titles)
+    ]
 
 
 def test_the_pool_is_fed_before_the_first_chunk_is_written(monkeypatch):
@@ -16,7 +19,7 @@ def test_the_pool_is_fed_before_the_first_chunk_is_written(monkeypatch):
     chunks = build._Chunks(_units(["a", "b", "c", "d", "e", "f"]), workers=2)
     stream = iter(chunks)  # held: closing the generator shuts the pool
     try:
-        first, units, done = next(stream)
+        first, units, _ = next(stream)
         # the first chunk is tokenized here, but handed out only once the second is with the pool
         assert first == 1 and [u.title for u in units] == ["a", "b"] and chunks.pool is not None
     finally:
@@ -37,3 +40,14 @@ def test_aliases_from_candidates_equal_grouping_every_unit(tmp_path, monkeypatch
         rows.append(db.execute("SELECT * FROM aliases ORDER BY fold").fetchall())
         db.close()
     assert rows[0] == rows[1] == [("angstrom", "ångström", "angstrom"), ("elodie", "élodie", "elodie")]
+
+
+def test_a_worker_makes_the_units_digests():
+    units = _units(["Élodie", "x"])
+    rows = [(u.title, u.heading, u.body, u.document, u.source, u.location) for u in units]
+    done = build.tokenize_chunk(5, rows)
+    assert done["digests"] == [build.unit_digest(u) for u in units]
+    # hand-checked: the fields joined by \x1f, UTF-8, sha256
+    import hashlib
+
+    assert done["digests"][1] == hashlib.sha256(b"x\x1f\x1ftext of x\x1fx\x1fs\x1f1").digest()

@@ -11,7 +11,9 @@ def _groups(rng, ngroups):
     for _ in range(ngroups):
         n = int(rng.integers(1, 40))
         rows = rng.integers(0, 1 << 31, n) if rng.random() < 0.2 else rng.integers(0, 5000, n)
-        group = np.unique((rows << 32) | (rng.integers(0, 3, n) << 24) | rng.integers(0, 1 << int(rng.integers(0, 24)), n))
+        group = np.unique(
+            (rows << 32) | (rng.integers(0, 3, n) << 24) | rng.integers(0, 1 << int(rng.integers(0, 24)), n)
+        )
         keys.append(group)
         counts.append(len(group))
     return np.concatenate(keys), counts

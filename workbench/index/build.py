@@ -85,10 +85,13 @@ def document_chunks(units: Iterable[Unit], size: int = CHUNK_UNITS) -> Iterator[
         yield chunk
 
 
-def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str]]) -> dict:
+def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str, str, str]]) -> dict:
     """Everything the index stores about units `first_id`, `first_id + 1`, ... given their
-    (title, heading, body, document): runs in a worker process."""
-    return tokenize_rows(list(range(first_id, first_id + len(rows))), rows)
+    (title, heading, body, document, source, location): runs in a worker process. Their
+    digests are made here too, off the writing process's path."""
+    done = tokenize_rows(list(range(first_id, first_id + len(rows))), [r[:4] for r in rows])
+    done["digests"] = [fields_digest(*r) for r in rows]
+    return done
 
 
 def _ignore_interrupts() -> None:
@@ -116,7 +119,7 @@ class _Chunks:
         next_id = self.first_id
         try:
             for chunk in self.source:
-                rows = [(u.title, u.heading, u.body, u.document) for u in chunk]
+                rows = [(u.title, u.heading, u.body, u.document, u.source, u.location) for u in chunk]
                 if self.workers <= 1 or next_id == self.first_id:
                     pending.append((next_id, chunk, None, tokenize_chunk(next_id, rows)))
                 else:
@@ -142,9 +145,11 @@ class _Chunks:
 def unit_digest(u: Unit) -> bytes:
     """sha256 of a unit's fields (stored per unit: an update recomputes the fingerprint
     from these without reading the text)."""
-    return hashlib.sha256(
-        f"{u.title}\x1f{u.heading}\x1f{u.body}\x1f{u.document}\x1f{u.source}\x1f{u.location}".encode()
-    ).digest()
+    return fields_digest(u.title, u.heading, u.body, u.document, u.source, u.location)
+
+
+def fields_digest(title, heading, body, document, source, location) -> bytes:
+    return hashlib.sha256(f"{title}\x1f{heading}\x1f{body}\x1f{document}\x1f{source}\x1f{location}".encode()).digest()
 
 
 class Fingerprint:
@@ -180,13 +185,18 @@ def _progress_bar(progress, total):
     )
 
 
-def insert_units(db: sqlite3.Connection, ids, units: list[Unit], title_keys, fingerprint=None) -> None:
-    add = fingerprint.add if fingerprint is not None else unit_digest
+def insert_units(db: sqlite3.Connection, ids, units: list[Unit], title_keys, fingerprint=None, digests=None) -> None:
+    """`digests`: the units' `unit_digest`s when a worker made them (else made here)."""
+    if digests is None:
+        digests = map(fingerprint.add if fingerprint is not None else unit_digest, units)
+    elif fingerprint is not None:
+        for digest in digests:
+            fingerprint.add_digest(digest)
     db.executemany(
         "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            (i, u.title, u.heading, u.body, u.document, u.source, u.location, *keys, add(u))
-            for i, u, keys in zip(ids, units, title_keys)
+            (i, u.title, u.heading, u.body, u.document, u.source, u.location, *keys, digest)
+            for i, u, keys, digest in zip(ids, units, title_keys, digests)
         ],
     )
 
@@ -194,7 +204,7 @@ def insert_units(db: sqlite3.Connection, ids, units: list[Unit], title_keys, fin
 def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[Unit], done: dict, fingerprint) -> None:
     """One tokenized chunk into the index's tables (statistics that add over chunks are
     summed at the end: `DiversityCounts`, `write_statistics`)."""
-    insert_units(db, range(first, first + len(units)), units, done["title_keys"], fingerprint)
+    insert_units(db, range(first, first + len(units)), units, done["title_keys"], fingerprint, done["digests"])
     db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", done["fts_rows"])
     db.execute("INSERT INTO row_lengths VALUES (?, ?, ?)", (first, chunk_no, done["lengths"]))
     db.executemany(

@@ -103,7 +103,9 @@ class _Words(Ids):
         runs: list = [(j,) if j else () for j in joined]
         for i in ask:
             runs[i] = terms_of.get(i, ())
-        self.term_runs.extend(list(map(len, runs)), list(map(self.terms.__getitem__, itertools.chain.from_iterable(runs))))
+        self.term_runs.extend(
+            list(map(len, runs)), list(map(self.terms.__getitem__, itertools.chain.from_iterable(runs)))
+        )
         # diversity tokens of the chunk as it is: equal to the case-folded chunk's for ASCII text
         found_tokens = [[c] if c.isascii() and c.isalnum() else DIVERSITY_TOKEN.findall(c) for c in pending]
         self.token_runs.extend(
