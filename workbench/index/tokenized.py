@@ -207,7 +207,8 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
     for i, (title, heading, body, document) in enumerate(rows):
         normed_body = norm(body)
         t_words, h_words, b_words = norm(title).split(), norm(heading).split(), normed_body.split()
-        same.append(normed_body == body.casefold())
+        # ASCII text: NFKC leaves it alone and lower case is its case folding (no casefold call)
+        same.append(body.isascii() or normed_body == body.casefold())
         flat.extend(map(word_id, itertools.chain(t_words, h_words, b_words)))
         per_column.extend((len(t_words), len(h_words), len(b_words)))
         if title not in keys_of_title:
