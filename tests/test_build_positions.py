@@ -149,3 +149,9 @@ def test_blocks_encoded_by_the_pool_give_the_same_file(tmp_path, monkeypatch):
     one = table_rows(tmp_path / "one.sqlite")
     assert [r[0] for r in one["postings"]][-1] == 4 and one["meta"].count(("block_chunks", "2")) == 1
     assert one == table_rows(tmp_path / "two.sqlite")
+
+
+def test_ascii_text_folds_as_it_lowers():
+    # tokenize_rows skips the case folding of an ASCII body: NFKC + lower case equals it there
+    text = "".join(map(chr, range(128))) * 2
+    assert text.isascii() and textlib.normalize(text) == text.casefold()

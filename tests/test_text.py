@@ -1,6 +1,7 @@
 """SPEC §1 text processing: one test per rule, hand-checked examples."""
 
 import json
+import random
 
 import pytest
 
@@ -133,3 +134,17 @@ def test_fast_path_equals_plain_rule_on_the_whole_2wiki_corpus():
     for i, p in enumerate(corpus):
         for field in (p["title"], p["text"]):
             assert tokenize(field) == tokenize_plain(field), f"item {i}"
+
+
+def test_ascii_chunks_without_joiners_equal_the_plain_rule():
+    # the fast path for an ASCII chunk with no + # & . _ % - (its letter/digit runs, stopwords
+    # dropped) against the SPEC rule, on hand-checked and random chunks
+    assert text._chunk_tokens("(1987),") == ("1987",)
+    assert text._chunk_tokens("smith's") == ("smith", "s") == tuple(tokenize_plain("smith's"))
+    assert text._chunk_tokens('"the"') == ()
+    rng = random.Random(7)
+    alphabet = "abz09()[],;:!?'\"/*<>=@$^`{}|~\\" + "THE"
+    for _ in range(3000):
+        chunk = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+        chunk = rng.choice(["", "the", "of", "x"]) + chunk
+        assert text._chunk_tokens(text.normalize(chunk)) == tuple(tokenize_plain(chunk)), chunk

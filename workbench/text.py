@@ -216,10 +216,20 @@ def _plain_words_stay_whole() -> bool:
     return _ascii_blocks_skip_dictionary() and not any(w.isalnum() for w in _ascii_short_words())
 
 
+_JOINER = re.compile(r"[+#&._%-]")  # the ASCII characters of jieba's blocks besides letters and digits
+_ALNUM_RUN = re.compile(r"[a-zA-Z0-9]+")
+
+
 def _chunk_tokens(chunk: str) -> tuple[str, ...]:
     """Tokens of one whitespace-free, normalised chunk (jieba never joins across spaces)."""
-    if chunk.isascii() and chunk.isalnum() and _plain_words_stay_whole():
-        return () if chunk in STOPWORDS else (chunk,)
+    if chunk.isascii() and _plain_words_stay_whole():
+        if chunk.isalnum():
+            return () if chunk in STOPWORDS else (chunk,)
+        if not _JOINER.search(chunk):
+            # '(1987),' or "smith's": the blocks are its letter/digit runs, each a plain word
+            # (below); every other ASCII character is a word of its own without a letter or
+            # digit, which is dropped
+            return tuple(w for w in _ALNUM_RUN.findall(chunk) if w not in STOPWORDS)
     # jieba (its dictionary takes ~1 s to load) only for blocks that need it
     out: list[str] = []
     for block in _JIEBA_BLOCK.split(chunk):
@@ -290,6 +300,13 @@ def join_chunks(chunks: list[str]) -> str:
     if len(_JOINED) >= _CHUNK_CACHE_LIMIT:
         _JOINED.clear()
     return " ".join(filter(None, map(_JOINED.__getitem__, chunks)))
+
+
+def joined_tokens(chunk: str) -> str:
+    """`join_chunks([chunk])` without remembering it (the build's workers keep their own
+    memory of chunks, by id)."""
+    tokens = _CHUNK_CACHE.get(chunk)
+    return " ".join(_chunk_tokens(chunk) if tokens is None else tokens)
 
 
 @functools.lru_cache(maxsize=1 << 16)

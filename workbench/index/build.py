@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.index import encode_kernel
 from workbench.index.postings import BLOCK_CHUNKS, encode_groups
 from workbench.index.schema import SCHEMA_VERSION, tokenizer_signature
 from workbench.index.tokenized import stable_order, tokenize_rows
@@ -50,6 +51,8 @@ PAGE_SIZE = 16384
 ENCODE_POSITIONS = 1 << 18
 # distinct diversity tokens held in memory before they are added to a temp table (~100 MiB)
 DIVERSITY_SPILL = 1 << 20
+# accent-folded titles kept to look up their aliases at the end; past this, every unit is grouped
+ALIAS_CANDIDATES = 1 << 20
 SCHEMA = """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     CREATE TABLE units (id INTEGER PRIMARY KEY, title TEXT NOT NULL, heading TEXT NOT NULL,
@@ -82,10 +85,13 @@ def document_chunks(units: Iterable[Unit], size: int = CHUNK_UNITS) -> Iterator[
         yield chunk
 
 
-def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str]]) -> dict:
+def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str, str, str]]) -> dict:
     """Everything the index stores about units `first_id`, `first_id + 1`, ... given their
-    (title, heading, body, document): runs in a worker process."""
-    return tokenize_rows(list(range(first_id, first_id + len(rows))), rows)
+    (title, heading, body, document, source, location): runs in a worker process. Their
+    digests are made here too, off the writing process's path."""
+    done = tokenize_rows(list(range(first_id, first_id + len(rows))), [r[:4] for r in rows])
+    done["digests"] = [fields_digest(*r) for r in rows]
+    return done
 
 
 def _ignore_interrupts() -> None:
@@ -113,7 +119,7 @@ class _Chunks:
         next_id = self.first_id
         try:
             for chunk in self.source:
-                rows = [(u.title, u.heading, u.body, u.document) for u in chunk]
+                rows = [(u.title, u.heading, u.body, u.document, u.source, u.location) for u in chunk]
                 if self.workers <= 1 or next_id == self.first_id:
                     pending.append((next_id, chunk, None, tokenize_chunk(next_id, rows)))
                 else:
@@ -122,7 +128,9 @@ class _Chunks:
                         self.pool = ProcessPoolExecutor(self.workers, initializer=_ignore_interrupts)
                     pending.append((next_id, chunk, self.pool.submit(tokenize_chunk, next_id, rows), None))
                 next_id += len(chunk)
-                while pending and (pending[0][2] is None or len(pending) > 2 * self.workers):
+                # the first chunk (done here) waits until the next one is on its way to the pool,
+                # so the workers start before this process writes it
+                while pending and ((pending[0][2] is None and len(pending) > 1) or len(pending) > 2 * self.workers):
                     first, units, future, done = pending.popleft()
                     yield first, units, done if future is None else future.result()
             while pending:
@@ -137,9 +145,11 @@ class _Chunks:
 def unit_digest(u: Unit) -> bytes:
     """sha256 of a unit's fields (stored per unit: an update recomputes the fingerprint
     from these without reading the text)."""
-    return hashlib.sha256(
-        f"{u.title}\x1f{u.heading}\x1f{u.body}\x1f{u.document}\x1f{u.source}\x1f{u.location}".encode()
-    ).digest()
+    return fields_digest(u.title, u.heading, u.body, u.document, u.source, u.location)
+
+
+def fields_digest(title, heading, body, document, source, location) -> bytes:
+    return hashlib.sha256(f"{title}\x1f{heading}\x1f{body}\x1f{document}\x1f{source}\x1f{location}".encode()).digest()
 
 
 class Fingerprint:
@@ -175,13 +185,18 @@ def _progress_bar(progress, total):
     )
 
 
-def insert_units(db: sqlite3.Connection, ids, units: list[Unit], title_keys, fingerprint=None) -> None:
-    add = fingerprint.add if fingerprint is not None else unit_digest
+def insert_units(db: sqlite3.Connection, ids, units: list[Unit], title_keys, fingerprint=None, digests=None) -> None:
+    """`digests`: the units' `unit_digest`s when a worker made them (else made here)."""
+    if digests is None:
+        digests = map(fingerprint.add if fingerprint is not None else unit_digest, units)
+    elif fingerprint is not None:
+        for digest in digests:
+            fingerprint.add_digest(digest)
     db.executemany(
         "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            (i, u.title, u.heading, u.body, u.document, u.source, u.location, *keys, add(u))
-            for i, u, keys in zip(ids, units, title_keys)
+            (i, u.title, u.heading, u.body, u.document, u.source, u.location, *keys, digest)
+            for i, u, keys, digest in zip(ids, units, title_keys, digests)
         ],
     )
 
@@ -189,7 +204,7 @@ def insert_units(db: sqlite3.Connection, ids, units: list[Unit], title_keys, fin
 def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[Unit], done: dict, fingerprint) -> None:
     """One tokenized chunk into the index's tables (statistics that add over chunks are
     summed at the end: `DiversityCounts`, `write_statistics`)."""
-    insert_units(db, range(first, first + len(units)), units, done["title_keys"], fingerprint)
+    insert_units(db, range(first, first + len(units)), units, done["title_keys"], fingerprint, done["digests"])
     db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", done["fts_rows"])
     db.execute("INSERT INTO row_lengths VALUES (?, ?, ?)", (first, chunk_no, done["lengths"]))
     db.executemany(
@@ -217,6 +232,8 @@ def encode_block(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tuple[
     """The terms and blobs of one postings block (`merge_positions`, then `encode_groups`
     ~ENCODE_POSITIONS at a time, so numpy's temporaries stay small): runs in a worker."""
     terms, counts, keys = merge_positions(parts)
+    if encode_kernel.load() is not None:  # the C loop: one pass, no temporaries to bound
+        return terms, encode_kernel.encode_groups(keys, counts)
     ends = np.cumsum(counts)
     blobs: list[bytes] = []
     first = 0
@@ -355,6 +372,7 @@ def write_index(
             "PRAGMA cache_size = -65536;" + SCHEMA
         )
         diversity = DiversityCounts(db)
+        folds: set[str] | None = set()  # alias candidates (`write_aliases`), None past ALIAS_CANDIDATES
         fingerprint = Fingerprint()
         chunks = _Chunks(units, workers)
         blocks = PostingsBlocks(db, lambda: chunks.pool)
@@ -364,6 +382,10 @@ def write_index(
             write_chunk(db, chunk_no, first, chunk, done, fingerprint)
             blocks.add(chunk_no, done)
             diversity.add(done["diversity"])
+            if folds is not None:
+                # only a title whose accent-folded key differs from it can give an alias
+                folds.update(fold for norm, fold in done["title_keys"] if fold != norm)
+                folds = folds if len(folds) <= ALIAS_CANDIDATES else None
             documents += sum(1 for i, u in enumerate(chunk) if i == 0 or u.document != chunk[i - 1].document)
             n += len(chunk)
             bar.update(len(chunk))
@@ -377,7 +399,8 @@ def write_index(
         db.execute("CREATE INDEX units_title_fold ON units (title_fold)")
         write_statistics(db)
         diversity.write()
-        write_aliases(db)
+        # the candidates' units read by the title_fold index instead of every unit grouped
+        write_aliases(db, None if folds is None else sorted(folds))
         meta = {
             "schema": SCHEMA_VERSION,
             **tokenizer_signature(),

@@ -11,8 +11,10 @@ scratch FTS5 table of the rows gives (`postings.read_instances`; tested).
 from __future__ import annotations
 
 import itertools
+import re
 import sqlite3
 from collections import Counter
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -21,6 +23,7 @@ from workbench.index.postings import COLUMNS
 from workbench.index.schema import DIVERSITY_TOKEN, fold_accents, normalize_title
 
 _BODY = COLUMNS.index("body")
+_PLAIN = re.compile(r"[a-z0-9]+")
 
 
 class Ids(dict):
@@ -67,6 +70,7 @@ class _Words(Ids):
     def __init__(self) -> None:
         super().__init__()
         self.settled = 0
+        self.joined: list[str] = []  # a chunk's SAG2 tokens joined by spaces, by id ('' for none)
         self.terms, self.term_runs = Ids(), _Runs()
         self.tokens, self.token_runs = Ids(), _Runs()
 
@@ -77,22 +81,33 @@ class _Words(Ids):
         if not pending:
             return
         self.settled = len(self.names)
-        scratch = sqlite3.connect(":memory:")
-        try:
-            scratch.execute("CREATE VIRTUAL TABLE words USING fts5(t, content='')")
-            scratch.executemany(
-                "INSERT INTO words (rowid, t) VALUES (?, ?)",
-                [(i + 1, textlib.join_chunks([c])) for i, c in enumerate(pending)],
-            )
-            scratch.execute("CREATE VIRTUAL TABLE temp.words_instances USING fts5vocab(main, words, 'instance')")
-            found = scratch.execute("SELECT doc, offset, term FROM temp.words_instances").fetchall()
-        finally:
-            scratch.close()
-        found.sort()
-        lengths = np.bincount(np.array([f[0] - 1 for f in found], dtype=np.int64), minlength=len(pending))
-        self.term_runs.extend(lengths.tolist(), list(map(self.terms.__getitem__, [f[2] for f in found])))
+        joined = list(map(textlib.joined_tokens, pending))
+        self.joined += joined
+        # a joined chunk that is one lower-case ASCII letter/digit run is one FTS5 term, itself
+        # (unicode61 keeps such a run whole and unchanged), and '' is none: only the others are
+        # split by FTS5
+        ask = [i for i, j in enumerate(joined) if j and not _PLAIN.fullmatch(j)]
+        terms_of: dict[int, list[str]] = {}
+        if ask:
+            scratch = sqlite3.connect(":memory:")
+            try:
+                scratch.execute("CREATE VIRTUAL TABLE words USING fts5(t, content='')")
+                scratch.executemany("INSERT INTO words (rowid, t) VALUES (?, ?)", [(i, joined[i]) for i in ask])
+                scratch.execute("CREATE VIRTUAL TABLE temp.words_instances USING fts5vocab(main, words, 'instance')")
+                found = scratch.execute("SELECT doc, offset, term FROM temp.words_instances").fetchall()
+            finally:
+                scratch.close()
+            found.sort()
+            for doc, _, term in found:
+                terms_of.setdefault(doc, []).append(term)
+        runs: list = [(j,) if j else () for j in joined]
+        for i in ask:
+            runs[i] = terms_of.get(i, ())
+        self.term_runs.extend(
+            list(map(len, runs)), list(map(self.terms.__getitem__, itertools.chain.from_iterable(runs)))
+        )
         # diversity tokens of the chunk as it is: equal to the case-folded chunk's for ASCII text
-        found_tokens = [DIVERSITY_TOKEN.findall(c) for c in pending]
+        found_tokens = [[c] if c.isascii() and c.isalnum() else DIVERSITY_TOKEN.findall(c) for c in pending]
         self.token_runs.extend(
             [len(t) for t in found_tokens],
             list(map(self.tokens.__getitem__, itertools.chain.from_iterable(found_tokens))),
@@ -167,17 +182,23 @@ def diversity_counts(w: np.ndarray, per_column: np.ndarray, bodies: list[str], s
     return list(zip([vocab.tokens.names[t] for t in present.tolist()], df[present].tolist()))
 
 
+def _split(items: list, lengths: list[int]) -> Iterator[list]:
+    """`items` cut into consecutive runs of `lengths`."""
+    end = 0
+    for n in lengths:
+        yield items[end : end + n]
+        end += n
+
+
 def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict:
     """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together)."""
 
     global _WORDS
     if len(_WORDS) >= _WORDS_LIMIT:
         _WORDS = _Words()
-    norm, join, word_id = textlib.normalize, textlib.join_chunks, _WORDS.__getitem__
-    fts_rows: list[tuple[int, str, str, str]] = []
+    norm, word_id = textlib.normalize, _WORDS.__getitem__
     flat: list[int] = []  # chunk ids, column after column
     per_column: list[int] = []
-    phrases: Counter[str] = Counter()
     title_keys: list[tuple[str, str]] = []
     keys_of_title: dict[str, tuple[str, str]] = {}
     doc_of: list[int] = []
@@ -186,13 +207,10 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
     for i, (title, heading, body, document) in enumerate(rows):
         normed_body = norm(body)
         t_words, h_words, b_words = norm(title).split(), norm(heading).split(), normed_body.split()
-        same.append(normed_body == body.casefold())
-        t = join(t_words)
-        fts_rows.append((ids[i], t, join(h_words), join(b_words)))
+        # ASCII text: NFKC leaves it alone and lower case is its case folding (no casefold call)
+        same.append(body.isascii() or normed_body == body.casefold())
         flat.extend(map(word_id, itertools.chain(t_words, h_words, b_words)))
         per_column.extend((len(t_words), len(h_words), len(b_words)))
-        if " " in t:  # two or more tokens (a token never holds a space)
-            phrases[t] += 1  # counted: an update removes a phrase with its last unit
         if title not in keys_of_title:
             normed = normalize_title(title)
             # an ASCII title folds to itself (NFKD and NFKC leave it alone, it has no marks)
@@ -202,6 +220,12 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
         if i + 1 < len(rows) and rows[i + 1][3] != document:
             documents += 1
     _WORDS.settle()
+    # each column's text for FTS5 from its chunks' joined tokens, by id: one hash look-up per
+    # word (the id) instead of two (the id and the joined text)
+    texts = [" ".join(filter(None, part)) for part in _split(list(map(_WORDS.joined.__getitem__, flat)), per_column)]
+    fts_rows = list(zip(ids, texts[0::3], texts[1::3], texts[2::3]))
+    # two or more tokens (a token never holds a space); counted: an update removes a phrase with its last unit
+    phrases = Counter(t for t in texts[0::3] if " " in t)
     w, columns = np.array(flat, dtype=np.int64), np.array(per_column, dtype=np.int64)
     diversity = diversity_counts(w, columns, [r[2] for r in rows], same, doc_of)
     # FTS5's own terms for these rows, with their positions (tested equal to a scratch FTS5 table's)
