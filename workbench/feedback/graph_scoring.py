@@ -60,7 +60,7 @@ from workbench.index.postings import COLUMNS, K1, Postings
 from workbench.index.store import Index, bm25_order, query_expression
 
 MARGIN = 1e-9  # relative; float sums of <= 80 positive terms differ by ~1e-14 at most
-BULK_TABLE = True  # the phrase table from one read of the postings (graph_table); False: a look-up per phrase
+BULK_TABLE = True  # the phrase table from one merged read of the postings (graph_table); False: a look-up per phrase
 PARALLEL_FROM = 20_000  # passages: below this one process does it all (forking costs more)
 RELEASE_EVERY = 64 << 20  # bytes of parts joined between two releases of freed memory (_joined)
 _ROW_BITS = 32
@@ -465,16 +465,13 @@ def _table_share(share: tuple[int, int]) -> PhraseTable:
     if reopen:
         index.reopen_after_fork()
     a, b = share
-    return phrase_table(index.postings, vocabulary[a:b], weights, _SHARED.get("blobs"))
+    return phrase_table(index.postings, vocabulary[a:b], weights)
 
 
 def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int) -> PhraseTable:
     """`phrase_table` of the vocabulary, a share of the phrases per process, joined in order."""
-    postings = index.postings  # read before the fork: every worker inherits the row sizes
-    blobs = None
-    if BULK_TABLE and postings is not None:  # every term's blobs in one pass, inherited too
-        blobs = graph_table.read_term_blobs(postings, {p for p in vocabulary if graph_table.single_token(postings, p)})
-    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1, blobs=blobs)
+    index.postings  # read before the fork: every worker inherits the row sizes
+    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1)
     try:
         parts = _run(_table_share, _shares(len(vocabulary), 1 if workers <= 1 else workers * 2), workers)
     finally:
@@ -552,7 +549,10 @@ def score_all(
         raise RuntimeError("score_all needs the index's stored postings (max_postings=0 has none)")
     # one process: forked table workers each held a private copy of the blobs they read and
     # of their part (~0.8 GB each at 300k), and their parts came back pickled (a third copy)
-    table = _phrase_table_by(index, questions.vocabulary, weights, 1)
+    if BULK_TABLE:  # phrases renumbered into the postings' order, read in one merged pass
+        table = graph_table.stored_order_table(postings, questions, weights)
+    else:
+        table = _phrase_table_by(index, questions.vocabulary, weights, 1)
     # the few questions the table cannot score go to Index.search: only their phrases' texts
     # are kept (the vocabulary, ~1M strings at 600k, is let go before the scoring forks)
     lengths = np.diff(questions.offsets)
