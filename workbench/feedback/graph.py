@@ -241,7 +241,7 @@ def build_graph(
     stages: dict = {}
     ids, neighbours, scores = score_all(
         index,
-        sorted(index.documents) if only is None else sorted(set(only)),
+        unit_ids(index) if only is None else sorted(set(only)),
         k=params.neighbours,
         query_tokens=params.query_tokens,
         weights=params.field_weights,
@@ -251,6 +251,15 @@ def build_graph(
     if show:
         print(f"GAR corpus graph: done ({', '.join(f'{k} {v:.1f} s' for k, v in stages.items())})", file=sys.stderr)
     return CorpusGraph(ids, neighbours, scores, {**_meta(index, params, only, t0), "stages": stages})
+
+
+def unit_ids(index: Index) -> list[int]:
+    """The index's unit ids, ascending, read without `Index.documents` unless it is loaded: its
+    ~170 MB of strings at 600k would be inherited by every scoring worker (the meta reads it
+    after the scoring)."""
+    if "documents" in vars(index):
+        return sorted(index.documents)
+    return [int(u) for (u,) in index.db.execute("SELECT id FROM units ORDER BY id")]
 
 
 def build_graph_by_queries(

@@ -243,6 +243,7 @@ def stored_order_table(postings: Postings, questions, weights):
             lengths[p] = len(found[0])
             rows_of.append(found[0].astype(np.int32))
             impacts_of.append(found[1])
+    postings.forget_cached()  # what the phrases of several tokens read: not needed again
     offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return PhraseTable(offsets, _joined(rows_of, np.int32), _joined(impacts_of, np.float64), missing)
