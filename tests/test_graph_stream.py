@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import build_index, units_from
 from tests.test_graph_scale import corpora  # noqa: F401 (the fixture)
 from tests.test_graph_table import assert_equal_tables
-from workbench.feedback import build_graph, graph_scoring, graph_table
+from workbench.feedback import build_graph, graph_kernel, graph_scoring, graph_table
 from workbench.index import Index, build
 from workbench.index.postings import K1
 
@@ -104,3 +104,38 @@ def test_the_scoring_forks_without_the_documents_loaded(corpora, monkeypatch):  
     graph = build_graph(index, progress=False, workers=2)
     assert seen == [False]
     assert graph.ids.tolist() == sorted(index.documents)
+
+
+def test_questions_sharing_their_rarest_phrase_are_scored_together():
+    """Phrase rows: p0 1 (only its own passage), p1 2, p2 5, p3 2, p4 3. Questions: 0 {p2, p1},
+    1 {p4}, 2 {p0, p3}, 3 {p1, p4}, 4 {} (none), 5 {p3, p2}, 6 {p0}. Keys (fewest rows >= 2,
+    then lower id): 0 -> p1, 1 -> p4, 2 -> p3, 3 -> p1, 5 -> p3; 4 and 6 have none: last."""
+    from workbench.feedback.graph_order import locality_order
+
+    table_offsets = np.cumsum([0, 1, 2, 5, 2, 3])
+    questions = [[2, 1], [4], [0, 3], [1, 4], [], [3, 2], [0]]
+    offsets = np.cumsum([0] + [len(q) for q in questions])
+    phrases = np.array([p for q in questions for p in q], dtype=np.int32)
+    assert locality_order(table_offsets, offsets, phrases).tolist() == [0, 3, 2, 5, 1, 4, 6]
+
+
+def test_the_kernel_in_another_order_puts_each_list_in_its_row(corpora):  # noqa: F811
+    lib = graph_kernel.load()
+    if lib is None:
+        pytest.skip("no compiled kernel (SAG2WB_GRAPH_KERNEL=numpy or no C compiler)")
+    index = corpora["encyclopedia"]
+    ids = np.array(sorted(index.documents), dtype=np.int64)
+    questions = graph_scoring.questions_of(index, ids, 80, 1)
+    table = graph_table.stored_order_table(index.postings, questions, (2.0, 2.0, 1.0))
+    n_rows = len(index.postings.row_norm)
+    levels = [graph_scoring.Level(0.0, table.offsets, None, None)]
+    graph_kernel.phrase_bounds(table, levels[0])
+    signatures = graph_kernel.row_signatures(lib, table, n_rows)
+    constants = (graph_scoring.MARGIN, graph_scoring.EXTRA, 0.8, 0.9, graph_scoring.SEED_POSITIONS, 0.9)
+    skip = np.zeros(len(ids), dtype=np.uint8)
+    args = (lib, table, signatures, levels, questions, skip, 8)
+    plain = graph_kernel.score_share(*args, 0, len(ids), constants)
+    order = np.random.default_rng(5).permutation(len(ids)).astype(np.int64)
+    mixed = graph_kernel.score_share(*args, 3, len(ids), constants, order=order)  # order[3:] only
+    assert np.array_equal(mixed[0], plain[0][order[3:]]) and mixed[1].tobytes() == plain[1][order[3:]].tobytes()
+    assert (plain[0][:, 0] >= 0).sum() > 100  # real lists
