@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.conftest import build_index, units_from
+from tests.conftest import units_from
 from tests.test_graph_scale import corpora  # noqa: F401 (the fixture)
 from tests.test_graph_table import assert_equal_tables
 from workbench.feedback import build_graph, graph_kernel, graph_scoring, graph_table
@@ -90,19 +90,23 @@ def test_the_table_lets_the_postings_caches_go(corpora):  # noqa: F811
     assert not index.postings._token_keys and not index.postings._terms and not index.postings._phrases
 
 
-def test_the_scoring_forks_without_the_documents_loaded(corpora, monkeypatch):  # noqa: F811
+def test_the_scoring_forks_without_the_documents_loaded_nor_the_index_mapped(corpora, monkeypatch):  # noqa: F811
+    """Neither the documents' strings nor the index file's mapped pages are in the parent's memory
+    when the scoring workers fork; the map is set back after."""
     index = Index(corpora["encyclopedia"].path)
+    mapped = index.db.raw.execute("PRAGMA mmap_size").fetchone()[0]
     seen = []
     run = graph_scoring._run
 
     def spy(func, shares, workers):
         if func is graph_scoring._score_share:
-            seen.append("documents" in vars(index))
+            seen.append(("documents" in vars(index), index.db.raw.execute("PRAGMA mmap_size").fetchone()[0]))
         return run(func, shares, workers)
 
     monkeypatch.setattr(graph_scoring, "_run", spy)
     graph = build_graph(index, progress=False, workers=2)
-    assert seen == [False]
+    assert seen == [(False, 0)] and mapped > 0
+    assert index.db.raw.execute("PRAGMA mmap_size").fetchone()[0] == mapped
     assert graph.ids.tolist() == sorted(index.documents)
 
 

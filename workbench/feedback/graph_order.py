@@ -22,13 +22,14 @@ def locality_order(table_offsets: np.ndarray, question_offsets: np.ndarray, phra
     by lower phrase id."""
     n = len(question_offsets) - 1
     keys = np.full(n, _NONE, dtype=np.int64)
-    sizes = np.diff(question_offsets)
-    some = np.flatnonzero(sizes > 0)
-    if len(some):
-        best = np.full(len(phrases), _NONE, dtype=np.int64)
-        for a in range(0, len(phrases), 1 << 22):  # by slices: int64 temporaries of 32 MB at most
-            p = phrases[a : a + (1 << 22)].astype(np.int64)
-            rows = table_offsets[p + 1] - table_offsets[p]
-            best[a : a + len(p)] = np.where(rows >= 2, (rows << 32) | p, _NONE)
-        keys[some] = np.minimum.reduceat(best, question_offsets[:-1][some])
+    for a in range(0, n, 1 << 16):  # by slices of questions: int64 temporaries of ~40 MB at most
+        b = min(n, a + (1 << 16))
+        starts = question_offsets[a:b]
+        some = np.flatnonzero(question_offsets[a + 1 : b + 1] > starts)
+        if not len(some):
+            continue
+        p = phrases[int(starts[0]) : int(question_offsets[b])].astype(np.int64)
+        rows = table_offsets[p + 1] - table_offsets[p]
+        best = np.where(rows >= 2, (rows << 32) | p, _NONE)
+        keys[a + some] = np.minimum.reduceat(best, starts[some] - starts[0])
     return np.lexsort((np.arange(n, dtype=np.int64), keys)).astype(np.int64)

@@ -470,8 +470,8 @@ def _table_share(share: tuple[int, int]) -> PhraseTable:
 
 def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int) -> PhraseTable:
     """`phrase_table` of the vocabulary, a share of the phrases per process, joined in order."""
-    index.postings  # read before the fork: every worker inherits the row sizes
-    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1)
+    # the postings read before the fork: every worker inherits the row sizes
+    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1, postings=index.postings)
     try:
         parts = _run(_table_share, _shares(len(vocabulary), 1 if workers <= 1 else workers * 2), workers)
     finally:
@@ -552,8 +552,7 @@ def score_all(
         table = graph_table.stored_order_table(postings, questions, weights)
     else:
         table = _phrase_table_by(index, questions.vocabulary, weights, 1)
-    # the few questions the table cannot score go to Index.search: only their phrases' texts
-    # are kept (the vocabulary, ~1M strings at 600k, is let go before the scoring forks)
+    # questions the table cannot score go to Index.search: their phrases' texts kept, the vocabulary let go
     lengths = np.diff(questions.offsets)
     skip = np.zeros(len(ids_array), dtype=np.uint8)  # questions with a phrase the table lacks
     skip[np.repeat(np.arange(len(ids_array)), lengths)[table.missing[questions.phrases]]] = 1
@@ -589,6 +588,7 @@ def score_all(
     finally:
         _SHARED.clear()
     lap("scoring")
+    del table, levels_, by_row, signatures, buckets  # ~0.5 GB at 600k, let go before the lists are joined
     neighbours, scores = np.full((len(ids_array), k), -1, dtype=np.int64), np.zeros((len(ids_array), k))
     if parts:  # each list back in its passage's row
         neighbours[order], scores[order] = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
