@@ -59,10 +59,10 @@ def unmapped(index) -> Iterator[None]:
     pages read through the map stay resident and count in this process's RSS, ~225 MiB in a
     600k graph's parent (mostly the positions of the tokens of the phrases FTS5 splits, read
     for the table), which the 1 GiB goal cannot hold. The map's size is set back after."""
-    raw = getattr(index.db, "raw", None)
-    if not isinstance(raw, sqlite3.Connection):
+    if not isinstance(index.db, ReadConnection):
         yield
         return
+    raw = index.db.raw
     (size,) = raw.execute("PRAGMA mmap_size").fetchone()
     raw.execute("PRAGMA mmap_size = 0")
     try:
