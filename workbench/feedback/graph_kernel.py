@@ -179,14 +179,18 @@ int score_share(
     const int64_t *t_off, const int32_t *t_rows, const double *t_imp, const uint64_t *sig,
     int32_t n_levels, const double *budgets, const int64_t **l_off, const int32_t **l_ent, const double **l_beta,
     const double **l_ub,
-    const int64_t *q_off, const int32_t *q_phr, const int64_t *ids, const uint8_t *skip,
+    const int64_t *q_off, const int32_t *q_phr, const int64_t *ids, const uint8_t *skip, const int64_t *order,
     int64_t a, int64_t b, double margin, double start_share, double keep_share,
     int64_t seed_positions, double essential_share,
     const uint8_t *b_shift, const int64_t *b_off, const int32_t *b_first,
     int64_t *out_nb, double *out_sc, int64_t *stats)
 {
     int64_t max_m = 1;
-    for (int64_t i = a; i < b; i++) if (q_off[i + 1] - q_off[i] > max_m) max_m = q_off[i + 1] - q_off[i];
+    /* questions order[a..b-1] (NULL: a..b-1), the j-th one's list in out row j - a */
+    for (int64_t j = a; j < b; j++) {
+        int64_t i = order ? order[j] : j;
+        if (q_off[i + 1] - q_off[i] > max_m) max_m = q_off[i + 1] - q_off[i];
+    }
     int64_t cap_first = k + extra;
     Touched T = {calloc(n_rows, sizeof(int32_t)), calloc(n_rows, sizeof(int32_t)), malloc(n_rows * sizeof(double)),
                  calloc(n_rows, 1), 0};
@@ -205,7 +209,8 @@ int score_share(
     Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit, b_shift, b_off, b_first};
     int64_t n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0, n_searched = 0;
     double ratio = 0.5;
-    for (int64_t i = a; i < b; i++) {
+    for (int64_t j = a; j < b; j++) {
+        int64_t i = order ? order[j] : j;
         int64_t m = q_off[i + 1] - q_off[i];
         if (skip[i] || m == 0) continue;
         const int32_t *q = q_phr + q_off[i];
@@ -375,7 +380,7 @@ int score_share(
             if (budget == 0.0) full = 1;  /* cannot happen (essential_share <= 1); never loop */
             lv = lower;
         }
-        for (int64_t t = 0; t < top; t++) { out_nb[(i - a) * k + t] = tr[t]; out_sc[(i - a) * k + t] = -1.0 * ts[t]; }
+        for (int64_t t = 0; t < top; t++) { out_nb[(j - a) * k + t] = tr[t]; out_sc[(j - a) * k + t] = -1.0 * ts[t]; }
         if (n_levels > 1 && own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
     }
     free(cand); free(u_at); free(u_suf); free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc);
@@ -500,6 +505,7 @@ def score_share(
     constants,
     stats=None,
     buckets: Buckets | None = None,
+    order: np.ndarray | None = None,
 ):
     """Neighbours and scores (k columns, -1 and 0.0 padding) of questions a..b-1, as
     `graph_scoring._score_share` computes them. `signatures`: `row_signatures` of the table.
@@ -508,7 +514,9 @@ def score_share(
     candidates past the coarse bound (listed sum + the unread lists' bounds) in the final
     pass, exact scores (the own score, computed only with prefix levels, not counted), and the
     searches that refined candidates' bounds past the signature table. `buckets`:
-    `list_buckets` of the table (None: every search halves the whole list; the same results)."""
+    `list_buckets` of the table (None: every search halves the whole list; the same results).
+    `order`: int64 question numbers; then the questions order[a..b-1] are scored, the j-th
+    one's list in row j - a (None: questions a..b-1)."""
     margin, extra, start_share, keep_share, seed_positions, essential_share = constants
     if not 0.0 <= essential_share <= 1.0:
         raise ValueError(f"essential_share must be in [0, 1], got {essential_share}")
@@ -540,6 +548,7 @@ def score_share(
         _p(questions.phrases, np.int32),
         _p(questions.ids, np.int64),
         _p(skip, np.uint8),
+        _p(order, np.int64),
         ctypes.c_int64(a),
         ctypes.c_int64(b),
         ctypes.c_double(margin),

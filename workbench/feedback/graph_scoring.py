@@ -55,12 +55,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench import text as textlib
-from workbench.feedback import graph_kernel, graph_table
+from workbench.feedback import graph_kernel, graph_order, graph_table
 from workbench.index.postings import COLUMNS, K1, Postings
 from workbench.index.store import Index, bm25_order, query_expression
 
 MARGIN = 1e-9  # relative; float sums of <= 80 positive terms differ by ~1e-14 at most
-BULK_TABLE = True  # the phrase table from one read of the postings (graph_table); False: a look-up per phrase
+BULK_TABLE = True  # the phrase table from one merged read of the postings (graph_table); False: a look-up per phrase
 PARALLEL_FROM = 20_000  # passages: below this one process does it all (forking costs more)
 RELEASE_EVERY = 64 << 20  # bytes of parts joined between two releases of freed memory (_joined)
 _ROW_BITS = 32
@@ -423,26 +423,26 @@ def _tokenize_share(share: tuple[int, int]) -> tuple[list[str], np.ndarray, np.n
 
 
 def _score_share(share: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Neighbours and scores (k columns, -1 and 0.0 padding) of questions a..b-1."""
+    """Neighbours and scores (k columns, -1 and 0.0 padding) of questions order[a..b-1]."""
     table, by_row, levels_, questions, k = (_SHARED[k] for k in ("table", "by_row", "levels", "questions", "k"))
-    n_rows, skip = _SHARED["n_rows"], _SHARED["skip"]
+    n_rows, skip, order = _SHARED["n_rows"], _SHARED["skip"], _SHARED["order"]
     a, b = share
     kernel = graph_kernel.load()
     if kernel is not None:
         constants = (MARGIN, EXTRA, START_SHARE, KEEP_SHARE, SEED_POSITIONS, ESSENTIAL_SHARE)
         signatures, buckets = _SHARED["signatures"], _SHARED["buckets"]
         return graph_kernel.score_share(
-            kernel, table, signatures, levels_, questions, skip, k, a, b, constants, buckets=buckets
+            kernel, table, signatures, levels_, questions, skip, k, a, b, constants, buckets=buckets, order=order
         )
     neighbours = np.full((b - a, k), -1, dtype=np.int64)
     scores = np.zeros((b - a, k), dtype=np.float64)
     scratch = Scratch.of(n_rows, len(table.missing))
     ids = questions.ids
-    for i in range(a, b):
+    for j, i in enumerate(order[a:b].tolist()):
         if skip[i]:
             continue  # left to Index.search by the caller
         rows, s = top_neighbours(table, by_row, levels_, questions.of(i), int(ids[i]), k, scratch)
-        neighbours[i - a, : len(rows)], scores[i - a, : len(rows)] = rows, s
+        neighbours[j, : len(rows)], scores[j, : len(rows)] = rows, s
     return neighbours, scores
 
 
@@ -465,16 +465,13 @@ def _table_share(share: tuple[int, int]) -> PhraseTable:
     if reopen:
         index.reopen_after_fork()
     a, b = share
-    return phrase_table(index.postings, vocabulary[a:b], weights, _SHARED.get("blobs"))
+    return phrase_table(index.postings, vocabulary[a:b], weights)
 
 
 def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int) -> PhraseTable:
     """`phrase_table` of the vocabulary, a share of the phrases per process, joined in order."""
-    postings = index.postings  # read before the fork: every worker inherits the row sizes
-    blobs = None
-    if BULK_TABLE and postings is not None:  # every term's blobs in one pass, inherited too
-        blobs = graph_table.read_term_blobs(postings, {p for p in vocabulary if graph_table.single_token(postings, p)})
-    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1, blobs=blobs)
+    # the postings read before the fork: every worker inherits the row sizes
+    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1, postings=index.postings)
     try:
         parts = _run(_table_share, _shares(len(vocabulary), 1 if workers <= 1 else workers * 2), workers)
     finally:
@@ -550,11 +547,12 @@ def score_all(
     postings = index.postings
     if postings is None:
         raise RuntimeError("score_all needs the index's stored postings (max_postings=0 has none)")
-    # one process: forked table workers each held a private copy of the blobs they read and
-    # of their part (~0.8 GB each at 300k), and their parts came back pickled (a third copy)
-    table = _phrase_table_by(index, questions.vocabulary, weights, 1)
-    # the few questions the table cannot score go to Index.search: only their phrases' texts
-    # are kept (the vocabulary, ~1M strings at 600k, is let go before the scoring forks)
+    # in this process (forked table workers each held copies of their blobs and part, ~0.8 GB at 300k)
+    if BULK_TABLE:  # phrases renumbered into the postings' order, read in one merged pass
+        table = graph_table.stored_order_table(postings, questions, weights)
+    else:
+        table = _phrase_table_by(index, questions.vocabulary, weights, 1)
+    # questions the table cannot score go to Index.search: their phrases' texts kept, the vocabulary let go
     lengths = np.diff(questions.offsets)
     skip = np.zeros(len(ids_array), dtype=np.uint8)  # questions with a phrase the table lacks
     skip[np.repeat(np.arange(len(ids_array)), lengths)[table.missing[questions.phrases]]] = 1
@@ -571,7 +569,6 @@ def score_all(
         by_row = row_lists(table, n_rows)
         masses = row_masses(table, by_row)
         typical = float(np.median(masses[masses > 0])) if (masses > 0).any() else 0.0
-        del masses
         levels_ = levels(table, by_row, [f * typical for f in fractions])
         if kernel:
             by_row = None  # the kernel finds contributions in the phrases' lists
@@ -584,14 +581,17 @@ def score_all(
     release_memory()
     lap("lists")
     _SHARED.update(table=table, by_row=by_row, levels=levels_, questions=questions, k=k, n_rows=n_rows, skip=skip)
-    _SHARED.update(signatures=signatures, buckets=buckets)
+    order = graph_order.locality_order(table.offsets, questions.offsets, questions.phrases)
+    _SHARED.update(signatures=signatures, buckets=buckets, order=order)
     try:
         parts = _run(_score_share, _shares(len(ids_array), workers * 4), workers)
     finally:
         _SHARED.clear()
     lap("scoring")
-    neighbours = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, k), dtype=np.int64)
-    scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, k))
+    del table, levels_, by_row, signatures, buckets  # ~0.5 GB at 600k, let go before the lists are joined
+    neighbours, scores = np.full((len(ids_array), k), -1, dtype=np.int64), np.zeros((len(ids_array), k))
+    if parts:  # each list back in its passage's row
+        neighbours[order], scores[order] = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     for i in skipped:  # the few questions the table cannot score
         expression = query_expression([texts[p] for p in questions.of(i).tolist()])
         hits = [(u, s) for u, s in index.search(expression, k + 1, weights) if u != ids_array[i]][:k]

@@ -17,9 +17,11 @@ tests/test_graph_table.py compares the two tables bit for bit.
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -29,6 +31,44 @@ from workbench.index.sqlite import ReadConnection, damaged_index
 BATCH_BYTES = 1 << 20  # blob bytes decoded per numpy pass: ~1 M keys of int64 temporaries at most
 # (4 MB: ~250 MB of temporaries, now that the table is made in the parent)
 _ROW_SHIFT, _COL_SHIFT = 32, 24
+
+
+@contextlib.contextmanager
+def _own_connection(postings: Postings) -> Iterator[sqlite3.Connection | None]:
+    """A connection of its own on the index file without a memory map (the index's connection
+    maps the file, whose pages would count in this process's memory and in every forked
+    worker's, and fetches a whole result at once); None when the postings are not an index
+    file's (the caller then uses their own `execute`)."""
+    if not isinstance(postings.db, ReadConnection):
+        yield None
+        return
+    path = postings.db.path
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        db.execute("PRAGMA mmap_size = 0")
+        yield db
+    except sqlite3.DatabaseError as exc:
+        raise damaged_index(path, exc) from None
+    finally:
+        db.close()
+
+
+@contextlib.contextmanager
+def unmapped(index) -> Iterator[None]:
+    """The index's connection reads without its memory map meanwhile (the same pages, by read()):
+    pages read through the map stay resident and count in this process's RSS, ~225 MiB in a
+    600k graph's parent (mostly the positions of the tokens of the phrases FTS5 splits, read
+    for the table), which the 1 GiB goal cannot hold. The map's size is set back after."""
+    if not isinstance(index.db, ReadConnection):
+        yield
+        return
+    raw = index.db.raw
+    (size,) = raw.execute("PRAGMA mmap_size").fetchone()
+    raw.execute("PRAGMA mmap_size = 0")
+    try:
+        yield
+    finally:
+        raw.execute(f"PRAGMA mmap_size = {int(size)}")
 
 
 def read_term_blobs(postings: Postings, terms: set[str]) -> dict[str, list[bytes]]:
@@ -46,17 +86,8 @@ def read_term_blobs(postings: Postings, terms: set[str]) -> dict[str, list[bytes
                 out.setdefault(term, []).append(blob)
         return out
 
-    if not isinstance(postings.db, ReadConnection):  # not an index file's connection: its own execute
-        return collect(postings.db.execute(sql))
-    path = postings.db.path
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        db.execute("PRAGMA mmap_size = 0")
-        return collect(db.execute(sql))
-    except sqlite3.DatabaseError as exc:
-        raise damaged_index(path, exc) from None
-    finally:
-        db.close()
+    with _own_connection(postings) as db:
+        return collect(postings.db.execute(sql) if db is None else db.execute(sql))
 
 
 def single_token(postings: Postings, phrase: str) -> bool:
@@ -132,3 +163,105 @@ def bulk_parts(postings: Postings, vocabulary: Sequence[str], weights, blobs: di
             impacts_of.append(found[1])
     flush()
     return lengths, missing, rows_of, impacts_of
+
+
+def table_order(postings: Postings, vocabulary: Sequence[str]) -> tuple[np.ndarray, int]:
+    """(order, n): the vocabulary's phrase ids with its `n` one-token phrases first, ascending by
+    text (the postings table's term order: SQLite compares UTF-8 bytes, Python code points, the
+    same order), then the others in their order. A phrase's id changes no neighbour list (a row's
+    score adds contributions in question order), so the table can be made in the stored order."""
+    single = [p for p, phrase in enumerate(vocabulary) if single_token(postings, phrase)]
+    single.sort(key=vocabulary.__getitem__)
+    chosen = np.zeros(len(vocabulary), dtype=bool)
+    chosen[single] = True
+    order = np.concatenate([np.array(single, dtype=np.int64), np.flatnonzero(~chosen)])
+    return order, len(single)
+
+
+def _term_stream(postings: Postings, db: sqlite3.Connection | None):
+    """(term, block, blob) of every stored blob, ascending by (term, block): one cursor per block
+    (each a range of the (block, term) key, in term order) merged, so a term's blobs arrive
+    together in block order and only the batch being decoded is held (a dict of every term's
+    blobs was ~1/3 of the table's memory besides it)."""
+    sql = "SELECT term, block, keys FROM postings WHERE block = ? ORDER BY term"
+    if db is None:
+        return heapq.merge(*(iter(postings.db.execute(sql, (b,))) for b in postings.blocks))
+    return heapq.merge(*(db.execute(sql, (b,)) for b in postings.blocks))
+
+
+def streamed_parts(postings: Postings, terms: Sequence[str], weights):
+    """(lengths, rows parts, impacts parts) of the one-token phrases `terms` (ascending, as
+    `table_order` puts them), from one merged pass over the postings table: the floats of
+    `bulk_parts` (`batch_contributions` of each term's blobs in block order)."""
+    column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
+    lengths = np.zeros(len(terms), dtype=np.int64)
+    rows_of: list[np.ndarray] = []
+    impacts_of: list[np.ndarray] = []
+    batch: list[int] = []
+    groups: list[list[bytes]] = []
+    batch_bytes = 0
+
+    def flush() -> None:
+        nonlocal batch_bytes
+        if batch:
+            counts, rows, impacts = batch_contributions(groups, postings.row_norm, postings.n_rows, column_weight)
+            lengths[batch] = counts
+            rows_of.append(rows)
+            impacts_of.append(impacts)
+            batch.clear()
+            groups.clear()
+        batch_bytes = 0
+
+    j, n = 0, len(terms)
+    with _own_connection(postings) as db:
+        for term, _, blob in _term_stream(postings, db):
+            while j < n and terms[j] < term:
+                j += 1
+            if j == n:
+                break
+            if terms[j] != term:
+                continue  # a term no question has
+            if not batch or batch[-1] != j:
+                if batch_bytes >= BATCH_BYTES:
+                    flush()
+                batch.append(j)
+                groups.append([])
+            groups[-1].append(blob)
+            batch_bytes += len(blob)
+        flush()
+    return lengths, rows_of, impacts_of
+
+
+def stored_order_table(postings: Postings, questions, weights):
+    """The phrase table of `questions`' vocabulary made in the postings table's order: the
+    phrases renumbered by `table_order` (the questions' phrase ids and vocabulary rewritten in
+    place), the one-token ones from `streamed_parts`, the others by `phrase_contributions`.
+    The same contributions as `phrase_table`, under the new ids."""
+    from workbench.feedback.graph_scoring import PhraseTable, _joined, phrase_contributions
+
+    vocabulary = questions.vocabulary
+    order, n_single = table_order(postings, vocabulary)
+    new_id = np.empty(len(order), dtype=np.int32)
+    new_id[order] = np.arange(len(order), dtype=np.int32)
+    phrases = questions.phrases
+    for a in range(0, len(phrases), 1 << 20):  # in place, a slice at a time: no second copy
+        phrases[a : a + (1 << 20)] = new_id[phrases[a : a + (1 << 20)]]
+    del new_id
+    vocabulary = questions.vocabulary = [vocabulary[p] for p in order.tolist()]
+    del order
+    lengths = np.zeros(len(vocabulary), dtype=np.int64)
+    missing = np.zeros(len(vocabulary), dtype=bool)
+    lengths[:n_single], rows_of, impacts_of = streamed_parts(postings, vocabulary[:n_single], weights)
+    column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
+    for p in range(n_single, len(vocabulary)):
+        found = phrase_contributions(postings, vocabulary[p], column_weight)
+        if found is None:
+            missing[p] = True
+        elif len(found[0]):
+            lengths[p] = len(found[0])
+            rows_of.append(found[0].astype(np.int32))
+            impacts_of.append(found[1])
+    postings.forget_cached()  # what the phrases of several tokens read: not needed again
+    offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return PhraseTable(offsets, _joined(rows_of, np.int32), _joined(impacts_of, np.float64), missing)

@@ -392,6 +392,15 @@ class Postings:
             for term, keys in zip(chunk, decode_groups(list(blobs.values()))):
                 self._keep_keys(term, keys)
 
+    def forget_cached(self) -> None:
+        """Let go of the positions and BM25 terms kept for later questions (up to ~130 MB): a
+        corpus graph reads each phrase once, and its scoring workers would inherit them."""
+        self._token_keys.clear()
+        self._cached_positions = 0
+        self._terms.clear()
+        self._cached_terms = 0
+        self._phrases.clear()
+
     def _keep_keys(self, token: str, keys: np.ndarray) -> None:
         if self._cached_positions + len(keys) > TOKEN_CACHE_POSITIONS:
             self._token_keys.clear()
