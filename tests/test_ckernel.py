@@ -8,6 +8,8 @@ import ctypes
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -82,3 +84,29 @@ def test_processes_racing_to_build_each_load_the_whole_library(cache):
     if any(p.returncode for p in procs) and not list(ckernel.kernels_dir().glob("race-*.so")):
         pytest.skip("no C compiler here")
     assert outs == ["42"] * 6 and len(list(ckernel.kernels_dir().glob("race-*.so"))) == 1
+
+
+def test_load_once_builds_once_under_threads_and_honours_the_numpy_switch(monkeypatch):
+    builds = []
+
+    def build():
+        builds.append(1)
+        time.sleep(0.05)  # long enough for the other threads to arrive while it builds
+        return "lib"
+
+    loaded: list = []
+    lock = threading.Lock()
+    monkeypatch.delenv("SAG2WB_TEST_KERNEL", raising=False)
+    got = []
+    threads = [
+        threading.Thread(target=lambda: got.append(ckernel.load_once(loaded, lock, "SAG2WB_TEST_KERNEL", build)))
+        for _ in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == ["lib"] * 8 and builds == [1] and loaded == ["lib"]
+    monkeypatch.setenv("SAG2WB_TEST_KERNEL", "NumPy")
+    assert ckernel.load_once(loaded, lock, "SAG2WB_TEST_KERNEL", build) is None
+    assert builds == [1]

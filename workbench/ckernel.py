@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from workbench.user_cache import user_cache_dir
@@ -31,6 +32,19 @@ def kernels_dir() -> Path:
 def turned_off(variable: str) -> bool:
     """True when $variable asks for the numpy path (`numpy`, any case)."""
     return os.environ.get(variable, "").strip().lower() == "numpy"
+
+
+def load_once(loaded: list, lock: threading.Lock, variable: str, build) -> ctypes.CDLL | None:
+    """`build()`'s library, built at most once per process and kept in `loaded` (its one entry:
+    the library or None), or None when $variable asks for the numpy path. Under `lock`: threads
+    of one process (16 questions at once) would otherwise each compile and load it."""
+    if turned_off(variable):
+        return None
+    if not loaded:
+        with lock:
+            if not loaded:
+                loaded.append(build())
+    return loaded[0]
 
 
 def compiled(name: str, source: str) -> ctypes.CDLL | None:

@@ -26,6 +26,7 @@ compiler, or with SAG2WB_GRAPH_KERNEL=numpy, `load()` is None and the numpy path
 from __future__ import annotations
 
 import ctypes
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -395,6 +396,7 @@ int score_share(
 """
 
 _LOADED: list = []  # [the library or None], once per process
+_LOAD_LOCK = threading.Lock()
 
 
 def _compile() -> ctypes.CDLL | None:
@@ -410,11 +412,7 @@ def _compile() -> ctypes.CDLL | None:
 
 def load() -> ctypes.CDLL | None:
     """The compiled kernel, or None (no compiler, a failed compile, SAG2WB_GRAPH_KERNEL=numpy)."""
-    if ckernel.turned_off("SAG2WB_GRAPH_KERNEL"):
-        return None
-    if not _LOADED:
-        _LOADED.append(_compile())
-    return _LOADED[0]
+    return ckernel.load_once(_LOADED, _LOAD_LOCK, "SAG2WB_GRAPH_KERNEL", _compile)
 
 
 def _p(array: np.ndarray | None, dtype) -> ctypes.c_void_p:

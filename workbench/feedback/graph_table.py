@@ -120,6 +120,16 @@ def batch_contributions(
     return counts, hit_rows.astype(np.int32), impacts
 
 
+def keep_parts(found, p: int, lengths: np.ndarray, missing: np.ndarray, rows_of: list, impacts_of: list) -> None:
+    """Phrase p's (rows, impacts) appended to the parts, or p marked missing (`found` None)."""
+    if found is None:
+        missing[p] = True
+    elif len(found[0]):
+        lengths[p] = len(found[0])
+        rows_of.append(found[0].astype(np.int32))
+        impacts_of.append(found[1])
+
+
 def bulk_parts(postings: Postings, vocabulary: Sequence[str], weights, blobs: dict[str, list[bytes]]):
     """(lengths, missing, rows parts, impacts parts) of the vocabulary's phrases, in its order:
     one-token phrases from `blobs` by batches, the others by `phrase_contributions`."""
@@ -154,13 +164,7 @@ def bulk_parts(postings: Postings, vocabulary: Sequence[str], weights, blobs: di
                 flush()
             continue
         flush()  # the parts stay in vocabulary order
-        found = phrase_contributions(postings, phrase, column_weight)
-        if found is None:
-            missing[p] = True
-        elif len(found[0]):
-            lengths[p] = len(found[0])
-            rows_of.append(found[0].astype(np.int32))
-            impacts_of.append(found[1])
+        keep_parts(phrase_contributions(postings, phrase, column_weight), p, lengths, missing, rows_of, impacts_of)
     flush()
     return lengths, missing, rows_of, impacts_of
 
@@ -255,12 +259,7 @@ def stored_order_table(postings: Postings, questions, weights):
     column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
     for p in range(n_single, len(vocabulary)):
         found = phrase_contributions(postings, vocabulary[p], column_weight)
-        if found is None:
-            missing[p] = True
-        elif len(found[0]):
-            lengths[p] = len(found[0])
-            rows_of.append(found[0].astype(np.int32))
-            impacts_of.append(found[1])
+        keep_parts(found, p, lengths, missing, rows_of, impacts_of)
     postings.forget_cached()  # what the phrases of several tokens read: not needed again
     offsets = np.zeros(len(vocabulary) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])

@@ -58,20 +58,18 @@ _LOADED: list = []  # [the library or None], once per process
 _LOAD_LOCK = threading.Lock()
 
 
+def _compile() -> ctypes.CDLL | None:
+    lib = ckernel.compiled("encode_kernel", SOURCE)
+    if lib is not None:
+        lib.encode_groups.restype = ctypes.c_int64
+        pointer, size = ctypes.c_void_p, ctypes.c_int64
+        lib.encode_groups.argtypes = [pointer, pointer, size, pointer, pointer]
+    return lib
+
+
 def load() -> ctypes.CDLL | None:
     """The compiled loop, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy)."""
-    if ckernel.turned_off("SAG2WB_POSTINGS_KERNEL"):
-        return None
-    if not _LOADED:
-        with _LOAD_LOCK:
-            if not _LOADED:
-                lib = ckernel.compiled("encode_kernel", SOURCE)
-                if lib is not None:
-                    lib.encode_groups.restype = ctypes.c_int64
-                    pointer, size = ctypes.c_void_p, ctypes.c_int64
-                    lib.encode_groups.argtypes = [pointer, pointer, size, pointer, pointer]
-                _LOADED.append(lib)
-    return _LOADED[0]
+    return ckernel.load_once(_LOADED, _LOAD_LOCK, "SAG2WB_POSTINGS_KERNEL", _compile)
 
 
 def encode_groups(keys: np.ndarray, counts) -> list[bytes]:

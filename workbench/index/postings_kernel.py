@@ -209,13 +209,7 @@ def _compile() -> ctypes.CDLL | None:
 
 def load() -> ctypes.CDLL | None:
     """The compiled loops, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy)."""
-    if ckernel.turned_off("SAG2WB_POSTINGS_KERNEL"):
-        return None
-    if not _LOADED:
-        with _LOAD_LOCK:
-            if not _LOADED:
-                _LOADED.append(_compile())
-    return _LOADED[0]
+    return ckernel.load_once(_LOADED, _LOAD_LOCK, "SAG2WB_POSTINGS_KERNEL", _compile)
 
 
 def decode_blobs(lib: ctypes.CDLL, blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
