@@ -55,7 +55,11 @@ print(len(names), "modules")
 
 
 def _import_all(*extra: str, path: Path | None = None) -> subprocess.CompletedProcess:
-    env = {"PYTHONPATH": f"{path}:{ROOT}" if path else str(ROOT), "PATH": "/usr/bin:/bin"}
+    env = {
+        "PYTHONPATH": f"{path}:{ROOT}" if path else str(ROOT),
+        "PATH": "/usr/bin:/bin",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     return subprocess.run(
         [sys.executable, "-c", IMPORT_ALL, *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )

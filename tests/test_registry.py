@@ -81,7 +81,7 @@ def sag2wb_with_half(commands: list[list], cwd: Path) -> list[tuple[int, str, st
         capture_output=True,
         text=True,
         timeout=300,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(cwd), "PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert proc.returncode == 0, proc.stderr
     *outs, codes = proc.stdout.split("\0\n")
