@@ -221,7 +221,7 @@ def import_httpx():
     makes that one import fail as if they were missing (httpx then defines a stub `main`); the
     entry is removed afterwards, so an explicit `import httpx._main` still works."""
     if "httpx" not in sys.modules and "httpx._main" not in sys.modules:
-        sys.modules["httpx._main"] = None  # type: ignore[assignment]
+        sys.modules["httpx._main"] = None
         try:
             import httpx
         finally:
