@@ -104,7 +104,8 @@ _LETTER_OR_DIGIT = regex.compile(r"[\p{L}\p{N}]")
 # which is what makes per-block memoisation exact.
 HAN_FIRST, HAN_LAST = "\u4e00", "\u9fd5"  # the Han characters jieba segments with its dictionary
 HAN_STARTS = (HAN_FIRST, chr(ord(HAN_LAST) + 1))  # string bounds of the words that start with one
-_JIEBA_BLOCK = re.compile(f"([{HAN_FIRST}-{HAN_LAST}a-zA-Z0-9+#&\\._%\\-]+)", re.U)
+_JIEBA_JOINERS = "+#&\\._%\\-"  # the ASCII characters of jieba's blocks besides letters and digits (escaped)
+_JIEBA_BLOCK = re.compile(f"([{HAN_FIRST}-{HAN_LAST}a-zA-Z0-9{_JIEBA_JOINERS}]+)", re.U)
 
 
 @functools.cache
@@ -216,7 +217,7 @@ def _plain_words_stay_whole() -> bool:
     return _ascii_blocks_skip_dictionary() and not any(w.isalnum() for w in _ascii_short_words())
 
 
-_JOINER = re.compile(r"[+#&._%-]")  # the ASCII characters of jieba's blocks besides letters and digits
+_JOINER = re.compile(f"[{_JIEBA_JOINERS}]")
 _ALNUM_RUN = re.compile(r"[a-zA-Z0-9]+")
 
 
@@ -281,30 +282,11 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
-class _JoinedChunks(dict):
-    """A normalised chunk -> its tokens joined by spaces ('' for none), made on first look-up."""
-
-    def __missing__(self, chunk: str) -> str:
-        tokens = _CHUNK_CACHE.get(chunk)
-        joined = self[chunk] = " ".join(_chunk_tokens(chunk) if tokens is None else tokens)
-        return joined
-
-
-_JOINED = _JoinedChunks()
-
-
-def join_chunks(chunks: list[str]) -> str:
-    """`" ".join(tokenize(text))` given `normalize(text).split()`: one look-up per chunk, in C
-    (the build's FTS5 rows; a chunk's tokens never hold a space, so the joined strings of the
-    non-empty chunks, joined by spaces, are the text's tokens joined by spaces)."""
-    if len(_JOINED) >= _CHUNK_CACHE_LIMIT:
-        _JOINED.clear()
-    return " ".join(filter(None, map(_JOINED.__getitem__, chunks)))
-
-
 def joined_tokens(chunk: str) -> str:
-    """`join_chunks([chunk])` without remembering it (the build's workers keep their own
-    memory of chunks, by id)."""
+    """A normalised chunk's tokens joined by spaces ('' for none), not remembered (the build's
+    workers keep their own memory of chunks, by id). A chunk's tokens never hold a space, so the
+    non-empty joined chunks of `normalize(text).split()`, joined by spaces, are `tokenize(text)`
+    joined by spaces (the build's FTS5 rows; tests/test_build_positions.py)."""
     tokens = _CHUNK_CACHE.get(chunk)
     return " ".join(_chunk_tokens(chunk) if tokens is None else tokens)
 
