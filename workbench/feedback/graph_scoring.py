@@ -134,15 +134,9 @@ def phrase_table(postings: Postings, vocabulary: Sequence[str], weights, blobs: 
     if blobs is not None:
         lengths, missing, rows_of, impacts_of = graph_table.bulk_parts(postings, vocabulary, weights, blobs)
     for p, phrase in enumerate(vocabulary if blobs is None else ()):
-        found = phrase_contributions(postings, phrase, column_weight)
-        if found is None:
-            missing[p] = True
-            continue
-        rows, impacts = found
-        if len(rows):
-            lengths[p] = len(rows)
-            rows_of.append(rows.astype(np.int32))
-            impacts_of.append(impacts)
+        graph_table.keep_parts(
+            phrase_contributions(postings, phrase, column_weight), p, lengths, missing, rows_of, impacts_of
+        )
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     rows, impacts = _joined(rows_of, np.int32), _joined(impacts_of, np.float64)
