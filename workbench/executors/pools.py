@@ -45,6 +45,7 @@ from workbench.executors.workers import (
 )
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgeError
+from workbench.machine import cores
 from workbench.safeio import InputError
 
 JEV_DEFAULT_CONCURRENCY = 8  # concurrent questions for a judge that waits on a service
@@ -96,14 +97,6 @@ def default_processes(concurrency: int, judge: str | JudgeSpec | None = None) ->
     (1, 1, True)
     """
     return max(1, min(cores(), concurrency // JEV_DEFAULT_CONCURRENCY)) if _waits(judge) else 1
-
-
-def cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 # ---- executors -------------------------------------------------------------------------------

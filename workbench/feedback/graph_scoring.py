@@ -47,7 +47,6 @@ import contextlib
 import ctypes
 import math
 import multiprocessing
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +57,7 @@ from workbench import text as textlib
 from workbench.feedback import graph_kernel, graph_order, graph_table
 from workbench.index.postings import COLUMNS, K1, Postings
 from workbench.index.store import Index, bm25_order, query_expression
+from workbench.machine import cores
 
 MARGIN = 1e-9  # relative; float sums of <= 80 positive terms differ by ~1e-14 at most
 BULK_TABLE = True  # the phrase table from one merged read of the postings (graph_table); False: a look-up per phrase
@@ -488,7 +488,7 @@ def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int)
 
 
 def default_workers(n: int) -> int:
-    return 1 if n < PARALLEL_FROM else max(1, min(2, os.cpu_count() or 1))
+    return 1 if n < PARALLEL_FROM else max(1, min(2, cores()))
 
 
 def questions_of(index: Index, ids: np.ndarray, query_tokens: int, workers: int) -> Questions:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import signal
 import sqlite3
 import time
@@ -43,6 +42,7 @@ from workbench.index.postings import BLOCK_CHUNKS, encode_groups
 from workbench.index.schema import SCHEMA_VERSION, tokenizer_signature
 from workbench.index.tokenized import stable_order, tokenize_rows
 from workbench.index.units import Unit
+from workbench.machine import cores
 
 CHUNK_UNITS = 2048
 # 16 KiB pages: a unit's row (~600 bytes) wastes less of a page than at 4 KiB, and a blob
@@ -100,7 +100,7 @@ def _ignore_interrupts() -> None:
 
 
 def default_workers() -> int:
-    return max(1, min(2, os.cpu_count() or 1))
+    return max(1, min(2, cores()))
 
 
 class _Chunks:
