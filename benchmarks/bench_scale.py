@@ -5,6 +5,8 @@ opened, queried and updated. Prints figures; asserts nothing.
         [--code DIR]   # another checkout's workbench/ (e.g. the code before this change)
         [--peer bm25s] # also index the same texts with bm25s (`pip install .[bench]`), right after
                        # each build, and print the ratio of the two build times
+        [--peer bm25s,fts5]  # and SQLite FTS5 alone: the floor of any build that keeps an FTS5
+                       # index (the same contentless 3-column table, unicode61, no tokenizer of ours)
 
 Each corpus is the 6,119 2Wiki originals (so the 100 dev questions keep their gold) plus
 distractors: copies of random originals with ~30% of the words replaced (by words of the
@@ -121,12 +123,61 @@ print(json.dumps({"tokenize": t_tok, "index": t_index, "total": time.perf_counte
 """
 
 
+# The floor under any build that keeps SQLite FTS5 as its candidate index (SPEC §1): the same
+# contentless title/heading/body table as ours, the raw texts given to unicode61, one transaction,
+# no journal: no tokenizer, positions, postings or digests of ours.
+PEER_FTS5 = """
+import json, os, resource, sqlite3, sys, time
+t0 = time.perf_counter()
+with open(sys.argv[1], encoding="utf-8") as f:
+    rows = [(i, item["title"], "", item["text"]) for i, item in enumerate(json.load(f), 1)]
+path = sys.argv[2]
+t = time.perf_counter()
+db = sqlite3.connect(path, isolation_level=None)
+db.execute("PRAGMA journal_mode=OFF")
+db.execute("PRAGMA synchronous=OFF")
+db.execute("CREATE VIRTUAL TABLE fts USING fts5(title, heading, body, content='')")
+db.execute("BEGIN")
+db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", rows)
+db.execute("COMMIT")
+db.close()
+t_index = time.perf_counter() - t
+size = os.path.getsize(path)
+os.unlink(path)
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"index": t_index, "total": time.perf_counter() - t0, "bytes": size,
+                  "cpu": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024}))
+"""
+PEERS = ("bm25s", "fts5")
+
+
 def child(code: str, *args: str, env=None, cwd=None) -> dict:
     # run outside the checkout: the current folder would shadow PYTHONPATH (--code)
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=cwd)
     if done.returncode != 0 or not done.stdout.strip():
         return {"error": (done.stderr.strip() or done.stdout.strip())[-400:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def report_peer(name: str, path: Path, work: Path, build: dict) -> None:
+    """Index `path`'s texts with a peer just after our build and print both ratios. A peer that
+    fails is reported as failed, never as a figure."""
+    if name == "bm25s":
+        peer = child(PEER_BM25S, str(path), cwd=work)
+        what = "bm25s on the same texts, just after: tokenize + index"
+    else:
+        peer = child(PEER_FTS5, str(path), str(work / f"peer-fts5-{os.getpid()}.sqlite"), cwd=work)
+        what = "SQLite FTS5 alone on the same texts, just after: insert"
+    if "error" in peer:
+        print(f"    ({name} failed: {peer['error']})", file=sys.stderr)
+        return
+    print(
+        f"    ({what} {peer['index']:.1f} s (CPU {peer['cpu']:.0f} s, {peer['rss_mib']:.0f} MiB, "
+        f"{peer['total']:.1f} s with reading the JSON); sag2wb index / {name}: "
+        f"{build['wall'] / peer['index']:.2f}x wall, {build['cpu'] / peer['cpu']:.2f}x CPU)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -139,10 +190,19 @@ def main() -> None:
     )
     ap.add_argument("--work", default="/tmp/sag2wb-scale", help="folder for corpora and indexes (reused)")
     ap.add_argument("--code", default=None, help="a checkout whose workbench/ to measure instead of this one")
-    ap.add_argument("--peer", choices=["bm25s"], default=None, help="index the same texts with a peer, side by side")
+    ap.add_argument(
+        "--peer",
+        default="",
+        help="index the same texts with peers, side by side, comma-separated: bm25s (the fastest Python BM25 "
+        "indexer), fts5 (SQLite FTS5 alone, the floor of a build that keeps FTS5)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the indexes (corpora are always kept)")
     ap.add_argument("--build-only", action="store_true", help="only the build (and the peer): no questions, no update")
     args = ap.parse_args()
+    peers = [p for p in args.peer.split(",") if p]
+    unknown = sorted(set(peers) - set(PEERS))
+    if unknown:
+        ap.error(f"--peer: unknown {', '.join(unknown)} (known: {', '.join(PEERS)})")
     corpus = need(Path(args.data) / "2wiki" / "corpus.json")
     questions = need(Path(args.data) / "2wiki" / "questions-dev.jsonl")
     originals = json.loads(corpus.read_text(encoding="utf-8"))
@@ -176,19 +236,8 @@ def main() -> None:
         if "error" in build:
             print(f"| {size:,} | build failed: {build['error']} |")
             continue
-        if args.peer == "bm25s":
-            peer = child(PEER_BM25S, str(path), cwd=work)
-            if "error" in peer:
-                print(f"    (bm25s failed: {peer['error']})", file=sys.stderr)
-            else:
-                print(
-                    f"    (bm25s on the same texts, just after: tokenize + index {peer['index']:.1f} s "
-                    f"(CPU {peer['cpu']:.0f} s, {peer['rss_mib']:.0f} MiB, {peer['total']:.1f} s with reading "
-                    f"the JSON); sag2wb index / bm25s: {build['wall'] / peer['index']:.2f}x wall, "
-                    f"{build['cpu'] / peer['cpu']:.2f}x CPU)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+        for peer_name in peers:
+            report_peer(peer_name, path, work, build)
         if args.build_only:
             print(
                 f"| {size:,} | {build['wall']:.1f} ({build['cpu']:.0f}) | {size / build['wall']:,.0f} | "
