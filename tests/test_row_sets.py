@@ -1,0 +1,47 @@
+"""The expansion's row sets (workbench/index/row_sets.py) equal the binary searches they replace."""
+
+import numpy as np
+import pytest
+
+from workbench.index import row_sets
+from workbench.index.postings import find_sorted
+from workbench.index.row_sets import places, union, unseen
+
+
+def straight_unseen(rows, seen_ids):
+    # the code before: each row searched in the seen ids
+    return rows if not len(seen_ids) or not len(rows) else rows[~find_sorted(seen_ids, rows)[1]]
+
+
+def test_unseen_hand_checked():
+    rows = np.array([2, 5, 9, 14, 20], dtype=np.int64)
+    assert unseen(rows, np.array([1, 5, 14, 30], dtype=np.int64)).tolist() == [2, 9, 20]
+    assert unseen(rows, np.array([2, 20], dtype=np.int64)).tolist() == [5, 9, 14]  # both ends
+    assert unseen(rows, np.array([3, 21], dtype=np.int64)).tolist() == [2, 5, 9, 14, 20]  # none seen
+    assert unseen(rows, np.array([2, 5, 9, 14, 20], dtype=np.int64)).tolist() == []
+    assert unseen(rows, np.zeros(0, dtype=np.int64)).tolist() == rows.tolist()
+    assert unseen(np.zeros(0, dtype=np.int64), np.array([4], dtype=np.int64)).tolist() == []
+
+
+def test_places_hand_checked(monkeypatch):
+    among = np.array([3, 4, 10, 11, 40], dtype=np.int64)
+    rows = [np.array([4, 40], dtype=np.int64), np.array([3, 10, 11], dtype=np.int64), np.zeros(0, dtype=np.int64)]
+    want = [[1, 4], [0, 2, 3], []]
+    assert [p.tolist() for p in places(among, rows)] == want  # binary search: a short union
+    monkeypatch.setattr(row_sets, "_DENSE_PLACES", 1)
+    assert [p.tolist() for p in places(among, rows)] == want  # the array indexed by row
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_sets_equal_the_binary_searches(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([50, 5_000, 60_000]))
+    lists = [np.flatnonzero(rng.random(n) < share) for share in rng.choice([0.001, 0.05, 0.4], size=5)]
+    seen = np.flatnonzero(rng.random(n) < 0.01)
+    matched = [unseen(r, seen) for r in lists]
+    assert all(np.array_equal(a, straight_unseen(r, seen)) for a, r in zip(matched, lists))
+    among = union(matched)
+    want = [np.searchsorted(among, r) for r in matched]
+    for dense in (1, 1 << 40):
+        monkeypatch.setattr(row_sets, "_DENSE_PLACES", dense)
+        assert all(np.array_equal(a, w) for a, w in zip(places(among, matched), want))
