@@ -35,6 +35,7 @@ import numpy as np
 
 from workbench.index import postings_kernel
 from workbench.index.postings_kernel import bm25_order, sorted_unique  # noqa: F401  (this module's face)
+from workbench.index.recent import Recent
 
 K1, B = 1.2, 0.75
 COLUMNS = ("title", "heading", "body")
@@ -311,12 +312,11 @@ class Postings:
         self.row_norm = row_norm  # rowid -> k1 * (1 - b + b * |row| / avgdl)
         self.n_rows = n_rows
         self._tokens: dict[str, tuple[str, ...] | None] = {}
-        self._phrases: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._token_keys: dict[str, np.ndarray] = {}
-        self._cached_positions = 0
+        # bounded, least recently used let go first (recent.py): phrase -> (rows, instance -> row, column)
+        self._phrases = Recent(4096)
+        self._token_keys = Recent(TOKEN_CACHE_POSITIONS, len)  # token -> its keys, within a number of keys
         # (phrase, column weights) -> (rows, each row's BM25 term for the phrase), as `bm25` adds them
-        self._terms: dict[tuple[str, tuple[float, ...]], tuple[np.ndarray, np.ndarray]] = {}
-        self._cached_terms = 0
+        self._terms = Recent(TERMS_CACHE_ROWS, lambda found: len(found[0]))
         self._lock = threading.Lock()
         self._scratch = False  # the scratch table that splits phrases like FTS5 exists
         self._sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # `_row_arrays`
@@ -396,17 +396,11 @@ class Postings:
         """Let go of the positions and BM25 terms kept for later questions (up to ~130 MB): a
         corpus graph reads each phrase once, and its scoring workers would inherit them."""
         self._token_keys.clear()
-        self._cached_positions = 0
         self._terms.clear()
-        self._cached_terms = 0
         self._phrases.clear()
 
     def _keep_keys(self, token: str, keys: np.ndarray) -> None:
-        if self._cached_positions + len(keys) > TOKEN_CACHE_POSITIONS:
-            self._token_keys.clear()
-            self._cached_positions = 0
-        self._token_keys[token] = keys
-        self._cached_positions += len(keys)
+        self._token_keys.put(token, keys)
 
     def _starts(self, toks: tuple[str, ...]) -> np.ndarray:
         """Sorted keys where the phrase begins: token k sits k places after token 0, same column.
@@ -439,9 +433,7 @@ class Postings:
             first[:1] = True
             np.not_equal(rows_of[1:], rows_of[:-1], out=first[1:])
             found = (rows_of[first], np.cumsum(first) - 1, (starts >> _COL_SHIFT) & 0xFF)
-            if len(self._phrases) >= 4096:
-                self._phrases.clear()
-            self._phrases[phrase] = found
+            self._phrases.put(phrase, found)
         return found
 
     def body_rows(self, phrase: str) -> int | None:
@@ -482,11 +474,7 @@ class Postings:
                 found = rows, idf * ((f * (K1 + 1.0)) / (f + self.row_norm[rows]))
             else:
                 found = rows, np.zeros(0, dtype=np.float64)
-            if self._cached_terms + len(rows) > TERMS_CACHE_ROWS:
-                self._terms.clear()
-                self._cached_terms = 0
-            self._terms[phrase, w] = found
-            self._cached_terms += len(rows)
+            self._terms.put((phrase, w), found)
         return found
 
     def _all_phrase_terms(self, phrases: list[str], weights) -> list:
