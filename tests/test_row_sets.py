@@ -45,3 +45,36 @@ def test_random_sets_equal_the_binary_searches(seed, monkeypatch):
     for dense in (1, 1 << 40):
         monkeypatch.setattr(row_sets, "_DENSE_PLACES", dense)
         assert all(np.array_equal(a, w) for a, w in zip(places(among, matched), want))
+
+
+def test_expansion_reads_its_terms_tokens_in_one_statement(tmp_path, monkeypatch):
+    """retrieve_expansion reads the selected terms' unread tokens together (Postings.load_tokens), not
+    one statement each while resolving them; the candidates are those of the one-by-one reads."""
+    from workbench.engine import retrieve_expansion
+    from workbench.index.postings import Postings
+    from workbench.params import Params
+    from workbench.trace import Term
+
+    from .conftest import build_index
+
+    passages = [("A", "alpha"), ("B", "alpha beta"), ("C", "beta delta"), ("D", "alpha alpha"), ("E", "gamma")]
+    terms = [
+        Term("alpha", "token", "alpha", 1, 1, 3, 1.0, 0, 1, 1, 2.0, True, 1),
+        Term("beta delta", "name", "Beta Delta", 1, 1, 1, 1.0, 0, 1, 1, 1.0, True, 2),
+    ]
+    one_by_one = build_index(tmp_path / "a", passages)
+    monkeypatch.setattr(one_by_one.postings, "load_tokens", lambda tokens: None)
+    want = retrieve_expansion(one_by_one, terms, '"gamma"', seen={1}, params=Params())
+    together = build_index(tmp_path / "b", passages)
+    single_reads: list[str] = []
+    term_keys = Postings._term_keys
+
+    def counted(self, token):
+        if token not in self._token_keys:
+            single_reads.append(token)
+        return term_keys(self, token)
+
+    monkeypatch.setattr(Postings, "_term_keys", counted)
+    got = retrieve_expansion(together, terms, '"gamma"', seen={1}, params=Params())
+    assert got == want and [c.unit_id for c in got[1]] == [4, 3, 2]  # D (alpha twice), C, B
+    assert single_reads == []  # alpha, beta and delta came in load_tokens' one read

@@ -208,6 +208,9 @@ def resolve_term(index: Index, term: str, kind: str, surface: str, seen) -> tupl
 def retrieve_expansion(index: Index, selected, round0_expression: str, seen, params: Params):
     """Per-term unseen matches ranked by BM25 of the whole expression, interleaved to B.
     Returns (expression, candidates, {term: (resolved, resolution)})."""
+    postings = index.postings
+    if postings is not None:  # the terms' unread tokens in one statement and one decoding pass, not one each
+        postings.load_tokens([tok for t in selected for tok in postings.tokens(t.term) or ()])
     resolutions = {t.term: resolve_term(index, t.term, t.kind, t.surface, seen) for t in selected}
     expression = " OR ".join([quote(resolutions[t.term][0]) for t in selected] + [round0_expression])
     # filter by each term separately: "term AND (...)" would count the term twice in BM25
