@@ -78,3 +78,23 @@ def test_expansion_reads_its_terms_tokens_in_one_statement(tmp_path, monkeypatch
     got = retrieve_expansion(together, terms, '"gamma"', seen={1}, params=Params())
     assert got == want and [c.unit_id for c in got[1]] == [4, 3, 2]  # D (alpha twice), C, B
     assert single_reads == []  # alpha, beta and delta came in load_tokens' one read
+
+
+def test_phrases_split_together_as_one_by_one(tmp_path):
+    """Postings.split: the phrases FTS5 must tokenize go to the scratch table together, one row each;
+    each splits as `tokens` splits it alone."""
+    from .conftest import build_index
+
+    tricky = ["josé martí", "北京大学 是", "c++ code", "3.5% a.b-c", "role_id", "", "!!!", "ǅemal straße", "ﬁne", "Ⅻ"]
+    one = build_index(tmp_path / "a", [("José Martí", "北京大学 role_id")]).postings
+    alone = [one.tokens(p) for p in tricky]
+    assert alone[0] == ("jose", "marti") or alone[0] == ("josé", "martí")  # unicode61 as the index was built
+    assert alone[5] is None and alone[6] is None  # no token: None, as FTS5 gives no instance
+    together = build_index(tmp_path / "b", [("José Martí", "北京大学 role_id")]).postings
+    statements: list[str] = []
+    execute = together.db.execute
+    together.db = type("Counted", (), {"execute": lambda self, sql, *a: statements.append(sql) or execute(sql, *a)})()
+    assert together.split([*tricky, "plain words", "josé martí"]) == [*alone, ("plain", "words"), alone[0]]
+    assert sum(sql.startswith("INSERT") for sql in statements) == 1  # one round trip for all of them
+    # the scratch table made (2), then INSERT, SELECT, DELETE once; split again: remembered, no statement more
+    assert together.split(tricky) == alone and len(statements) == 5

@@ -210,7 +210,7 @@ def retrieve_expansion(index: Index, selected, round0_expression: str, seen, par
     Returns (expression, candidates, {term: (resolved, resolution)})."""
     postings = index.postings
     if postings is not None:  # the terms' unread tokens in one statement and one decoding pass, not one each
-        postings.load_tokens([tok for t in selected for tok in postings.tokens(t.term) or ()])
+        postings.load_tokens([tok for toks in postings.split([t.term for t in selected]) for tok in toks or ()])
     resolutions = {t.term: resolve_term(index, t.term, t.kind, t.surface, seen) for t in selected}
     expression = " OR ".join([quote(resolutions[t.term][0]) for t in selected] + [round0_expression])
     # filter by each term separately: "term AND (...)" would count the term twice in BM25

@@ -342,21 +342,43 @@ class Postings:
             return self._tokens[phrase]
         toks = self.known_tokens(phrase)  # a plain phrase splits at its spaces
         if toks is None:
-            with self._lock:
-                if not self._scratch:
-                    self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch USING fts5(x)")
-                    self.db.execute(
-                        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch_terms "
-                        "USING fts5vocab(temp, sag2wb_scratch, 'instance')"
-                    )
-                    self._scratch = True
-                self.db.execute("INSERT INTO temp.sag2wb_scratch (rowid, x) VALUES (1, ?)", (phrase,))
-                try:
-                    toks = tuple(
-                        t for (t,) in self.db.execute("SELECT term FROM temp.sag2wb_scratch_terms ORDER BY offset")
-                    )
-                finally:
-                    self.db.execute("DELETE FROM temp.sag2wb_scratch")
+            toks = self._fts5_split([phrase])[0]
+        return self._remember_tokens(phrase, toks)
+
+    def split(self, phrases: list[str]) -> list[tuple[str, ...] | None]:
+        """`tokens` of each phrase; those that need FTS5's tokenizer are split together, in one round
+        trip to the scratch table per 400 (a round's phrases with accents or punctuation took three
+        statements each)."""
+        todo = [p for p in dict.fromkeys(phrases) if p not in self._tokens and self.known_tokens(p) is None]
+        for i in range(0, len(todo), 400):
+            chunk = todo[i : i + 400]
+            for phrase, toks in zip(chunk, self._fts5_split(chunk)):
+                self._remember_tokens(phrase, toks)
+        return [self.tokens(p) for p in phrases]
+
+    def _fts5_split(self, phrases: list[str]) -> list[tuple[str, ...]]:
+        # each phrase is a row of its own: FTS5 tokenizes rows apart, so together they split as one by one
+        with self._lock:
+            if not self._scratch:
+                self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch USING fts5(x)")
+                self.db.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch_terms "
+                    "USING fts5vocab(temp, sag2wb_scratch, 'instance')"
+                )
+                self._scratch = True
+            rows = ", ".join(["(?, ?)"] * len(phrases))
+            values = [x for row in enumerate(phrases, 1) for x in row]
+            self.db.execute(f"INSERT INTO temp.sag2wb_scratch (rowid, x) VALUES {rows}", values)
+            try:
+                found = self.db.execute("SELECT doc, term FROM temp.sag2wb_scratch_terms ORDER BY doc, offset")
+            finally:
+                self.db.execute("DELETE FROM temp.sag2wb_scratch")
+        split: list[list[str]] = [[] for _ in phrases]
+        for doc, term in found:
+            split[doc - 1].append(term)
+        return [tuple(toks) for toks in split]
+
+    def _remember_tokens(self, phrase: str, toks: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if len(self._tokens) >= 100_000:
             self._tokens.clear()
         self._tokens[phrase] = toks or None
@@ -482,7 +504,7 @@ class Postings:
         together first (a question's tokens: one read and one decoding pass instead of one each)."""
         w = tuple(float(x) for x in weights) + (1.0,) * (len(COLUMNS) - len(weights))
         todo = [p for p in phrases if (p, w) not in self._terms and p not in self._phrases]
-        self.load_tokens(tok for p in todo for tok in self.tokens(p) or ())
+        self.load_tokens(tok for toks in self.split(todo) for tok in toks or ())
         return [self.phrase_terms(p, weights) for p in phrases]
 
     def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray] | None:
