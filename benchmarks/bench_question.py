@@ -172,7 +172,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for code in codes:
             results[code].append(run_child(code, args))
-    head = ["code", "open + 1st question s (CPU)", "per question median / p90 ms", "CPU median ms", "RSS MiB"]
+    head = ["code", "open + 1st question s (CPU)", "per question median / p90 ms", "CPU median / p90 ms", "RSS MiB"]
     print("| " + " | ".join([*head, "per process"]) + " |")
     print("|---|---|---|---|---|---|")
     base = None
@@ -184,9 +184,10 @@ def main() -> None:
         of = statistics.median(r["open_first"] for r in rs)
         ofc = statistics.median(r["open_first_cpu"] for r in rs)
         wall = f"{statistics.median(medians) * 1000:.1f} / {statistics.median(p90(r['wall']) for r in rs) * 1000:.1f}"
-        cpu_ms = statistics.median(cpu) * 1000
+        # CPU seconds do not count the time a loaded machine keeps the process waiting
+        cpu_ms = f"{statistics.median(cpu) * 1000:.1f} / {statistics.median(p90(r['cpu']) for r in rs) * 1000:.1f}"
         rss = f"{max(r.get('rss', 0.0) for r in rs):.0f} peak, {max(r.get('anon', 0.0) for r in rs):.0f} anon"
-        print(f"| {code or 'this checkout'} | {of:.2f} ({ofc:.2f}) | {wall} | {cpu_ms:.1f} | {rss} | {per} |")
+        print(f"| {code or 'this checkout'} | {of:.2f} ({ofc:.2f}) | {wall} | {cpu_ms} | {rss} | {per} |")
         if base is None:
             base = (statistics.median(medians), statistics.median(cpu))
         else:

@@ -265,6 +265,41 @@ def test_pruned_top_hand_checked():
 
 
 @needs_kernel
+def test_pruned_top_seeded_by_the_shortest_list_hand_checked():
+    # no list of 16 * limit rows or fewer: the shortest (rows 0..19: 2.0, row 3: 3.0) seeds theta.
+    # Its rows with the common phrase (rows 0..99, 0.5 each): row 3 3.5, the others 2.5, so theta
+    # 3.5 at limit 1; the common phrase's 0.5 is below it and left out: row 3 alone, as scoring every row
+    rare = np.arange(20, dtype=np.int64)
+    rare_terms = np.full(20, 2.0)
+    rare_terms[3] = 3.0
+    lists = [(rare, rare_terms), (np.arange(100, dtype=np.int64), np.full(100, 0.5))]
+    rows, scores = top_of_short_lists(KERNEL, lists, 1)  # None before: no list of 16 rows or fewer
+    assert rows.tolist() == [3] and scores.tolist() == [-3.5]
+    assert postings_kernel.top_bm25(KERNEL, lists, 100, 1)[0].tolist() == [3]
+
+
+@needs_kernel
+@pytest.mark.parametrize("ties", [False, True], ids=["distinct", "ties"])
+def test_pruned_top_without_short_lists_equals_scoring_every_row(ties):
+    rng = np.random.default_rng(40 + ties)
+    proved = 0
+    for _ in range(200):
+        size = int(rng.integers(2000, 6000))
+        limit = int(rng.integers(1, 6))
+        lists = [(rows, terms) for rows, terms in _question_like_lists(rng, size, ties) if len(rows) > 16 * limit]
+        rare = np.unique(rng.integers(0, size, int(rng.integers(16 * limit + 1, 128 * limit)))).astype(np.int64)
+        if len(rare) <= 16 * limit:
+            continue
+        lists.insert(int(rng.integers(0, len(lists) + 1)), (rare, 1 + 3 * rng.random(len(rare))))
+        dense = postings_kernel.top_bm25(KERNEL, lists, size, limit)
+        pruned = top_of_short_lists(KERNEL, lists, limit)
+        if pruned is not None:
+            proved += 1
+            assert pruned[0].tolist() == dense[0].tolist() and pruned[1].tolist() == dense[1].tolist()
+    assert proved > 50
+
+
+@needs_kernel
 def test_add_among_slots_refuse_rows_past_them():
     lists = [(np.array([1, 8], dtype=np.int64), np.array([1.0, 2.0]))]
     with pytest.raises(IndexError):

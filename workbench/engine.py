@@ -27,7 +27,7 @@ import numpy as np
 from workbench import text as textlib
 from workbench.diversity import diversify as diversify
 from workbench.diversity import final_ranking
-from workbench.index.postings import find_sorted, sorted_unique
+from workbench.index.row_sets import places, union, unseen
 from workbench.index.store import UNIT_CACHE_LIMIT, Index, bm25_order, normalize_title, query_expression, quote
 from workbench.index.units import Question
 from workbench.judgment import JudgeError, JudgmentMemo
@@ -205,31 +205,12 @@ def resolve_term(index: Index, term: str, kind: str, surface: str, seen) -> tupl
     return resolved, how
 
 
-def unseen(rows: np.ndarray, seen_ids: np.ndarray) -> np.ndarray:
-    """The ascending `rows` not in `seen_ids` (ascending)."""
-    if not len(seen_ids) or not len(rows):
-        return rows
-    return rows[~find_sorted(seen_ids, rows)[1]]
-
-
-def union(rows: list[np.ndarray]) -> np.ndarray:
-    """The ascending union of ascending unit-id arrays (marks in an array as long as the
-    largest id: the terms' lists overlap and together can hold a large share of the corpus)."""
-    count = sum(len(r) for r in rows)
-    if not count:
-        return np.zeros(0, dtype=np.int64)
-    top = max(int(r[-1]) for r in rows if len(r))
-    if 16 * count < top:  # few: sorting them is cheaper than a pass over every id
-        return sorted_unique(np.concatenate(rows))
-    marked = np.zeros(top + 1, dtype=bool)
-    for r in rows:
-        marked[r] = True
-    return np.flatnonzero(marked)
-
-
 def retrieve_expansion(index: Index, selected, round0_expression: str, seen, params: Params):
     """Per-term unseen matches ranked by BM25 of the whole expression, interleaved to B.
     Returns (expression, candidates, {term: (resolved, resolution)})."""
+    postings = index.postings
+    if postings is not None:  # the terms' unread tokens in one statement and one decoding pass, not one each
+        postings.load_tokens([tok for toks in postings.split([t.term for t in selected]) for tok in toks or ()])
     resolutions = {t.term: resolve_term(index, t.term, t.kind, t.surface, seen) for t in selected}
     expression = " OR ".join([quote(resolutions[t.term][0]) for t in selected] + [round0_expression])
     # filter by each term separately: "term AND (...)" would count the term twice in BM25
@@ -238,8 +219,8 @@ def retrieve_expansion(index: Index, selected, round0_expression: str, seen, par
     among = union(matched)
     bm25 = index.bm25_among(expression, among, params.field_weights)
     lists = []
-    for t, units in zip(selected, matched):
-        scores = bm25[np.searchsorted(among, units)]
+    for t, units, at in zip(selected, matched, places(among, matched)):  # each term's rows in `among`
+        scores = bm25[at]
         # by BM25, equal scores lower id first; the interleaving below reaches depth < B only
         # (at depth d every list's first d units are taken, so d candidates are made)
         first = bm25_order(units, scores, params.B)

@@ -35,6 +35,7 @@ import numpy as np
 
 from workbench.index import postings_kernel
 from workbench.index.postings_kernel import bm25_order, sorted_unique  # noqa: F401  (this module's face)
+from workbench.index.recent import Recent
 
 K1, B = 1.2, 0.75
 COLUMNS = ("title", "heading", "body")
@@ -311,12 +312,11 @@ class Postings:
         self.row_norm = row_norm  # rowid -> k1 * (1 - b + b * |row| / avgdl)
         self.n_rows = n_rows
         self._tokens: dict[str, tuple[str, ...] | None] = {}
-        self._phrases: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._token_keys: dict[str, np.ndarray] = {}
-        self._cached_positions = 0
+        # bounded, least recently used let go first (recent.py): phrase -> (rows, instance -> row, column)
+        self._phrases = Recent(4096)
+        self._token_keys = Recent(TOKEN_CACHE_POSITIONS, len)  # token -> its keys, within a number of keys
         # (phrase, column weights) -> (rows, each row's BM25 term for the phrase), as `bm25` adds them
-        self._terms: dict[tuple[str, tuple[float, ...]], tuple[np.ndarray, np.ndarray]] = {}
-        self._cached_terms = 0
+        self._terms = Recent(TERMS_CACHE_ROWS, lambda found: len(found[0]))
         self._lock = threading.Lock()
         self._scratch = False  # the scratch table that splits phrases like FTS5 exists
         self._sums: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # `_row_arrays`
@@ -342,21 +342,43 @@ class Postings:
             return self._tokens[phrase]
         toks = self.known_tokens(phrase)  # a plain phrase splits at its spaces
         if toks is None:
-            with self._lock:
-                if not self._scratch:
-                    self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch USING fts5(x)")
-                    self.db.execute(
-                        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch_terms "
-                        "USING fts5vocab(temp, sag2wb_scratch, 'instance')"
-                    )
-                    self._scratch = True
-                self.db.execute("INSERT INTO temp.sag2wb_scratch (rowid, x) VALUES (1, ?)", (phrase,))
-                try:
-                    toks = tuple(
-                        t for (t,) in self.db.execute("SELECT term FROM temp.sag2wb_scratch_terms ORDER BY offset")
-                    )
-                finally:
-                    self.db.execute("DELETE FROM temp.sag2wb_scratch")
+            toks = self._fts5_split([phrase])[0]
+        return self._remember_tokens(phrase, toks)
+
+    def split(self, phrases: list[str]) -> list[tuple[str, ...] | None]:
+        """`tokens` of each phrase; those that need FTS5's tokenizer are split together, in one round
+        trip to the scratch table per 400 (a round's phrases with accents or punctuation took three
+        statements each)."""
+        todo = [p for p in dict.fromkeys(phrases) if p not in self._tokens and self.known_tokens(p) is None]
+        for i in range(0, len(todo), 400):
+            chunk = todo[i : i + 400]
+            for phrase, toks in zip(chunk, self._fts5_split(chunk)):
+                self._remember_tokens(phrase, toks)
+        return [self.tokens(p) for p in phrases]
+
+    def _fts5_split(self, phrases: list[str]) -> list[tuple[str, ...]]:
+        # each phrase is a row of its own: FTS5 tokenizes rows apart, so together they split as one by one
+        with self._lock:
+            if not self._scratch:
+                self.db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch USING fts5(x)")
+                self.db.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.sag2wb_scratch_terms "
+                    "USING fts5vocab(temp, sag2wb_scratch, 'instance')"
+                )
+                self._scratch = True
+            rows = ", ".join(["(?, ?)"] * len(phrases))
+            values = [x for row in enumerate(phrases, 1) for x in row]
+            self.db.execute(f"INSERT INTO temp.sag2wb_scratch (rowid, x) VALUES {rows}", values)
+            try:
+                found = self.db.execute("SELECT doc, term FROM temp.sag2wb_scratch_terms ORDER BY doc, offset")
+            finally:
+                self.db.execute("DELETE FROM temp.sag2wb_scratch")
+        split: list[list[str]] = [[] for _ in phrases]
+        for doc, term in found:
+            split[doc - 1].append(term)
+        return [tuple(toks) for toks in split]
+
+    def _remember_tokens(self, phrase: str, toks: tuple[str, ...] | None) -> tuple[str, ...] | None:
         if len(self._tokens) >= 100_000:
             self._tokens.clear()
         self._tokens[phrase] = toks or None
@@ -396,17 +418,11 @@ class Postings:
         """Let go of the positions and BM25 terms kept for later questions (up to ~130 MB): a
         corpus graph reads each phrase once, and its scoring workers would inherit them."""
         self._token_keys.clear()
-        self._cached_positions = 0
         self._terms.clear()
-        self._cached_terms = 0
         self._phrases.clear()
 
     def _keep_keys(self, token: str, keys: np.ndarray) -> None:
-        if self._cached_positions + len(keys) > TOKEN_CACHE_POSITIONS:
-            self._token_keys.clear()
-            self._cached_positions = 0
-        self._token_keys[token] = keys
-        self._cached_positions += len(keys)
+        self._token_keys.put(token, keys)
 
     def _starts(self, toks: tuple[str, ...]) -> np.ndarray:
         """Sorted keys where the phrase begins: token k sits k places after token 0, same column.
@@ -439,9 +455,7 @@ class Postings:
             first[:1] = True
             np.not_equal(rows_of[1:], rows_of[:-1], out=first[1:])
             found = (rows_of[first], np.cumsum(first) - 1, (starts >> _COL_SHIFT) & 0xFF)
-            if len(self._phrases) >= 4096:
-                self._phrases.clear()
-            self._phrases[phrase] = found
+            self._phrases.put(phrase, found)
         return found
 
     def body_rows(self, phrase: str) -> int | None:
@@ -482,11 +496,7 @@ class Postings:
                 found = rows, idf * ((f * (K1 + 1.0)) / (f + self.row_norm[rows]))
             else:
                 found = rows, np.zeros(0, dtype=np.float64)
-            if self._cached_terms + len(rows) > TERMS_CACHE_ROWS:
-                self._terms.clear()
-                self._cached_terms = 0
-            self._terms[phrase, w] = found
-            self._cached_terms += len(rows)
+            self._terms.put((phrase, w), found)
         return found
 
     def _all_phrase_terms(self, phrases: list[str], weights) -> list:
@@ -494,7 +504,7 @@ class Postings:
         together first (a question's tokens: one read and one decoding pass instead of one each)."""
         w = tuple(float(x) for x in weights) + (1.0,) * (len(COLUMNS) - len(weights))
         todo = [p for p in phrases if (p, w) not in self._terms and p not in self._phrases]
-        self.load_tokens(tok for p in todo for tok in self.tokens(p) or ())
+        self.load_tokens(tok for toks in self.split(todo) for tok in toks or ())
         return [self.phrase_terms(p, weights) for p in phrases]
 
     def bm25(self, phrases: list[str], weights) -> tuple[np.ndarray, np.ndarray] | None:

@@ -319,6 +319,9 @@ def bm25_order(rows: np.ndarray, scores: np.ndarray, limit: int) -> np.ndarray:
     return np.lexsort((rows, scores))[:limit]
 
 
+_SEED_LISTS = 128  # round 0's seed rows: a shortest list up to this many times B, when none has 16 B or fewer
+
+
 def top_of_short_lists(kernel, lists: list[tuple[np.ndarray, np.ndarray]], limit: int, slots=None):
     """`top`'s answer without scoring every row, when it is provably the same (max-score): the
     rows of the short lists are scored exactly (all lists' terms in query order, `add_among`), and
@@ -327,6 +330,11 @@ def top_of_short_lists(kernel, lists: list[tuple[np.ndarray, np.ndarray]], limit
     none of the others past it; the rows of the others are scored exactly and ranked. None: not
     provable, or no list long enough to leave out: score every row."""
     long = 16 * max(limit, 1)
+    shortest = min((len(rows) for rows, _ in lists), default=0)
+    if long < shortest <= _SEED_LISTS * max(limit, 1):
+        # no list that short (9 of the 100 dev questions at 600k: each question token is in 1.8k-6k
+        # rows or more): the shortest list's rows give theta instead; any rows do, each scored exactly
+        long = shortest
     short = [rows for rows, _ in lists if len(rows) <= long]
     if limit <= 0 or not short or len(short) == len(lists):
         return None

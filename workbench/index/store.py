@@ -455,7 +455,7 @@ class Index:
             plain = [t for t in todo if _PLAIN_TOKEN.fullmatch(t)]
             self._df.update(stored_counts(self.db, "terms", "body_docs", plain))
             rest = [t for t in todo if t not in self._df] if phrases else []
-            postings.load_tokens(tok for t in rest for tok in postings.tokens(t) or ())
+            postings.load_tokens(tok for toks in postings.split(rest) for tok in toks or ())
             for t in rest:
                 self.df(t)
 

@@ -1,0 +1,52 @@
+"""The postings' bounded caches let go of what was used longest ago (workbench/index/recent.py)."""
+
+import numpy as np
+
+from workbench.index.recent import Recent
+
+from .conftest import build_index
+
+
+def test_eviction_order_hand_checked():
+    cache = Recent(10, len)
+    cache.put("a", "xxxx")  # 4
+    cache.put("b", "xxx")  # 7
+    cache.put("c", "xx")  # 9
+    assert cache.get("a") == "xxxx"  # a used again: b is now the oldest
+    cache.put("d", "xxx")  # 12 > 10: b goes (9), not everything
+    assert list(cache) == ["c", "a", "d"] and cache.total == 9
+    cache.put("e", "xxxxxx")  # 15: c (13), then a (9)
+    assert list(cache) == ["d", "e"] and cache.total == 9
+    cache.put("d", "x")  # replacing a value counts the new size only
+    assert list(cache) == ["e", "d"] and cache.total == 7
+    assert cache.get("gone") is None and cache.get("gone", 5) == 5
+    assert cache.pop("e") == "xxxxxx" and cache.total == 1 and cache.pop("e", None) is None
+    cache.put("big", "x" * 20)  # larger than the limit alone: kept, the rest let go (as a full clear did)
+    assert list(cache) == ["big"] and cache.total == 20
+    cache.clear()
+    assert not cache and cache.total == 0
+
+
+def test_counted_by_entries():
+    cache = Recent(2)
+    for key in "abc":
+        cache.put(key, key.upper())
+    assert dict(cache) == {"b": "B", "c": "C"}
+
+
+def test_postings_keep_their_recent_tokens(tmp_path, monkeypatch):
+    from workbench.index import postings as postings_module
+
+    index = build_index(tmp_path, [("Apple pie", "apple apple banana"), ("Banana", "banana split dessert")])
+    postings = index.postings
+    full = {t: postings._term_keys(t).copy() for t in ("apple", "banana", "split")}
+    monkeypatch.setattr(postings_module, "TOKEN_CACHE_POSITIONS", 5)
+    postings.forget_cached()
+    postings._token_keys = Recent(5, len)  # apple 3 keys (title and body), banana 3, split 1
+    postings._term_keys("apple")
+    postings._term_keys("banana")  # 6 > 5: apple let go
+    assert list(postings._token_keys) == ["banana"]
+    postings._term_keys("split")
+    postings._term_keys("banana")
+    assert list(postings._token_keys) == ["split", "banana"]
+    assert all(np.array_equal(postings._term_keys(t), keys) for t, keys in full.items())  # same keys read again
