@@ -53,10 +53,14 @@ enum { C_L = 1, C_N = 2, C_S = 4, C_UP = 8, C_LO = 16 };
 
 static uint8_t *cls;                  /* class bits of each code point 0..0x10FFFF */
 static uint8_t *blob;                 /* the tokens' bytes, end to end */
-static uint32_t *tok_off, *tok_rank;
-static uint16_t *tok_len;
-static uint32_t *slots;               /* open addressing: token index + 1, 0 = empty */
+/* Open addressing, one word a token (0 = empty), so that a look-up touches its slot and, when the
+   tag and length agree, the token's bytes: no side arrays (the look-ups are most of the count's
+   time). Bits 0-17 the rank, 18-38 the offset in blob, 39-46 the length, 47-63 a tag (the hash's
+   top 17 bits; the slot comes from its low bits). */
+static uint64_t *slots;
 static uint64_t mask;
+#define RANK_BITS 18
+#define OFF_BITS 21
 static int64_t maxlen, heap_from = 256;
 
 static uint64_t hash_bytes(const uint8_t *p, int64_t n) {
@@ -67,11 +71,16 @@ static uint64_t hash_bytes(const uint8_t *p, int64_t n) {
 
 static uint32_t rank_of(const uint8_t *p, int64_t n) {
     if (n > maxlen) return NONE;
-    for (uint64_t i = hash_bytes(p, n) & mask;; i = (i + 1) & mask) {
-        uint32_t e = slots[i];
+    uint64_t h = hash_bytes(p, n), want = (h >> 47) << 8 | (uint64_t)n;
+    for (uint64_t i = h & mask;; i = (i + 1) & mask) {
+        uint64_t e = slots[i];
         if (!e) return NONE;
-        e--;
-        if (tok_len[e] == n && memcmp(blob + tok_off[e], p, (size_t)n) == 0) return tok_rank[e];
+        if (e >> (RANK_BITS + OFF_BITS) == want) {
+            const uint8_t *t = blob + (e >> RANK_BITS & ((1u << OFF_BITS) - 1));
+            int64_t k = 0;
+            while (k < n && t[k] == p[k]) k++;
+            if (k == n) return (uint32_t)(e & ((1u << RANK_BITS) - 1));
+        }
     }
 }
 
@@ -86,12 +95,9 @@ int o200k_load(const uint8_t *vocab, int64_t vn, const uint8_t *classes, int64_t
     uint64_t size = 1;
     while (size < (uint64_t)count * 2 + 2) size <<= 1;
     blob = malloc((size_t)vn);
-    tok_off = malloc(sizeof(uint32_t) * (size_t)count);
-    tok_rank = malloc(sizeof(uint32_t) * (size_t)count);
-    tok_len = malloc(sizeof(uint16_t) * (size_t)count);
-    slots = calloc((size_t)size, sizeof(uint32_t));
+    slots = calloc((size_t)size, sizeof(uint64_t));
     cls = calloc(0x110000, 1);
-    if (!blob || !tok_off || !tok_rank || !tok_len || !slots || !cls) return -2;
+    if (!blob || !slots || !cls) return -2;
     mask = size - 1;
     maxlen = 0;
     for (int64_t t = 0; t < count; t++) {
@@ -99,14 +105,14 @@ int o200k_load(const uint8_t *vocab, int64_t vn, const uint8_t *classes, int64_t
         int64_t len = vocab[p] | vocab[p + 1] << 8;
         p += 2;
         if (len == 0 || p + len + 4 > vn) return -3;
+        uint64_t rank = rd32(vocab + p + len), h = hash_bytes(vocab + p, len);
+        /* a vocabulary whose fields do not fit the slot's bits: the caller keeps quicktok */
+        if (len > 255 || rank >= 1u << RANK_BITS || total + len > 1 << OFF_BITS) return -5;
         memcpy(blob + total, vocab + p, (size_t)len);
-        tok_off[t] = (uint32_t)total;
-        tok_len[t] = (uint16_t)len;
-        tok_rank[t] = rd32(vocab + p + len);
         if (len > maxlen) maxlen = len;
-        uint64_t i = hash_bytes(vocab + p, len) & mask;
+        uint64_t i = h & mask;
         while (slots[i]) i = (i + 1) & mask;
-        slots[i] = (uint32_t)t + 1;
+        slots[i] = ((h >> 47) << 8 | (uint64_t)len) << (RANK_BITS + OFF_BITS) | (uint64_t)total << RANK_BITS | rank;
         total += len;
         p += len + 4;
     }
