@@ -156,6 +156,7 @@ def test_lone_surrogates_are_refused_as_before(lib):
 def test_fallback_without_the_kernel_counts_the_same(monkeypatch):
     monkeypatch.setenv(o200k_kernel.VARIABLE, "quicktok")
     assert o200k_kernel.load() is None
+    monkeypatch.setattr(tokens, "_KERNEL", [None])  # what a process with that setting finds first
     assert tokens._count("Who directed Glass Harbour? (fallback)") == 8
 
 
