@@ -160,6 +160,15 @@ def test_fallback_without_the_kernel_counts_the_same(monkeypatch):
     assert tokens._count("Who directed Glass Harbour? (fallback)") == 8
 
 
+def test_other_data_files_are_left_to_quicktok(lib, monkeypatch):
+    """Files other than those the counts were checked on (another quicktok's) build no kernel;
+    the tables are built once a process (a second load keeps them)."""
+    assert o200k_kernel._compile() is not None
+    monkeypatch.setitem(o200k_kernel.CHECKED, "o200k.vocab", "0" * 64)
+    assert o200k_kernel._compile() is None
+    assert lib.o200k_load(b"", 0, b"", 0) == 0 and kcount(lib, "Who directed Glass Harbour?") == 5
+
+
 def class_table() -> dict[str, set[int]]:
     data = (o200k_kernel.data_dir() / "uniclass_o200k.bin").read_bytes()
     out, p = {}, 0

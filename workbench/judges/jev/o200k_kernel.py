@@ -28,12 +28,14 @@ vocabulary is one token; otherwise its bytes are merged pair by pair, the lowest
 the leftmost of equal ranks (a linear scan for short pieces, a heap for long ones: the same
 order). Counts equal quicktok's `count` (tests/test_o200k_kernel.py: every code point in
 contexts, every 2Wiki title and passage, adversarial strings). Text that UTF-8 cannot encode (lone
-surrogates) goes to quicktok, which refuses it as before. Without a compiler, or with
+surrogates) goes to quicktok, which refuses it as before. Without a compiler, with data files
+other than those checked (their sha256 in CHECKED: another quicktok), or with
 SAG2WB_O200K_KERNEL=quicktok (or =numpy, as the other kernels), quicktok counts."""
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import importlib.util
 import os
 import threading
@@ -90,6 +92,7 @@ static uint32_t rd32(const uint8_t *p) {
 
 /* 0 when both files parsed; negative for a malformed file (the caller keeps quicktok). */
 int o200k_load(const uint8_t *vocab, int64_t vn, const uint8_t *classes, int64_t cn) {
+    if (slots) return 0; /* loaded already: the tables are read by other threads, never rebuilt */
     if (vn < 4) return -1;
     int64_t count = rd32(vocab), p = 4, total = 0;
     uint64_t size = 1;
@@ -343,6 +346,13 @@ int64_t o200k_count(const uint8_t *s, int64_t n) {
 }
 """
 
+# The sha256 of the files the counts were checked on (quicktok 0.4.0, tests/test_o200k_kernel.py):
+# other files (another quicktok) are counted by quicktok itself, whose format and tables they are.
+CHECKED = {
+    "o200k.vocab": "6b17521f79788c7ace48fc75f6edde125637a90b0018427e68f28d051b2ac1fe",
+    "uniclass_o200k.bin": "8dd93d0b36e25eecc2ac43f4bc99f56fbd360fb01bb144778152fa75a6518d6d",
+}
+
 _LOADED: list = []  # [the library or None], once per process
 _LOAD_LOCK = threading.Lock()
 
@@ -364,6 +374,9 @@ def _compile() -> ctypes.CDLL | None:
         classes = (folder / "uniclass_o200k.bin").read_bytes()
     except OSError:
         return None
+    for name, data in (("o200k.vocab", vocab), ("uniclass_o200k.bin", classes)):
+        if hashlib.sha256(data).hexdigest() != CHECKED[name]:  # ~2 ms for both
+            return None
     lib = ckernel.compiled("o200k_kernel", SOURCE)
     if lib is None:
         return None
@@ -379,8 +392,8 @@ def _compile() -> ctypes.CDLL | None:
 
 
 def load() -> ctypes.CDLL | None:
-    """The compiled counter with its tables loaded, or None (no compiler, no quicktok data, a
-    malformed file, SAG2WB_O200K_KERNEL=quicktok)."""
+    """The compiled counter with its tables loaded, or None (no compiler, no quicktok data, data
+    files other than those checked, SAG2WB_O200K_KERNEL=quicktok)."""
     if os.environ.get(VARIABLE, "").strip().lower() == "quicktok":
         return None
     return ckernel.load_once(_LOADED, _LOAD_LOCK, VARIABLE, _compile)
