@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from workbench.judges.jev import cache, payload, tokens
+from workbench.judges.jev import cache, o200k_kernel, payload, tokens
 from workbench.judges.jev.instructions import get_instructions
 
 PASSAGES = [
@@ -68,6 +68,13 @@ def test_a_round_is_tokenized_once(monkeypatch):
             return encoding.count(text)
 
     monkeypatch.setattr(tokens, "_encoding", Recording)
+    kernel_count = o200k_kernel.count
+
+    def recording_kernel(lib, text):  # the compiled counter, where there is one
+        seen.append(text)
+        return kernel_count(lib, text)
+
+    monkeypatch.setattr(o200k_kernel, "count", recording_kernel)
     for memo in ("_count_short", "_long", "_entry_tokens", "_passage_tokens"):  # nothing remembered yet
         for module in (tokens, payload):
             if hasattr(module, memo):
