@@ -1,0 +1,150 @@
+"""Block-max bounds for the corpus graph's kernel (issue 33): the rows cut into blocks of
+2**SHIFT consecutive ids, each long list's largest contribution in each block, so a question
+can rule out whole blocks of rows before reading the long lists of its common phrases.
+
+A row's score for a question is at most the sum, over the question's phrases, of the phrase's
+largest contribution in the row's block (`block_bounds`). Once the kernel knows theta (a lower
+bound on the k-th best exact score), a block whose bound is below theta (with the kernel's
+relative margin) holds no row that can be among the k best, nor tie with the k-th (ties go by
+lower id, and such a row scores strictly less): its positions in the remaining lists are not
+read (the random read of the row's place, most of the kernel's time) and its rows are not
+candidates in the final pass. theta only rises, so a block once ruled out stays out; a row in
+a block still in has had every list read that was read while its block was in, i.e. all of
+them. As in block-max MaxScore (BMW and its kin): what is skipped cannot change the lists.
+
+Passages of one document have adjacent ids and share their text, so a question's high bounds
+gather in a few blocks. At 300k (200 questions, their final 8th best as theta) 93% of the
+positions of lists of 1,000+ rows lie in blocks of 64 rows below it, 36% with blocks of 256,
+5% with 1,024: hence small blocks. Lists of BLOCK_FROM rows or more keep one byte a block
+(their maxima on a scale of 255 steps of the list's largest contribution, rounded up); a
+question adds the shorter lists' contributions into the blocks directly (their rows are read
+once, in order; a sum of a block's contributions is at least their maximum).
+
+The C source is compiled with graph_kernel's (`SOURCE`, prepended to the kernel's).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+SHIFT = 6  # 64 rows a block
+BLOCK_FROM = 4096  # lists of this many rows or more keep their blocks' maxima (1 byte a block each)
+
+SOURCE = r"""
+/* the blocks' slots: phrase p's maxima are bm_q[slot[p] * n_blocks ...] (slot -1: none kept) */
+int64_t blockmax_plan(int64_t n_phrases, const int64_t *t_off, int64_t from, int32_t *slot) {
+    int64_t n = 0;
+    for (int64_t p = 0; p < n_phrases; p++) slot[p] = (t_off[p + 1] - t_off[p] >= from) ? (int32_t)n++ : -1;
+    return n;
+}
+
+/* each block's largest contribution as q of 255 steps of the phrase's largest (ub): q > 255 x /
+   ub, so q / 255 x ub >= x (up to a rounding far below the kernel's margin); 0: no row there */
+void blockmax_fill(int64_t n_phrases, const int64_t *t_off, const int32_t *t_rows, const double *t_imp,
+                   const double *ub, int32_t shift, int64_t n_blocks, const int32_t *slot, uint8_t *bm_q) {
+    for (int64_t p = 0; p < n_phrases; p++) {
+        if (slot[p] < 0 || ub[p] <= 0.0) continue;
+        uint8_t *q = bm_q + (int64_t)slot[p] * n_blocks;
+        for (int64_t e = t_off[p]; e < t_off[p + 1]; e++) {
+            double x = t_imp[e] / ub[p] * 255.0;
+            int v = (x >= 254.0) ? 255 : (int)x + 1;
+            int64_t b = t_rows[e] >> shift;
+            if (v > q[b]) q[b] = (uint8_t)v;
+        }
+    }
+}
+
+typedef struct {
+    int32_t shift; int64_t n_blocks; const int32_t *slot; const uint8_t *q;  /* block_maxima's */
+    float *bound; uint8_t *live;  /* the question's bounds, and which blocks are still in */
+} Blocks;
+
+typedef uint8_t bm_u8x16 __attribute__((vector_size(16)));
+typedef float bm_f32x16 __attribute__((vector_size(64)));
+
+/* the most a row of each block can score for the question, once the lists ord[0..from-1] are
+   read (acc[t]: touched row row[t]'s sum over them): the block's largest sum so far plus each
+   unread phrase's block maximum (kept, or the short list's contributions added in: a sum of a
+   block's contributions is at least their largest). A bound only, in float: BOUND_SLACK covers
+   its roundings (< 100 additions of 2^-24 each) */
+#define BOUND_SLACK 1e-4
+static void block_bounds(Blocks *B, const int32_t *row, const double *acc, int64_t nt, const int32_t *q,
+                         const int32_t *ord, int64_t from, int64_t m, const double *ub, const int64_t *t_off,
+                         const int32_t *t_rows, const double *t_imp) {
+    float *U = B->bound;
+    int64_t nb = B->n_blocks;
+    memset(U, 0, nb * sizeof(float));
+    for (int64_t t = 0; t < nt; t++) {
+        int64_t b = row[t] >> B->shift;
+        if ((float)acc[t] > U[b]) U[b] = (float)acc[t];
+    }
+    for (int64_t j = from; j < m; j++) {
+        int32_t p = q[ord[j]];
+        if (B->slot[p] >= 0) {  /* 16 blocks at a time (vector extensions of gcc and clang) */
+            const uint8_t *mx = B->q + (int64_t)B->slot[p] * nb;
+            float step = (float)(ub[p] / 255.0);
+            int64_t b = 0;
+            for (; b + 16 <= nb; b += 16) {
+                bm_u8x16 v;
+                bm_f32x16 u;
+                memcpy(&v, mx + b, 16);
+                memcpy(&u, U + b, sizeof u);
+                u += __builtin_convertvector(v, bm_f32x16) * step;
+                memcpy(U + b, &u, sizeof u);
+            }
+            for (; b < nb; b++) U[b] += step * mx[b];
+        } else {
+            for (int64_t e = t_off[p]; e < t_off[p + 1]; e++) U[t_rows[e] >> B->shift] += (float)t_imp[e];
+        }
+    }
+}
+
+/* a block is out when its bound is below theta, by the margins */
+static void block_live(Blocks *B, double theta, double margin) {
+    double floor = theta * (1 - margin);
+    for (int64_t b = 0; b < B->n_blocks; b++) B->live[b] = !((double)B->bound[b] * (1 + BOUND_SLACK) < floor);
+}
+"""
+
+
+@dataclass
+class BlockMaxima:
+    """`slot[p]` (-1: none kept) and `maxima[slot * n_blocks + b]`: phrase p's largest
+    contribution among rows [b << shift, (b + 1) << shift), in 255ths of its largest (rounded up)."""
+
+    shift: int
+    n_blocks: int
+    slot: np.ndarray
+    maxima: np.ndarray
+
+
+def _p(array: np.ndarray, dtype) -> ctypes.c_void_p:
+    if array.dtype != dtype or not array.flags.c_contiguous:  # the C side reads raw memory
+        raise TypeError(f"graph blocks: an array of {array.dtype} where {np.dtype(dtype)} (contiguous) is read")
+    return ctypes.c_void_p(array.ctypes.data)
+
+
+def block_maxima(lib, table, n_rows: int, bounds: np.ndarray, shift: int = SHIFT, from_rows: int = BLOCK_FROM):
+    """The blocks' maxima of every list of `from_rows` rows or more (`bounds`: each phrase's
+    largest contribution, `graph_kernel.phrase_bounds` of level 0). n_blocks bytes a kept list:
+    9,375 at 600k, ~7 MB for the ~800 lists of 4,096+ rows."""
+    n = len(table.offsets) - 1
+    n_blocks = ((max(n_rows, 1) - 1) >> shift) + 1
+    slot = np.zeros(n, dtype=np.int32)
+    kept = lib.blockmax_plan(ctypes.c_int64(n), _p(table.offsets, np.int64), ctypes.c_int64(from_rows), _p(slot, np.int32))
+    maxima = np.zeros(kept * n_blocks, dtype=np.uint8)
+    lib.blockmax_fill(
+        ctypes.c_int64(n),
+        _p(table.offsets, np.int64),
+        _p(table.rows, np.int32),
+        _p(table.impacts, np.float64),
+        _p(bounds, np.float64),
+        ctypes.c_int32(shift),
+        ctypes.c_int64(n_blocks),
+        _p(slot, np.int32),
+        _p(maxima, np.uint8),
+    )
+    return BlockMaxima(shift, n_blocks, slot, maxima)
