@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SHIFT = 6  # 64 rows a block
+SHIFT = 5  # 32 rows a block
 BLOCK_FROM = 4096  # lists of this many rows or more keep their blocks' maxima (1 byte a block each)
 
 SOURCE = r"""

@@ -151,7 +151,8 @@ static inline void touch(uint64_t *where, uint64_t stamp, int32_t *row, double *
     uint64_t w = where[r];
     int fresh = (w >> 32) != stamp;
     int64_t x = fresh ? *nt : (int64_t)(uint32_t)w;
-    double before = fresh ? 0.0 : acc[x];
+    double was = acc[x];  /* read either way (acc[] is n_rows long), so no branch on fresh */
+    double before = fresh ? 0.0 : was;
     where[r] = stamp << 32 | (uint64_t)x;
     row[x] = r;
     acc[x] = before + v;
