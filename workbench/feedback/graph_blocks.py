@@ -41,15 +41,16 @@ int64_t blockmax_plan(int64_t n_phrases, const int64_t *t_off, int64_t from, int
     return n;
 }
 
-/* each block's largest contribution as q of 255 steps of the phrase's largest (ub): q > 255 x /
-   ub, so q / 255 x ub >= x (up to a rounding far below the kernel's margin); 0: no row there */
+/* each block's largest contribution in steps of unit, rounded up: q > x / unit, so q x unit >= x
+   (up to a rounding far below BOUND_SLACK); 0: no row there. unit: the kept lists' largest
+   contribution / 254, one scale for every list, so a question adds its lists' bytes as integers */
 void blockmax_fill(int64_t n_phrases, const int64_t *t_off, const int32_t *t_rows, const double *t_imp,
-                   const double *ub, int32_t shift, int64_t n_blocks, const int32_t *slot, uint8_t *bm_q) {
+                   double unit, int32_t shift, int64_t n_blocks, const int32_t *slot, uint8_t *bm_q) {
     for (int64_t p = 0; p < n_phrases; p++) {
-        if (slot[p] < 0 || ub[p] <= 0.0) continue;
+        if (slot[p] < 0) continue;
         uint8_t *q = bm_q + (int64_t)slot[p] * n_blocks;
         for (int64_t e = t_off[p]; e < t_off[p + 1]; e++) {
-            double x = t_imp[e] / ub[p] * 255.0;
+            double x = t_imp[e] / unit;
             int v = (x >= 254.0) ? 255 : (int)x + 1;
             int64_t b = t_rows[e] >> shift;
             if (v > q[b]) q[b] = (uint8_t)v;
@@ -58,54 +59,70 @@ void blockmax_fill(int64_t n_phrases, const int64_t *t_off, const int32_t *t_row
 }
 
 typedef struct {
-    int32_t shift; int64_t n_blocks; const int32_t *slot; const uint8_t *q;  /* block_maxima's */
-    float *bound; uint8_t *live;  /* the question's bounds, and which blocks are still in */
+    int32_t shift; int64_t n_blocks; const int32_t *slot; const uint8_t *q; double unit;  /* block_maxima's */
+    float *bound; uint16_t *steps;  /* the question's bounds (and their kept lists' part in steps) */
+    float floor;  /* a block is still in when its bound is at least this */
 } Blocks;
 
 typedef uint8_t bm_u8x16 __attribute__((vector_size(16)));
+typedef uint16_t bm_u16x16 __attribute__((vector_size(32)));
 typedef float bm_f32x16 __attribute__((vector_size(64)));
 
 /* the most a row of each block can score for the question, once the lists ord[0..from-1] are
    read (acc[t]: touched row row[t]'s sum over them): the block's largest sum so far plus each
    unread phrase's block maximum (kept, or the short list's contributions added in: a sum of a
-   block's contributions is at least their largest). A bound only, in float: BOUND_SLACK covers
-   its roundings (< 100 additions of 2^-24 each) */
+   block's contributions is at least their largest). The kept maxima are added as integer steps
+   (< 256 lists of < 256 steps: no overflow of 16 bits), 16 blocks at a time (vector extensions of
+   gcc and clang). A bound only, in float: BOUND_SLACK covers its roundings (< 100 additions of
+   2^-24 each) */
 #define BOUND_SLACK 1e-4
 static void block_bounds(Blocks *B, const int32_t *row, const double *acc, int64_t nt, const int32_t *q,
                          const int32_t *ord, int64_t from, int64_t m, const double *ub, const int64_t *t_off,
                          const int32_t *t_rows, const double *t_imp) {
     float *U = B->bound;
+    uint16_t *S = B->steps;
     int64_t nb = B->n_blocks;
     memset(U, 0, nb * sizeof(float));
+    memset(S, 0, nb * sizeof(uint16_t));
     for (int64_t t = 0; t < nt; t++) {
         int64_t b = row[t] >> B->shift;
         if ((float)acc[t] > U[b]) U[b] = (float)acc[t];
     }
     for (int64_t j = from; j < m; j++) {
         int32_t p = q[ord[j]];
-        if (B->slot[p] >= 0) {  /* 16 blocks at a time (vector extensions of gcc and clang) */
+        if (B->slot[p] >= 0) {
             const uint8_t *mx = B->q + (int64_t)B->slot[p] * nb;
-            float step = (float)(ub[p] / 255.0);
             int64_t b = 0;
             for (; b + 16 <= nb; b += 16) {
                 bm_u8x16 v;
-                bm_f32x16 u;
+                bm_u16x16 u;
                 memcpy(&v, mx + b, 16);
-                memcpy(&u, U + b, sizeof u);
-                u += __builtin_convertvector(v, bm_f32x16) * step;
-                memcpy(U + b, &u, sizeof u);
+                memcpy(&u, S + b, sizeof u);
+                u += __builtin_convertvector(v, bm_u16x16);
+                memcpy(S + b, &u, sizeof u);
             }
-            for (; b < nb; b++) U[b] += step * mx[b];
+            for (; b < nb; b++) S[b] += mx[b];
         } else {
             for (int64_t e = t_off[p]; e < t_off[p + 1]; e++) U[t_rows[e] >> B->shift] += (float)t_imp[e];
         }
     }
+    float unit = (float)B->unit;
+    int64_t b = 0;
+    for (; b + 16 <= nb; b += 16) {
+        bm_u16x16 v;
+        bm_f32x16 u;
+        memcpy(&v, S + b, sizeof v);
+        memcpy(&u, U + b, sizeof u);
+        u += __builtin_convertvector(v, bm_f32x16) * unit;
+        memcpy(U + b, &u, sizeof u);
+    }
+    for (; b < nb; b++) U[b] += unit * S[b];
 }
 
-/* a block is out when its bound is below theta, by the margins */
-static void block_live(Blocks *B, double theta, double margin) {
-    double floor = theta * (1 - margin);
-    for (int64_t b = 0; b < B->n_blocks; b++) B->live[b] = !((double)B->bound[b] * (1 + BOUND_SLACK) < floor);
+/* a block is out when its bound is below theta, by the margins (the float's rounding of the floor,
+   2^-24, is far inside BOUND_SLACK) */
+static void block_floor(Blocks *B, double theta, double margin) {
+    B->floor = (float)(theta * (1 - margin) / (1 + BOUND_SLACK));
 }
 """
 
@@ -113,9 +130,10 @@ static void block_live(Blocks *B, double theta, double margin) {
 @dataclass
 class BlockMaxima:
     """`slot[p]` (-1: none kept) and `maxima[slot * n_blocks + b]`: phrase p's largest
-    contribution among rows [b << shift, (b + 1) << shift), in 255ths of its largest (rounded up)."""
+    contribution among rows [b << shift, (b + 1) << shift), in steps of `unit` (rounded up)."""
 
     shift: int
+    unit: float
     n_blocks: int
     slot: np.ndarray
     maxima: np.ndarray
@@ -136,15 +154,17 @@ def block_maxima(lib, table, n_rows: int, bounds: np.ndarray, shift: int = SHIFT
     slot = np.zeros(n, dtype=np.int32)
     kept = lib.blockmax_plan(ctypes.c_int64(n), _p(table.offsets, np.int64), ctypes.c_int64(from_rows), _p(slot, np.int32))
     maxima = np.zeros(kept * n_blocks, dtype=np.uint8)
+    largest = float(bounds[slot >= 0].max()) if kept else 0.0
+    unit = largest / 254.0 if largest > 0.0 else 1.0
     lib.blockmax_fill(
         ctypes.c_int64(n),
         _p(table.offsets, np.int64),
         _p(table.rows, np.int32),
         _p(table.impacts, np.float64),
-        _p(bounds, np.float64),
+        ctypes.c_double(unit),
         ctypes.c_int32(shift),
         ctypes.c_int64(n_blocks),
         _p(slot, np.int32),
         _p(maxima, np.uint8),
     )
-    return BlockMaxima(shift, n_blocks, slot, maxima)
+    return BlockMaxima(shift, unit, n_blocks, slot, maxima)

@@ -204,7 +204,7 @@ int score_share(
     int64_t a, int64_t b, double margin, double start_share, double keep_share,
     int64_t seed_positions, double essential_share,
     const uint8_t *b_shift, const int64_t *b_off, const int32_t *b_first,
-    int32_t bm_shift, int64_t bm_blocks, const int32_t *bm_slot, const uint8_t *bm_q,
+    int32_t bm_shift, double bm_unit, int64_t bm_blocks, const int32_t *bm_slot, const uint8_t *bm_q,
     int64_t *out_nb, double *out_sc, int64_t *stats)
 {
     int64_t max_m = 1;
@@ -226,11 +226,14 @@ int score_share(
     int32_t *u_at = malloc(max_m * sizeof(int32_t));  /* a candidate's unread phrases (places) */
     double *u_suf = malloc((max_m + 1) * sizeof(double));  /* and the sums of their ubs from each on */
     /* block-max bounds (graph_blocks; bm_slot NULL: none), used at level 0 (every position listed) */
-    Blocks B = {bm_shift, bm_blocks, bm_slot, bm_q, NULL, NULL};
+    Blocks B = {bm_shift, bm_blocks, bm_slot, bm_q, bm_unit, NULL, NULL, 0.0f};
     int64_t keep[LIVE_CHUNK];
-    if (bm_slot) { B.bound = malloc(bm_blocks * sizeof(float)); B.live = malloc(bm_blocks); }
+    if (bm_slot) {
+        B.bound = malloc(bm_blocks * sizeof(float));
+        B.steps = malloc(bm_blocks * sizeof(uint16_t));
+    }
     int failed = !T.where || !T.row || !T.acc || !T.done || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr
-                 || !u_at || !u_suf || !cand || (bm_slot && (!B.bound || !B.live));
+                 || !u_at || !u_suf || !cand || (bm_slot && (!B.bound || !B.steps));
     if (failed) b = a;  /* no question scored: what was allocated is freed below, -1 returned */
     Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit, b_shift, b_off, b_first};
     int64_t n_skipped = 0, n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0, n_searched = 0;
@@ -272,7 +275,7 @@ int score_share(
             top = 0;
             const int64_t *off = l_off[lv];
             const int32_t *ent = l_ent[lv];
-            int blocked = 0;  /* B.live rules out blocks (after the seeds, at level 0) */
+            int blocked = 0;  /* B.floor rules out blocks (after the seeds, at level 0) */
             int64_t scanned = 0, npos = 0;
             double budget = budgets[lv];
             double theta = 0.0;
@@ -292,7 +295,7 @@ int score_share(
                     if (blocked) {  /* level 0: the positions of blocks still in, then those rows */
                         for (int64_t e0 = off[p]; e0 < end; e0 += LIVE_CHUNK) {
                             int64_t e1 = (end - e0 > LIVE_CHUNK) ? e0 + LIVE_CHUNK : end, nk = 0;
-                            for (int64_t e = e0; e < e1; e++) { keep[nk] = e; nk += B.live[t_rows[e] >> B.shift]; }
+                            for (int64_t e = e0; e < e1; e++) { keep[nk] = e; nk += B.bound[t_rows[e] >> B.shift] >= B.floor; }
                             n_skipped -= nk;
                             for (int64_t y = 0; y < nk; y++) {
                                 if (y + 16 < nk) __builtin_prefetch(&where[t_rows[keep[y + 16]]]);
@@ -322,10 +325,11 @@ int score_share(
                     until--;
                 }
                 check = 4 * npos;  /* the next raise: after 4x the positions read so far */
-                if (B.bound && !ent && scanned < until) {  /* lists left: rule out the blocks below theta */
+                /* lists left: rule out the blocks below theta (m <= 256: the steps' sums fit 16 bits) */
+                if (B.bound && !ent && scanned < until && m <= 256) {
                     if (!bounded) block_bounds(&B, T.row, T.acc, T.nt, q, ord, scanned, m, ub, t_off, t_rows, t_imp);
                     bounded = 1;
-                    block_live(&B, theta, margin);
+                    block_floor(&B, theta, margin);
                     blocked = 1;
                 }
             }
@@ -335,7 +339,7 @@ int score_share(
             /* a lower bound on the k-th best: the exact scores of the best partial sums */
             n_raised += raise_top(&c, &T, me, cap_first, fs, fr, ts, tr, &top, k, m);
             if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
-            if (blocked) block_live(&B, theta, margin);
+            if (blocked) block_floor(&B, theta, margin);
             /* an unlisted row scores at most budget + sum_ne: the level answers if theta clears it */
             int clears = theta * (1 - margin) > (budget + sum_ne) * (1 + margin);
             int lower = level_below(n_levels, budgets, start_share * theta, budget, margin);
@@ -360,7 +364,7 @@ int score_share(
                     for (int64_t t = 0; t < T.nt; t++) {
                         int32_t r = T.row[t];
                         if (r == me || T.done[t]) continue;
-                        if (blocked && !B.live[r >> B.shift]) continue;  /* scores below theta */
+                        if (blocked && B.bound[r >> B.shift] < B.floor) continue;  /* scores below theta */
                         double base = T.acc[t] + (beta ? beta[r] : 0.0);
                         if ((base + sum_ne) * (1 + margin) < floor * (1 - margin)) continue;
                         __builtin_prefetch(sig + (int64_t)r * SIG_WORDS);
@@ -427,7 +431,7 @@ int score_share(
         if (n_levels > 1 && own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
     }
     free(cand); free(u_at); free(u_suf); free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc);
-    free(T.done); free(fs); free(ts); free(fr); free(tr); free(B.bound); free(B.live);
+    free(T.done); free(fs); free(ts); free(fr); free(tr); free(B.bound); free(B.steps);
     if (failed) return -1;
     if (stats) {  /* what the pruning left to do (tests/test_graph_maxscore.py, profiling) */
         stats[0] += n_positions - n_skipped; stats[1] += n_lists; stats[2] += n_past;
@@ -604,6 +608,7 @@ def score_share(
         _p(None if buckets is None else buckets.offsets, np.int64),
         _p(None if buckets is None else buckets.first, np.int32),
         ctypes.c_int32(0 if blocks is None else blocks.shift),
+        ctypes.c_double(0.0 if blocks is None else blocks.unit),
         ctypes.c_int64(0 if blocks is None else blocks.n_blocks),
         _p(None if blocks is None else blocks.slot, np.int32),
         _p(None if blocks is None else blocks.maxima, np.uint8),
