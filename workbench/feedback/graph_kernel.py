@@ -381,7 +381,17 @@ int score_share(
                         for (int64_t j = scanned; j < m; j++)
                             if (rs[q_word[ord[j]]] & q_bit[ord[j]]) u_at[nu++] = ord[j];
                         u_suf[nu] = 0.0;
-                        for (int64_t v = nu - 1; v >= 0; v--) u_suf[v] = u_suf[v + 1] + ub[q[u_at[v]]];
+                        for (int64_t v = nu - 1; v >= 0; v--) {
+                            int32_t p = q[u_at[v]];
+                            double u = ub[p];
+                            if (B.bound && !ent && B.slot[p] >= 0) {  /* or the list's largest in r's block */
+                                double most = B.q[(int64_t)B.slot[p] * B.n_blocks + (r >> B.shift)] * B.unit;
+                                most *= 1 + BOUND_SLACK;
+                                u = (most < u) ? most : u;
+                            }
+                            u_suf[v] = u_suf[v + 1] + u;
+                        }
+                        if ((base + u_suf[0] + loose) * (1 + margin) < floor * (1 - margin)) continue;
                         double known = 0.0;
                         int64_t v = 0;
                         for (; v < nu; v++) {
