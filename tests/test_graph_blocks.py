@@ -167,3 +167,50 @@ def test_any_block_size_gives_the_definitions_graph(corpora, shift, from_rows, m
     for corpus in ("encyclopedia", "internal_docs"):
         assert_same(corpora[corpus], GraphParams(), workers=1)
         assert_same(corpora[corpus], GraphParams(neighbours=3, query_tokens=12), workers=1)
+
+
+def test_a_final_candidate_is_ruled_out_by_its_blocks_maximum_before_a_look_up():
+    """k = 1, passage 0's question: phrases 0 (bound 3.0: rows 0-3 at 3.0, 3.0, 2.5, 2.5) and
+    1 (bound 1.0: rows 0, 2, 3 at 1.0, 0.1, 1.0); blocks of one row, both lists kept. The
+    seed (phrase 0's list) gives theta = 3.0 (row 1, which lacks phrase 1); phrase 1's list
+    is not read (1.0 is below theta). Rows 2 and 3 pass the coarse bound (2.5 + 1.0) and the
+    signature (both have phrase 1). Row 2's block maximum of phrase 1 is 0.1 (9 steps of 3.0 /
+    254: 0.106), so 2.5 + 0.106 < 3.0 rules it out with no look-up; without blocks its
+    contribution is looked up first. Row 3 (1.0 there) is looked up and scored: 3.5."""
+    lib = _kernel()
+    table = PhraseTable(
+        offsets=np.array([0, 4, 7]),
+        rows=np.array([0, 1, 2, 3, 0, 2, 3], dtype=np.int32),
+        impacts=np.array([3.0, 3.0, 2.5, 2.5, 1.0, 0.1, 1.0]),
+        missing=np.zeros(2, dtype=bool),
+    )
+    questions = graph_scoring.Questions(
+        ids=np.array([0]), offsets=np.array([0, 2]), phrases=np.array([0, 1], dtype=np.int32), vocabulary=[]
+    )
+    whole = [Level(0.0, table.offsets, None, None)]
+    bounds = graph_kernel.phrase_bounds(table, whole[0])
+    signatures = graph_kernel.row_signatures(lib, table, 4)
+    constants = (graph_scoring.MARGIN, 0, graph_scoring.START_SHARE, graph_scoring.KEEP_SHARE, 1, 1.0)
+    searched = []
+    for blocks in (graph_blocks.block_maxima(lib, table, 4, bounds, 0, 1), None):
+        stats = np.zeros(5, dtype=np.int64)
+        neighbours, scores = graph_kernel.score_share(
+            lib,
+            table,
+            signatures,
+            whole,
+            questions,
+            np.zeros(1, dtype=np.uint8),
+            1,
+            0,
+            1,
+            constants,
+            stats,
+            None,
+            None,
+            blocks,
+        )
+        assert neighbours.tolist() == [[3]] and scores.tolist() == [[-3.5]]
+        assert stats[:2].tolist() == [4, 1]  # phrase 1's list not read
+        searched.append(int(stats[4]))
+    assert searched == [1, 2]  # row 3's look-up only; without blocks row 2's too
