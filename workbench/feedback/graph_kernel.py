@@ -18,6 +18,12 @@ theta is raised after the seeds and after each 4x growth of the positions read; 
 pass bounds a candidate by its partial sum and the unread phrases' bounds, then by its
 signature (a table per question), then by looking its unread contributions up one by one.
 
+Block-max bounds (`graph_blocks`, issue 33's fifth stop): after the seeds, each block of 32
+rows gets the most a row there can score (its largest sum so far plus the unread lists'
+block maxima); the positions of blocks below theta are not read (600k: 53k -> 11k positions a
+passage) and the final candidates' unread phrases are bounded by their block maxima before
+any look-up (345 -> 108 look-ups). The touched-row check reads one stamped `where[r]`.
+
 The C source below is compiled once per source version with the system's C compiler (`cc`,
 or $CC) into $XDG_CACHE_HOME/sag2wb/kernels (~/.cache/...), written atomically (`workbench/ckernel.py`); without a
 compiler, or with SAG2WB_GRAPH_KERNEL=numpy, `load()` is None and the numpy path runs.
@@ -27,16 +33,24 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from dataclasses import dataclass
 
 import numpy as np
 
 from workbench import ckernel
+from workbench.feedback import graph_blocks, graph_buckets
+from workbench.feedback.graph_buckets import Buckets, list_buckets
 
-SOURCE = r"""
+__all__ = ["Buckets", "list_buckets", "load", "phrase_bounds", "row_signatures", "score_share"]
+
+SOURCE = (
+    r"""
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+"""
+    + graph_buckets.SOURCE
+    + graph_blocks.SOURCE
+    + r"""
 
 #define SIG_WORDS 8  /* a row's signature: 512 bits, one set per phrase it has (hashed) */
 
@@ -45,43 +59,6 @@ typedef struct {
     const uint64_t *sig; const int32_t *q; int32_t *q_word; uint64_t *q_bit;
     const uint8_t *b_shift; const int64_t *b_off; const int32_t *b_first;  /* list_buckets (or NULL) */
 } Ctx;
-
-/* a long list's buckets: phrase p's rows [b << shift, (b + 1) << shift) start at list position
-   b_first[b_off[p] + b] (from the list's start), so a search reads a bucket of ~8-16 positions
-   instead of halving the whole list (a cache miss a step on long lists). Lists shorter than
-   BUCKET_FROM have none (b_off -1) */
-#define BUCKET_FROM 64
-#define BUCKET_SIZE 8
-
-int64_t bucket_plan(int64_t n_phrases, const int64_t *t_off, int64_t n_rows, uint8_t *b_shift, int64_t *b_off) {
-    int64_t total = 0;
-    for (int64_t p = 0; p < n_phrases; p++) {
-        int64_t len = t_off[p + 1] - t_off[p];
-        b_shift[p] = 0;
-        b_off[p] = -1;
-        if (len < BUCKET_FROM || n_rows < 1) continue;
-        int s = 0;
-        while (((n_rows - 1) >> s) + 1 > len / BUCKET_SIZE) s++;
-        b_shift[p] = (uint8_t)s;
-        b_off[p] = total;
-        total += ((n_rows - 1) >> s) + 2;  /* the buckets' starts and the list's end */
-    }
-    return total;
-}
-
-void bucket_fill(int64_t n_phrases, const int64_t *t_off, const int32_t *t_rows, int64_t n_rows,
-                 const uint8_t *b_shift, const int64_t *b_off, int32_t *b_first) {
-    for (int64_t p = 0; p < n_phrases; p++) {
-        if (b_off[p] < 0) continue;
-        int s = b_shift[p];
-        int64_t nb = ((n_rows - 1) >> s) + 1, e = t_off[p], end = t_off[p + 1];
-        int32_t *first = b_first + b_off[p];
-        for (int64_t b = 0; b <= nb; b++) {
-            while (e < end && (int64_t)(t_rows[e] >> s) < b) e++;
-            first[b] = (int32_t)(e - t_off[p]);
-        }
-    }
-}
 
 static void sig_bit(int32_t p, int32_t *word, uint64_t *bit) {
     uint32_t h = ((uint32_t)p * 2654435761u) >> 23;  /* 9 bits: 512 places */
@@ -135,11 +112,29 @@ static void offer(double *ts, int64_t *tr, int64_t *n, int64_t k, double s, int6
 }
 
 /* the rows touched in a round, as a sparse set: row r is the idx-th touched (its partial sum
-   acc[idx], done[idx]: exact-scored) when idx = where[r] < nt and row[idx] == r. where[] (4 bytes
-   a row, never cleared) is the only place a listed position reads at random; the touched rows'
-   arrays are dense, read in order by the raises and the final pass (row[] is zeroed once, so
-   row[where[r]] is always a defined read; done[] is cleared over the last round's nt) */
-typedef struct { int32_t *where; int32_t *row; double *acc; uint8_t *done; int64_t nt; } Touched;
+   acc[idx], done[idx]: exact-scored) when where[r] is the round's stamp (high 32 bits) and idx
+   (low 32 bits). where[] (8 bytes a row, never cleared: a new round takes a new stamp) is the
+   only place a listed position reads at random, and it alone says whether the row is new (a
+   check of row[idx] == r was a second, dependent random read: issue 33's fifth stop); the
+   touched rows' arrays are dense, read in order by the raises and the final pass (done[] is
+   cleared over the last round's nt) */
+typedef struct { uint64_t *where; int32_t *row; double *acc; uint8_t *done; int64_t nt; uint64_t stamp; } Touched;
+
+/* row r's listed contribution v added to its partial sum (a new row's place is nt: no branch) */
+static inline void touch(uint64_t *where, uint64_t stamp, int32_t *row, double *acc, int64_t *nt, int32_t r,
+                         double v) {
+    uint64_t w = where[r];
+    int fresh = (w >> 32) != stamp;
+    int64_t x = fresh ? *nt : (int64_t)(uint32_t)w;
+    double was = acc[x];  /* read either way (acc[] is n_rows long), so no branch on fresh */
+    double before = fresh ? 0.0 : was;
+    where[r] = stamp << 32 | (uint64_t)x;
+    row[x] = r;
+    acc[x] = before + v;
+    *nt += fresh;
+}
+
+#define LIVE_CHUNK 256  /* a list's positions in blocks still in, gathered a chunk at a time */
 
 /* raise the running top k (ts, tr; *top of them): the cap best partial sums of the touched
    rows other than me (fs, fi: their places) are exact-scored, those not scored before in this
@@ -184,6 +179,7 @@ int score_share(
     int64_t a, int64_t b, double margin, double start_share, double keep_share,
     int64_t seed_positions, double essential_share,
     const uint8_t *b_shift, const int64_t *b_off, const int32_t *b_first,
+    int32_t bm_shift, double bm_unit, int64_t bm_blocks, const int32_t *bm_slot, const uint8_t *bm_q,
     int64_t *out_nb, double *out_sc, int64_t *stats)
 {
     int64_t max_m = 1;
@@ -193,8 +189,8 @@ int score_share(
         if (q_off[i + 1] - q_off[i] > max_m) max_m = q_off[i + 1] - q_off[i];
     }
     int64_t cap_first = k + extra;
-    Touched T = {calloc(n_rows, sizeof(int32_t)), calloc(n_rows, sizeof(int32_t)), malloc(n_rows * sizeof(double)),
-                 calloc(n_rows, 1), 0};
+    Touched T = {calloc(n_rows, sizeof(uint64_t)), calloc(n_rows, sizeof(int32_t)), malloc(n_rows * sizeof(double)),
+                 calloc(n_rows, 1), 0, 0};
     int32_t *ord = malloc(max_m * sizeof(int32_t));
     int32_t *q_word = malloc(max_m * sizeof(int32_t));
     uint64_t *q_bit = malloc(max_m * sizeof(uint64_t));
@@ -204,11 +200,18 @@ int score_share(
     int32_t *cand = malloc(n_rows * sizeof(int32_t));  /* the final pass's candidates (touched places) */
     int32_t *u_at = malloc(max_m * sizeof(int32_t));  /* a candidate's unread phrases (places) */
     double *u_suf = malloc((max_m + 1) * sizeof(double));  /* and the sums of their ubs from each on */
+    /* block-max bounds (graph_blocks; bm_slot NULL: none), used at level 0 (every position listed) */
+    Blocks B = {bm_shift, bm_blocks, bm_slot, bm_q, bm_unit, NULL, NULL, 0.0f};
+    int64_t keep[LIVE_CHUNK];
+    if (bm_slot) {
+        B.bound = malloc(bm_blocks * sizeof(float));
+        B.steps = malloc(bm_blocks * sizeof(uint16_t));
+    }
     int failed = !T.where || !T.row || !T.acc || !T.done || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr
-                 || !u_at || !u_suf || !cand;
+                 || !u_at || !u_suf || !cand || (bm_slot && (!B.bound || !B.steps));
     if (failed) b = a;  /* no question scored: what was allocated is freed below, -1 returned */
     Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit, b_shift, b_off, b_first};
-    int64_t n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0, n_searched = 0;
+    int64_t n_skipped = 0, n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0, n_searched = 0;
     double ratio = 0.5;
     for (int64_t j = a; j < b; j++) {
         int64_t i = order ? order[j] : j;
@@ -223,6 +226,7 @@ int score_share(
         int lv = (n_levels > 1) ? level_below(n_levels, budgets, start_share * ratio * own, 1e308, margin) : 0;
         int64_t top = 0;
         int full = 0;  /* read every list (set if level 0 with unread lists could not answer) */
+        int bounded = 0;  /* B.bound holds this question's block bounds */
         for (;;) {
             /* max-score: the question's phrases by their largest listed contribution at this
                level (ub), largest first; the lists of the first few (the rare phrases: short
@@ -242,9 +246,11 @@ int score_share(
             }
             memset(T.done, 0, T.nt);  /* a new round: no row touched, none scored */
             T.nt = 0;
+            T.stamp++;  /* (stamp 0: calloc's, never a round's) */
             top = 0;
             const int64_t *off = l_off[lv];
             const int32_t *ent = l_ent[lv];
+            int blocked = 0;  /* B.floor rules out blocks (after the seeds, at level 0) */
             int64_t scanned = 0, npos = 0;
             double budget = budgets[lv];
             double theta = 0.0;
@@ -254,23 +260,32 @@ int score_share(
                     int32_t p = q[ord[scanned++]];
                     npos += off[p + 1] - off[p];
                     n_lists++;
+                    n_skipped += blocked ? off[p + 1] - off[p] : 0;
                     /* the loop's cost is where[r], read at random: fetched 16 positions ahead,
                        and no branch on whether the row is new (a new row's place is nt) */
                     int64_t nt = T.nt, end = off[p + 1];
-                    int32_t *where = T.where, *row = T.row;
+                    uint64_t *where = T.where, stamp = T.stamp;
+                    int32_t *row = T.row;
                     double *acc = T.acc;
-                    for (int64_t e = off[p]; e < end; e++) {
-                        int64_t at = ent ? ent[e] : e;
-                        int32_t r = t_rows[at];
-                        if (e + 16 < end) __builtin_prefetch(&where[t_rows[ent ? ent[e + 16] : e + 16]]);
-                        int64_t x = where[r];
-                        int fresh = (x >= nt) | (row[x] != r);  /* row[] is n_rows long: x is in it */
-                        x = fresh ? nt : x;
-                        double before = fresh ? 0.0 : acc[x];
-                        where[r] = (int32_t)x;
-                        row[x] = r;
-                        acc[x] = before + t_imp[at];
-                        nt += fresh;
+                    if (blocked) {  /* level 0: the positions of blocks still in, then those rows */
+                        for (int64_t e0 = off[p]; e0 < end; e0 += LIVE_CHUNK) {
+                            int64_t e1 = (end - e0 > LIVE_CHUNK) ? e0 + LIVE_CHUNK : end, nk = 0;
+                            for (int64_t e = e0; e < e1; e++) {
+                                keep[nk] = e;
+                                nk += B.bound[t_rows[e] >> B.shift] >= B.floor;
+                            }
+                            n_skipped -= nk;
+                            for (int64_t y = 0; y < nk; y++) {
+                                if (y + 16 < nk) __builtin_prefetch(&where[t_rows[keep[y + 16]]]);
+                                touch(where, stamp, row, acc, &nt, t_rows[keep[y]], t_imp[keep[y]]);
+                            }
+                        }
+                    } else {
+                        for (int64_t e = off[p]; e < end; e++) {
+                            int64_t at = ent ? ent[e] : e;
+                            if (e + 16 < end) __builtin_prefetch(&where[t_rows[ent ? ent[e + 16] : e + 16]]);
+                            touch(where, stamp, row, acc, &nt, t_rows[at], t_imp[at]);
+                        }
                     }
                     T.nt = nt;
                 }
@@ -288,13 +303,21 @@ int score_share(
                     until--;
                 }
                 check = 4 * npos;  /* the next raise: after 4x the positions read so far */
+                /* lists left: rule out the blocks below theta (m <= 256: the steps' sums fit 16 bits) */
+                if (B.bound && !ent && scanned < until && m <= 256) {
+                    if (!bounded) block_bounds(&B, T.row, T.acc, T.nt, q, ord, scanned, m, ub, t_off, t_rows, t_imp);
+                    bounded = 1;
+                    block_floor(&B, theta, margin);
+                    blocked = 1;
+                }
             }
-            n_positions += npos;
+            n_positions += npos;  /* minus those skipped (n_skipped) */
             double sum_ne = 0.0;  /* the unread phrases' ubs, smallest first (as summed above) */
             for (int64_t j = m - 1; j >= scanned; j--) sum_ne += ub[q[ord[j]]];
             /* a lower bound on the k-th best: the exact scores of the best partial sums */
             n_raised += raise_top(&c, &T, me, cap_first, fs, fr, ts, tr, &top, k, m);
             if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
+            if (blocked) block_floor(&B, theta, margin);
             /* an unlisted row scores at most budget + sum_ne: the level answers if theta clears it */
             int clears = theta * (1 - margin) > (budget + sum_ne) * (1 + margin);
             int lower = level_below(n_levels, budgets, start_share * theta, budget, margin);
@@ -319,6 +342,7 @@ int score_share(
                     for (int64_t t = 0; t < T.nt; t++) {
                         int32_t r = T.row[t];
                         if (r == me || T.done[t]) continue;
+                        if (blocked && B.bound[r >> B.shift] < B.floor) continue;  /* scores below theta */
                         double base = T.acc[t] + (beta ? beta[r] : 0.0);
                         if ((base + sum_ne) * (1 + margin) < floor * (1 - margin)) continue;
                         __builtin_prefetch(sig + (int64_t)r * SIG_WORDS);
@@ -363,7 +387,17 @@ int score_share(
                         for (int64_t j = scanned; j < m; j++)
                             if (rs[q_word[ord[j]]] & q_bit[ord[j]]) u_at[nu++] = ord[j];
                         u_suf[nu] = 0.0;
-                        for (int64_t v = nu - 1; v >= 0; v--) u_suf[v] = u_suf[v + 1] + ub[q[u_at[v]]];
+                        for (int64_t v = nu - 1; v >= 0; v--) {
+                            int32_t p = q[u_at[v]];
+                            double u = ub[p];
+                            if (B.bound && !ent && B.slot[p] >= 0) {  /* or the list's largest in r's block */
+                                double most = B.q[(int64_t)B.slot[p] * B.n_blocks + (r >> B.shift)] * B.unit;
+                                most *= 1 + BOUND_SLACK;
+                                u = (most < u) ? most : u;
+                            }
+                            u_suf[v] = u_suf[v + 1] + u;
+                        }
+                        if ((base + u_suf[0] + loose) * (1 + margin) < floor * (1 - margin)) continue;
                         double known = 0.0;
                         int64_t v = 0;
                         for (; v < nu; v++) {
@@ -385,15 +419,16 @@ int score_share(
         if (n_levels > 1 && own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
     }
     free(cand); free(u_at); free(u_suf); free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc);
-    free(T.done); free(fs); free(ts); free(fr); free(tr);
+    free(T.done); free(fs); free(ts); free(fr); free(tr); free(B.bound); free(B.steps);
     if (failed) return -1;
     if (stats) {  /* what the pruning left to do (tests/test_graph_maxscore.py, profiling) */
-        stats[0] += n_positions; stats[1] += n_lists; stats[2] += n_past;
+        stats[0] += n_positions - n_skipped; stats[1] += n_lists; stats[2] += n_past;
         stats[3] += n_exact + n_raised; stats[4] += n_searched;
     }
     return 0;
 }
 """
+)
 
 _LOADED: list = []  # [the library or None], once per process
 _LOAD_LOCK = threading.Lock()
@@ -407,6 +442,8 @@ def _compile() -> ctypes.CDLL | None:
     lib.row_signatures.restype = None
     lib.bucket_plan.restype = ctypes.c_int64
     lib.bucket_fill.restype = None
+    lib.blockmax_plan.restype = ctypes.c_int64
+    lib.blockmax_fill.restype = None
     return lib
 
 
@@ -453,43 +490,6 @@ def row_signatures(lib, table, n_rows: int) -> np.ndarray:
     return sig
 
 
-@dataclass
-class Buckets:
-    """Each long list's buckets (the C side's bucket_plan): `shift[p]`, `offsets[p]` (-1: no
-    buckets) and `first`, the buckets' starting positions."""
-
-    shift: np.ndarray
-    offsets: np.ndarray
-    first: np.ndarray
-
-
-def list_buckets(lib, table, n_rows: int) -> Buckets:
-    """The buckets of every list of at least 64 positions: about one per 8-16 positions, so a
-    contribution is found in a bucket rather than by halving a list of up to N rows. 4 bytes
-    per bucket (~1/2 byte per listed position) and 9 bytes per phrase."""
-    n = len(table.offsets) - 1
-    shift = np.zeros(n, dtype=np.uint8)
-    offsets = np.zeros(n, dtype=np.int64)
-    total = lib.bucket_plan(
-        ctypes.c_int64(n),
-        _p(table.offsets, np.int64),
-        ctypes.c_int64(n_rows),
-        _p(shift, np.uint8),
-        _p(offsets, np.int64),
-    )
-    first = np.zeros(total, dtype=np.int32)
-    lib.bucket_fill(
-        ctypes.c_int64(n),
-        _p(table.offsets, np.int64),
-        _p(table.rows, np.int32),
-        ctypes.c_int64(n_rows),
-        _p(shift, np.uint8),
-        _p(offsets, np.int64),
-        _p(first, np.int32),
-    )
-    return Buckets(shift, offsets, first)
-
-
 def score_share(
     lib,
     table,
@@ -504,6 +504,7 @@ def score_share(
     stats=None,
     buckets: Buckets | None = None,
     order: np.ndarray | None = None,
+    blocks: graph_blocks.BlockMaxima | None = None,
 ):
     """Neighbours and scores (k columns, -1 and 0.0 padding) of questions a..b-1, as
     `graph_scoring._score_share` computes them. `signatures`: `row_signatures` of the table.
@@ -514,7 +515,8 @@ def score_share(
     searches that refined candidates' bounds past the signature table. `buckets`:
     `list_buckets` of the table (None: every search halves the whole list; the same results).
     `order`: int64 question numbers; then the questions order[a..b-1] are scored, the j-th
-    one's list in row j - a (None: questions a..b-1)."""
+    one's list in row j - a (None: questions a..b-1). `blocks`: `graph_blocks.block_maxima` of
+    the table (None: no block is ruled out; the same results)."""
     margin, extra, start_share, keep_share, seed_positions, essential_share = constants
     if not 0.0 <= essential_share <= 1.0:
         raise ValueError(f"essential_share must be in [0, 1], got {essential_share}")
@@ -557,6 +559,11 @@ def score_share(
         _p(None if buckets is None else buckets.shift, np.uint8),
         _p(None if buckets is None else buckets.offsets, np.int64),
         _p(None if buckets is None else buckets.first, np.int32),
+        ctypes.c_int32(0 if blocks is None else blocks.shift),
+        ctypes.c_double(0.0 if blocks is None else blocks.unit),
+        ctypes.c_int64(0 if blocks is None else blocks.n_blocks),
+        _p(None if blocks is None else blocks.slot, np.int32),
+        _p(None if blocks is None else blocks.maxima, np.uint8),
         _p(neighbours, np.int64),
         _p(scores, np.float64),
         _p(stats, np.int64),

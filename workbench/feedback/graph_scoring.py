@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench import text as textlib
-from workbench.feedback import graph_kernel, graph_order, graph_table
+from workbench.feedback import graph_blocks, graph_kernel, graph_order, graph_table
 from workbench.index.postings import COLUMNS, K1, Postings
 from workbench.index.store import Index, bm25_order, query_expression
 from workbench.machine import cores
@@ -424,9 +424,12 @@ def _score_share(share: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     kernel = graph_kernel.load()
     if kernel is not None:
         constants = (MARGIN, EXTRA, START_SHARE, KEEP_SHARE, SEED_POSITIONS, ESSENTIAL_SHARE)
-        signatures, buckets = _SHARED["signatures"], _SHARED["buckets"]
+        signatures, buckets, blocks = _SHARED["signatures"], _SHARED["buckets"], _SHARED.get("blocks")
+        if blocks is None:  # made by each scoring process (0.1 s at 600k): 19 MiB less in the parent
+            bounds = graph_kernel.phrase_bounds(table, levels_[0])  # (made before the fork)
+            blocks = _SHARED["blocks"] = graph_blocks.block_maxima(kernel, table, n_rows, bounds)
         return graph_kernel.score_share(
-            kernel, table, signatures, levels_, questions, skip, k, a, b, constants, buckets=buckets, order=order
+            kernel, table, signatures, levels_, questions, skip, k, a, b, constants, None, buckets, order, blocks
         )
     neighbours = np.full((b - a, k), -1, dtype=np.int64)
     scores = np.zeros((b - a, k), dtype=np.float64)
