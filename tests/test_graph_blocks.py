@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.test_graph_maxscore import every_rows_question, kernel_constants
 from tests.test_graph_scale import assert_same, corpora, numpy_asked  # noqa: F401 (the fixture)
 from workbench.feedback import GraphParams, graph_blocks, graph_kernel, graph_scoring
 from workbench.feedback.graph_scoring import Level, PhraseTable
@@ -42,6 +43,14 @@ def test_block_maxima_are_rounded_up_steps_of_one_unit():
     assert (kept >= [[2.0, 0.0, 0.5], [0.0, 4.0, 0.0]]).all()
 
 
+def _one_question(lib, table, signatures, whole, questions, constants, stats, blocks):
+    """The kernel over question 0 alone (row 0, nothing skipped, one neighbour), no buckets."""
+    skip = np.zeros(1, dtype=np.uint8)
+    return graph_kernel.score_share(
+        lib, table, signatures, whole, questions, skip, 1, 0, 1, constants, stats, None, None, blocks
+    )
+
+
 def _hand_worked(lib, blocks):
     """k = 1, passage 0's question: phrases A, B, C (bounds 5, 3, 1), rows in blocks of 2.
     A: rows 0 (me) 5.0, 4 3.0. B: rows 2 0.5, 3 3.0, 4 1.0, 6 1.0, 7 1.0. C: row 3 1.0.
@@ -64,25 +73,10 @@ def _hand_worked(lib, blocks):
     graph_kernel.phrase_bounds(table, whole[0])
     signatures = graph_kernel.row_signatures(lib, table, 8)
     stats = np.zeros(5, dtype=np.int64)
-    # margin, extra (0: one best partial sum scored for theta), start, keep, seeds (1 position), share 0
-    constants = (graph_scoring.MARGIN, 0, graph_scoring.START_SHARE, graph_scoring.KEEP_SHARE, 1, 0.0)
+    # extra 0: one best partial sum scored for theta; seeds: 1 position; share 0
+    constants = kernel_constants(seeds=1, share=0.0, extra=0)
     made = None if blocks is None else graph_blocks.block_maxima(lib, table, 8, whole[0].bounds, 1, blocks)
-    neighbours, scores = graph_kernel.score_share(
-        lib,
-        table,
-        signatures,
-        whole,
-        questions,
-        np.zeros(1, dtype=np.uint8),
-        1,
-        0,
-        1,
-        constants,
-        stats,
-        None,
-        None,
-        made,
-    )
+    neighbours, scores = _one_question(lib, table, signatures, whole, questions, constants, stats, made)
     return neighbours.tolist(), scores.tolist(), int(stats[0]), table, questions, whole
 
 
@@ -113,29 +107,13 @@ def test_random_tables_give_the_same_lists_with_blocks_and_without(shift):
     impacts = rng.random(sum(lengths)).round(2) + 0.01
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     table = PhraseTable(offsets, np.concatenate(rows_of), impacts, np.zeros(len(lengths), dtype=bool))
-    members = [set(rows.tolist()) for rows in rows_of]
-    phrases_of = [[p for p in range(len(lengths)) if r in members[p]] for r in range(n_rows)]
-    for question in phrases_of:
-        rng.shuffle(question)
-    questions = graph_scoring.Questions(
-        ids=np.arange(n_rows),
-        offsets=np.concatenate([[0], np.cumsum([len(q) for q in phrases_of])]),
-        phrases=np.array([p for q in phrases_of for p in q], dtype=np.int32),
-        vocabulary=[],
-    )
+    questions = every_rows_question(rows_of, n_rows, rng)
     whole = [Level(0.0, table.offsets, None, None)]
     bounds = graph_kernel.phrase_bounds(table, whole[0])
     signatures = graph_kernel.row_signatures(lib, table, n_rows)
     buckets = graph_kernel.list_buckets(lib, table, n_rows)
     skip = np.zeros(n_rows, dtype=np.uint8)
-    constants = (
-        graph_scoring.MARGIN,
-        graph_scoring.EXTRA,
-        graph_scoring.START_SHARE,
-        graph_scoring.KEEP_SHARE,
-        40,
-        0.9,
-    )
+    constants = kernel_constants(seeds=40, share=0.9)
     found = []
     for blocks in (None, graph_blocks.block_maxima(lib, table, n_rows, bounds, shift, 1), "scatter"):
         if blocks == "scatter":
@@ -190,26 +168,11 @@ def test_a_final_candidate_is_ruled_out_by_its_blocks_maximum_before_a_look_up()
     whole = [Level(0.0, table.offsets, None, None)]
     bounds = graph_kernel.phrase_bounds(table, whole[0])
     signatures = graph_kernel.row_signatures(lib, table, 4)
-    constants = (graph_scoring.MARGIN, 0, graph_scoring.START_SHARE, graph_scoring.KEEP_SHARE, 1, 1.0)
+    constants = kernel_constants(seeds=1, share=1.0, extra=0)
     searched = []
     for blocks in (graph_blocks.block_maxima(lib, table, 4, bounds, 0, 1), None):
         stats = np.zeros(5, dtype=np.int64)
-        neighbours, scores = graph_kernel.score_share(
-            lib,
-            table,
-            signatures,
-            whole,
-            questions,
-            np.zeros(1, dtype=np.uint8),
-            1,
-            0,
-            1,
-            constants,
-            stats,
-            None,
-            None,
-            blocks,
-        )
+        neighbours, scores = _one_question(lib, table, signatures, whole, questions, constants, stats, blocks)
         assert neighbours.tolist() == [[3]] and scores.tolist() == [[-3.5]]
         assert stats[:2].tolist() == [4, 1]  # phrase 1's list not read
         searched.append(int(stats[4]))

@@ -14,6 +14,26 @@ from workbench.feedback import GraphParams, graph_kernel, graph_scoring
 from workbench.feedback.graph_scoring import Level, PhraseTable
 
 
+def kernel_constants(seeds: int, share: float, extra: int = graph_scoring.EXTRA) -> tuple:
+    """`score_share`'s constants as `score_all` passes them, with these seed positions, essential
+    share and extra partial sums scored for theta."""
+    return (graph_scoring.MARGIN, extra, graph_scoring.START_SHARE, graph_scoring.KEEP_SHARE, seeds, share)
+
+
+def every_rows_question(rows_of, n_rows: int, rng) -> graph_scoring.Questions:
+    """Every row's question: the phrases whose lists (`rows_of`) hold it, in a shuffled order."""
+    members = [set(rows.tolist()) for rows in rows_of]
+    phrases_of = [[p for p in range(len(rows_of)) if r in members[p]] for r in range(n_rows)]
+    for question in phrases_of:
+        rng.shuffle(question)
+    return graph_scoring.Questions(
+        ids=np.arange(n_rows),
+        offsets=np.concatenate([[0], np.cumsum([len(q) for q in phrases_of])]),
+        phrases=np.array([p for q in phrases_of for p in q], dtype=np.int32),
+        vocabulary=[],
+    )
+
+
 def test_phrase_bounds_are_the_largest_listed_contribution():
     # phrase 0: rows 1, 4 (0.5, 2.0); phrase 1: none; phrase 2: rows 0, 1, 2 (1.0, 3.0, 0.25)
     table = PhraseTable(
@@ -91,7 +111,7 @@ def test_a_hand_worked_question_keeps_one_row_and_prunes_another():
     signatures = graph_kernel.row_signatures(lib, table, 4)
     stats = np.zeros(5, dtype=np.int64)
     # margin, extra (0: k + 0 = one best partial sum scored for theta), start, keep, seeds, share
-    constants = (graph_scoring.MARGIN, 0, graph_scoring.START_SHARE, graph_scoring.KEEP_SHARE, 1, 1.0)
+    constants = kernel_constants(seeds=1, share=1.0, extra=0)
     skip = np.zeros(1, dtype=np.uint8)
     neighbours, scores = graph_kernel.score_share(
         lib, table, signatures, whole, questions, skip, 1, 0, 1, constants, stats
@@ -133,27 +153,11 @@ def test_list_buckets_find_the_same_contributions_as_whole_list_searches():
         assert n_buckets <= len(rows) // 8
         first = buckets.first[buckets.offsets[p] : buckets.offsets[p] + n_buckets + 1]
         assert first.tolist() == np.searchsorted(rows >> shift, np.arange(n_buckets + 1)).tolist()
-    # every row's question: the phrases it is in, in a shuffled order
-    phrases_of = [[p for p, rows in enumerate(rows_of) if r in set(rows.tolist())] for r in range(n_rows)]
-    for question in phrases_of:
-        rng.shuffle(question)
-    questions = graph_scoring.Questions(
-        ids=np.arange(n_rows),
-        offsets=np.concatenate([[0], np.cumsum([len(q) for q in phrases_of])]),
-        phrases=np.array([p for q in phrases_of for p in q], dtype=np.int32),
-        vocabulary=[],
-    )
+    questions = every_rows_question(rows_of, n_rows, rng)
     whole = [Level(0.0, table.offsets, None, None)]
     signatures = graph_kernel.row_signatures(lib, table, n_rows)
     skip = np.zeros(n_rows, dtype=np.uint8)
-    constants = (
-        graph_scoring.MARGIN,
-        graph_scoring.EXTRA,
-        graph_scoring.START_SHARE,
-        graph_scoring.KEEP_SHARE,
-        50,
-        0.9,
-    )
+    constants = kernel_constants(seeds=50, share=0.9)
     found = [
         graph_kernel.score_share(lib, table, signatures, whole, questions, skip, 8, 0, n_rows, constants, buckets=b)
         for b in (buckets, None)
