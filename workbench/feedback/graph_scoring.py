@@ -122,18 +122,16 @@ def phrase_contributions(postings: Postings, phrase: str, column_weight: np.ndar
     return rows, idf * ((f * (K1 + 1.0)) / (f + postings.row_norm[rows]))
 
 
-def phrase_table(postings: Postings, vocabulary: Sequence[str], weights, blobs: dict | None = None) -> PhraseTable:
-    """The contributions of every phrase in `vocabulary` (see PhraseTable). `blobs`: {term:
-    its stored blobs} read in one pass (`graph_table.read_term_blobs`): one-token phrases are
-    then computed by batches (`graph_table.bulk_parts`, the same floats)."""
+def phrase_table(postings: Postings, vocabulary: Sequence[str], weights) -> PhraseTable:
+    """The contributions of every phrase in `vocabulary` (see PhraseTable), one look-up each:
+    the definition `graph_table.stored_order_table` is tested against."""
     column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
     n = len(vocabulary)
     lengths = np.zeros(n, dtype=np.int64)
     missing = np.zeros(n, dtype=bool)
-    rows_of, impacts_of = [], []
-    if blobs is not None:
-        lengths, missing, rows_of, impacts_of = graph_table.bulk_parts(postings, vocabulary, weights, blobs)
-    for p, phrase in enumerate(vocabulary if blobs is None else ()):
+    rows_of: list[np.ndarray] = []
+    impacts_of: list[np.ndarray] = []
+    for p, phrase in enumerate(vocabulary):
         graph_table.keep_parts(
             phrase_contributions(postings, phrase, column_weight), p, lengths, missing, rows_of, impacts_of
         )

@@ -4,15 +4,16 @@ index's postings, instead of one look-up, one decode and a dozen numpy calls per
 A graph's vocabulary is nearly every token of the corpus, so `graph_scoring.phrase_table`
 asks SQLite for ~130k terms at 60k passages, one B-tree look-up per term and block, and
 decodes each term's blobs alone (numpy's per-call overhead, not the bytes, sets that time).
-Here the postings table is read once in its stored order (block, term), the blobs of the
-vocabulary's one-token phrases kept; then batches of terms are decoded in one `decode_keys`
+Here the postings table is read once in term order (one cursor per block, merged), the blobs
+of the vocabulary's one-token phrases kept; then batches of terms are decoded in one `decode_keys`
 call each, and every term's rows, weighted frequencies and contributions computed by whole-
 batch numpy passes. Each float is the one `Postings.bm25` computes: a row's f is a bincount
 of its instances' column weights in position order (bincount adds each bin's weights in input
 order, so other terms in the batch change nothing), idf comes from `math.log` per term, and the
 contribution is idf * ((f * (k1 + 1)) / (f + norm)) elementwise. Phrases of several tokens
 or ones FTS5 splits otherwise (`Postings.known_tokens`) go through `phrase_contributions`.
-tests/test_graph_table.py compares the two tables bit for bit.
+tests/test_graph_stream.py compares the two tables bit for bit; tests/test_graph_table.py checks
+one by hand.
 """
 
 from __future__ import annotations
@@ -71,25 +72,6 @@ def unmapped(index) -> Iterator[None]:
         raw.execute(f"PRAGMA mmap_size = {int(size)}")
 
 
-def read_term_blobs(postings: Postings, terms: set[str]) -> dict[str, list[bytes]]:
-    """{term: its blobs in block order} for these terms, by one pass over the postings table.
-    The index file is read on a connection of its own without a memory map, row by row: the
-    index's connection maps the file (its pages would count in this process's memory, then
-    in every forked worker's) and fetches a whole result at once (every term's blobs)."""
-    blocks = ",".join(map(str, postings.blocks))
-    out: dict[str, list[bytes]] = {}
-    sql = f"SELECT term, keys FROM postings WHERE block IN ({blocks}) ORDER BY block, term"
-
-    def collect(rows) -> dict[str, list[bytes]]:
-        for term, blob in rows:
-            if term in terms:
-                out.setdefault(term, []).append(blob)
-        return out
-
-    with _own_connection(postings) as db:
-        return collect(postings.db.execute(sql) if db is None else db.execute(sql))
-
-
 def single_token(postings: Postings, phrase: str) -> bool:
     toks = postings.known_tokens(phrase)
     return toks is not None and len(toks) == 1 and toks[0] == phrase
@@ -130,45 +112,6 @@ def keep_parts(found, p: int, lengths: np.ndarray, missing: np.ndarray, rows_of:
         impacts_of.append(found[1])
 
 
-def bulk_parts(postings: Postings, vocabulary: Sequence[str], weights, blobs: dict[str, list[bytes]]):
-    """(lengths, missing, rows parts, impacts parts) of the vocabulary's phrases, in its order:
-    one-token phrases from `blobs` by batches, the others by `phrase_contributions`."""
-    from workbench.feedback.graph_scoring import phrase_contributions
-
-    column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
-    n = len(vocabulary)
-    lengths = np.zeros(n, dtype=np.int64)
-    missing = np.zeros(n, dtype=bool)
-    rows_of: list[np.ndarray] = []
-    impacts_of: list[np.ndarray] = []
-    batch: list[int] = []
-    batch_bytes = 0
-
-    def flush() -> None:
-        nonlocal batch_bytes
-        if batch:
-            counts, rows, impacts = batch_contributions(
-                [blobs.get(vocabulary[p], []) for p in batch], postings.row_norm, postings.n_rows, column_weight
-            )
-            lengths[batch] = counts
-            rows_of.append(rows)
-            impacts_of.append(impacts)
-            batch.clear()
-        batch_bytes = 0
-
-    for p, phrase in enumerate(vocabulary):
-        if single_token(postings, phrase):
-            batch.append(p)
-            batch_bytes += sum(len(b) for b in blobs.get(phrase, ()))
-            if batch_bytes >= BATCH_BYTES:
-                flush()
-            continue
-        flush()  # the parts stay in vocabulary order
-        keep_parts(phrase_contributions(postings, phrase, column_weight), p, lengths, missing, rows_of, impacts_of)
-    flush()
-    return lengths, missing, rows_of, impacts_of
-
-
 def table_order(postings: Postings, vocabulary: Sequence[str]) -> tuple[np.ndarray, int]:
     """(order, n): the vocabulary's phrase ids with its `n` one-token phrases first, ascending by
     text (the postings table's term order: SQLite compares UTF-8 bytes, Python code points, the
@@ -195,8 +138,8 @@ def _term_stream(postings: Postings, db: sqlite3.Connection | None):
 
 def streamed_parts(postings: Postings, terms: Sequence[str], weights):
     """(lengths, rows parts, impacts parts) of the one-token phrases `terms` (ascending, as
-    `table_order` puts them), from one merged pass over the postings table: the floats of
-    `bulk_parts` (`batch_contributions` of each term's blobs in block order)."""
+    `table_order` puts them), from one merged pass over the postings table
+    (`batch_contributions` of each term's blobs in block order)."""
     column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
     lengths = np.zeros(len(terms), dtype=np.int64)
     rows_of: list[np.ndarray] = []
