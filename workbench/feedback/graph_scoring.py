@@ -55,7 +55,7 @@ import numpy as np
 
 from workbench import text as textlib
 from workbench.feedback import graph_blocks, graph_kernel, graph_order, graph_table
-from workbench.index.postings import COLUMNS, K1, Postings
+from workbench.index.postings import K1, Postings, column_weights
 from workbench.index.store import Index, bm25_order, query_expression
 from workbench.machine import cores
 
@@ -125,7 +125,7 @@ def phrase_contributions(postings: Postings, phrase: str, column_weight: np.ndar
 def phrase_table(postings: Postings, vocabulary: Sequence[str], weights) -> PhraseTable:
     """The contributions of every phrase in `vocabulary` (see PhraseTable), one look-up each:
     the definition `graph_table.stored_order_table` is tested against."""
-    column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
+    column_weight = np.array(column_weights(weights))
     n = len(vocabulary)
     lengths = np.zeros(n, dtype=np.int64)
     missing = np.zeros(n, dtype=bool)

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from workbench.index.postings import COLUMNS, K1, Postings, decode_grouped
+from workbench.index.postings import K1, Postings, column_weights, decode_grouped
 from workbench.index.sqlite import ReadConnection, damaged_index
 
 BATCH_BYTES = 1 << 20  # blob bytes decoded per numpy pass: ~1 M keys of int64 temporaries at most
@@ -140,7 +140,7 @@ def streamed_parts(postings: Postings, terms: Sequence[str], weights):
     """(lengths, rows parts, impacts parts) of the one-token phrases `terms` (ascending, as
     `table_order` puts them), from one merged pass over the postings table
     (`batch_contributions` of each term's blobs in block order)."""
-    column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
+    column_weight = np.array(column_weights(weights))
     lengths = np.zeros(len(terms), dtype=np.int64)
     rows_of: list[np.ndarray] = []
     impacts_of: list[np.ndarray] = []
@@ -199,7 +199,7 @@ def stored_order_table(postings: Postings, questions, weights):
     lengths = np.zeros(len(vocabulary), dtype=np.int64)
     missing = np.zeros(len(vocabulary), dtype=bool)
     lengths[:n_single], rows_of, impacts_of = streamed_parts(postings, vocabulary[:n_single], weights)
-    column_weight = np.array([float(w) for w in weights] + [1.0] * (len(COLUMNS) - len(weights)))
+    column_weight = np.array(column_weights(weights))
     for p in range(n_single, len(vocabulary)):
         found = phrase_contributions(postings, vocabulary[p], column_weight)
         keep_parts(found, p, lengths, missing, rows_of, impacts_of)

@@ -39,6 +39,13 @@ from workbench.index.recent import Recent
 
 K1, B = 1.2, 0.75
 COLUMNS = ("title", "heading", "body")
+
+
+def column_weights(weights) -> tuple[float, ...]:
+    """One float weight per column: the given ones, then 1.0 for the columns they leave out."""
+    return tuple(float(x) for x in weights) + (1.0,) * (len(COLUMNS) - len(weights))
+
+
 # postings are int64 keys: row << 32 | column << 24 | token offset (sorted = FTS5's order)
 _ROW_SHIFT, _COL_SHIFT, _OFFSET_MASK = 32, 24, (1 << 24) - 1
 _BODY_COLUMN = COLUMNS.index("body")
@@ -479,7 +486,7 @@ class Postings:
         idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * |row| / avgdl))), or None for a phrase
         without tokens. Remembered per phrase and weights: a question's rounds and re-runs
         score the same phrases again."""
-        w = tuple(float(x) for x in weights) + (1.0,) * (len(COLUMNS) - len(weights))
+        w = column_weights(weights)
         found = self._terms.get((phrase, w))
         if found is None:
             instances = self.phrase(phrase)
@@ -502,7 +509,7 @@ class Postings:
     def _all_phrase_terms(self, phrases: list[str], weights) -> list:
         """`phrase_terms` of each phrase, the positions of the tokens of those not yet known read
         together first (a question's tokens: one read and one decoding pass instead of one each)."""
-        w = tuple(float(x) for x in weights) + (1.0,) * (len(COLUMNS) - len(weights))
+        w = column_weights(weights)
         todo = [p for p in phrases if (p, w) not in self._terms and p not in self._phrases]
         self.load_tokens(tok for toks in self.split(todo) for tok in toks or ())
         return [self.phrase_terms(p, weights) for p in phrases]
