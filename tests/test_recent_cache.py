@@ -50,3 +50,21 @@ def test_postings_keep_their_recent_tokens(tmp_path, monkeypatch):
     postings._term_keys("banana")
     assert list(postings._token_keys) == ["split", "banana"]
     assert all(np.array_equal(postings._term_keys(t), keys) for t, keys in full.items())  # same keys read again
+
+
+def test_phrase_tokens_kept_least_recently_used_first(tmp_path):
+    index = build_index(tmp_path, [("Apple pie", "apple apple banana"), ("Banana", "banana split dessert")])
+    postings = index.postings
+    splits = []
+    fts5_split = postings._fts5_split
+    postings._fts5_split = lambda phrases: splits.append(list(phrases)) or fts5_split(phrases)
+    postings._tokens = Recent(2)
+    assert postings.tokens("--") is None  # punctuation only: no token
+    assert postings.tokens("--") is None and splits == [["--"]]  # remembered: not split again
+    assert postings.tokens("apple-pie") == ("apple", "pie")
+    assert postings.tokens("--") is None  # "--" used again: "apple-pie" is now the oldest
+    assert postings.tokens("banana,split") == ("banana", "split")  # 3 > 2: "apple-pie" let go, not all
+    assert list(postings._tokens) == ["--", "banana,split"]
+    assert postings.known_tokens("--") is None and postings.known_tokens("apple-pie") is None
+    assert postings.tokens("apple-pie") == ("apple", "pie") and splits[-1] == ["apple-pie"]  # read again
+    assert len(splits) == 4

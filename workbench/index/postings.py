@@ -291,6 +291,9 @@ def averages(db: Queryable) -> tuple[int, float]:
 TOKEN_CACHE_POSITIONS = 16_000_000
 # and at most this many rows of phrases' BM25 terms (8 bytes each, with their row ids)
 TERMS_CACHE_ROWS = 4_000_000
+# and the tokens of at most this many phrases
+TOKENS_CACHE_PHRASES = 100_000
+NO_TOKENS: tuple[str, ...] = ()  # what the tokens cache holds for a phrase without tokens
 
 
 def find_sorted(values: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -318,7 +321,9 @@ class Postings:
         )
         self.row_norm = row_norm  # rowid -> k1 * (1 - b + b * |row| / avgdl)
         self.n_rows = n_rows
-        self._tokens: dict[str, tuple[str, ...] | None] = {}
+        # phrase -> its FTS5 tokens, NO_TOKENS for a phrase without any (a stored None would read as
+        # absent), least recently used let go first like the other caches
+        self._tokens = Recent(TOKENS_CACHE_PHRASES)
         # bounded, least recently used let go first (recent.py): phrase -> (rows, instance -> row, column)
         self._phrases = Recent(4096)
         self._token_keys = Recent(TOKEN_CACHE_POSITIONS, len)  # token -> its keys, within a number of keys
@@ -345,8 +350,9 @@ class Postings:
     # ---- phrases -------------------------------------------------------------------------
     def tokens(self, phrase: str) -> tuple[str, ...] | None:
         """The phrase as FTS5's unicode61 splits it (None if it has no token)."""
-        if phrase in self._tokens:
-            return self._tokens[phrase]
+        known = self._tokens.get(phrase)
+        if known is not None:
+            return known or None
         toks = self.known_tokens(phrase)  # a plain phrase splits at its spaces
         if toks is None:
             toks = self._fts5_split([phrase])[0]
@@ -386,14 +392,12 @@ class Postings:
         return [tuple(toks) for toks in split]
 
     def _remember_tokens(self, phrase: str, toks: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if len(self._tokens) >= 100_000:
-            self._tokens.clear()
-        self._tokens[phrase] = toks or None
+        self._tokens.put(phrase, toks or NO_TOKENS)
         return toks or None
 
     def known_tokens(self, phrase: str) -> tuple[str, ...] | None:
         """The phrase's FTS5 tokens if they come without a scratch-table round trip."""
-        return tuple(phrase.split(" ")) if _PLAIN.fullmatch(phrase) else self._tokens.get(phrase)
+        return tuple(phrase.split(" ")) if _PLAIN.fullmatch(phrase) else self._tokens.get(phrase) or None
 
     def _term_keys(self, token: str) -> np.ndarray:
         keys = self._token_keys.get(token)
