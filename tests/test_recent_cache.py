@@ -1,8 +1,9 @@
-"""The postings' bounded caches let go of what was used longest ago (workbench/index/recent.py)."""
+"""The postings' bounded caches and the JEV client's long-text counts let go of what was used longest ago
+(workbench/recent.py)."""
 
 import numpy as np
 
-from workbench.index.recent import Recent
+from workbench.recent import Recent
 
 from .conftest import build_index
 
@@ -68,3 +69,20 @@ def test_phrase_tokens_kept_least_recently_used_first(tmp_path):
     assert postings.known_tokens("--") is None and postings.known_tokens("apple-pie") is None
     assert postings.tokens("apple-pie") == ("apple", "pie") and splits[-1] == ["apple-pie"]  # read again
     assert len(splits) == 4
+
+
+def test_long_text_counts_kept_least_recently_used_first(monkeypatch):
+    from workbench.judges.jev import tokens
+
+    monkeypatch.setattr(tokens, "_long", Recent(2))
+    a, b, c = ("alpha " * 800, "beta " * 900, "gamma " * 800)  # each longer than SHORT_TEXT
+    assert min(map(len, (a, b, c))) > tokens.SHORT_TEXT
+    tokens.remember_count(a, 11)  # recorded counts (not the real ones): a look-up must read them back
+    tokens.remember_count(b, 22)
+    assert tokens.count_tokens(a) == 11  # a used again: b is now the oldest
+    tokens.remember_count(c, 33)  # 3 > 2: b let go, not all
+    assert list(tokens._long) == [a, c]
+    assert tokens.count_tokens(b) == tokens._count(b) != 22  # counted again, and remembered
+    assert list(tokens._long) == [c, b]
+    tokens.remember_count("short", 5)  # short texts are the lru_cache's, not kept here
+    assert "short" not in tokens._long

@@ -35,7 +35,7 @@ import numpy as np
 
 from workbench.index import postings_kernel
 from workbench.index.postings_kernel import bm25_order, sorted_unique  # noqa: F401  (this module's face)
-from workbench.index.recent import Recent
+from workbench.recent import Recent
 
 K1, B = 1.2, 0.75
 COLUMNS = ("title", "heading", "body")

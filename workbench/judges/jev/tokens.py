@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections import OrderedDict
 
 from workbench.judges.jev import o200k_kernel
+from workbench.recent import Recent
 
 SHORT_TEXT = 4_096  # characters: a text up to this long is remembered among the many
 SHORT_KEPT = 16_384
@@ -75,27 +75,21 @@ def _count(text: str) -> int:
 
 
 _count_short = functools.lru_cache(maxsize=SHORT_KEPT)(_count)
-_long: OrderedDict[str, int] = OrderedDict()  # the most recent long texts' counts, oldest first
-_long_lock = threading.Lock()
+_long = Recent(LONG_KEPT)  # the most recent long texts' counts
 
 
 def remember_count(text: str, tokens: int) -> None:
     """Record the count of a long text found otherwise (a request's state, summed from its parts
     by `payload.state_tokens`), so that counting it later reads this instead of encoding it."""
     if len(text) > SHORT_TEXT:
-        with _long_lock:
-            _long[text] = tokens
-            _long.move_to_end(text)
-            while len(_long) > LONG_KEPT:
-                _long.popitem(last=False)
+        _long.put(text, tokens)
 
 
 def count_tokens(text: str) -> int:
     """o200k_base tokens of `text` (special-token text counts as ordinary text)."""
     if len(text) <= SHORT_TEXT:
         return _count_short(text)
-    with _long_lock:
-        known = _long.get(text)
+    known = _long.get(text)
     if known is None:
         known = _count(text)
         remember_count(text, known)
