@@ -115,7 +115,8 @@ _JIEBA_BLOCK = re.compile(f"([{HAN_FIRST}-{HAN_LAST}a-zA-Z0-9{_JIEBA_JOINERS}]+)
 @functools.cache
 def _jieba() -> jieba.Tokenizer:
     # Loading the dictionary takes ~0.4 s (~1 s through jieba's own reader): once per process, on first use.
-    jieba = _import_jieba()
+    _import_jieba()
+    import jieba
     import jieba.finalseg
 
     jieba.setLogLevel(logging.WARNING)
