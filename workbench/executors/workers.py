@@ -198,6 +198,9 @@ class WorkerEnv:
             store = RecordingStore(judge.store)
             self.stores.append(store)
             judge = judge.with_store(store)
+        start = getattr(judge, "start_client", None)
+        if start is not None:  # a judge that waits on a service: its client set up beside the first questions' work
+            start()
         return judge
 
     def close(self) -> None:
