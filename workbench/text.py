@@ -132,7 +132,7 @@ def _import_jieba():
     of CPU per process (issue 33). A None entry in sys.modules makes that one import fail while
     jieba is imported (as for httpx._main, judges/jev/client.py); it is removed afterwards."""
     if "jieba" not in sys.modules and "pkg_resources" not in sys.modules:
-        sys.modules["pkg_resources"] = None  # type: ignore[assignment]
+        sys.modules["pkg_resources"] = None
         try:
             import jieba
         finally:
