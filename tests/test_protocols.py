@@ -43,6 +43,7 @@ from workbench.protocols import (
     ReadsModelFile,
     ReportsModel,
     Reusable,
+    StartsClient,
     Streams,
 )
 
@@ -63,6 +64,7 @@ PROTOCOLS = (
     NamesCacheMiss,
     JudgesSagRequests,
     ReadsModelFile,
+    StartsClient,
 )
 STORE_PROTOCOLS = (BulkStore, CountsJudgments)  # what a judgment store may offer a CachedJudge
 CANDIDATES = [{"unit_id": 1, "title": "Glass Harbour", "text": "A film.", "document": "Glass Harbour"}]
@@ -88,7 +90,17 @@ def jev_inner(style: str = "stateful") -> JEVJudge:
 
 
 CACHED = {"Judge", "AsyncJudge", "HasUsage", "Closable", "BatchDependent"}
-JEV = {*CACHED, "CountsPerCall", "Streams", "HasCacheKeys", "PlansCache", "Reusable", "ReportsModel", "NamesCacheMiss"}
+JEV = {
+    *CACHED,
+    "CountsPerCall",
+    "Streams",
+    "HasCacheKeys",
+    "PlansCache",
+    "Reusable",
+    "ReportsModel",
+    "NamesCacheMiss",
+    "StartsClient",
+}
 KINDS = {  # judge kind -> (build(index, tmp_path), the protocols it declares)
     "lexical": (lambda ix, tmp: LexicalJudge(ix), {"Judge"}),
     "oracle": (lambda ix, tmp: OracleJudge(["Mara Quell"]), {"Judge"}),
@@ -102,7 +114,7 @@ KINDS = {  # judge kind -> (build(index, tmp_path), the protocols it declares)
     "jev": (lambda ix, tmp: jev_inner(), JEV),
     "jev-cached": (
         lambda ix, tmp: make_jev_judge("http://127.0.0.1:9", cache_dir=tmp / "jev"),  # no request is made
-        {*CACHED, "CountsPerCall"},
+        {*CACHED, "CountsPerCall", "StartsClient"},
     ),
     "data-hash": (lambda ix, tmp: DataHashJudge(), {"Judge", "JudgesSagRequests"}),
 }

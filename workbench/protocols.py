@@ -142,6 +142,14 @@ class JudgesSagRequests(Protocol):
 
 
 @runtime_checkable
+class StartsClient(Protocol):
+    """Talks to a service through a client it can set up before its first call (`start_client()`:
+    JEV's event loop and HTTP threads, in the background); read by `start_service_client`."""
+
+    def start_client(self) -> None: ...
+
+
+@runtime_checkable
 class ReadsModelFile(Protocol):
     """Reads a model file, named by its sha256 (the learned judge's)."""
 
@@ -169,6 +177,13 @@ class CountsJudgments(Protocol):
 
 
 # ---- the one place each capability is read --------------------------------------------------
+def start_service_client(judge) -> None:
+    """Set `judge`'s service client up now, if it has one (StartsClient): a process pool's worker
+    does so when it builds its judges, so the setup overlaps its first questions' work."""
+    if isinstance(judge, StartsClient):
+        judge.start_client()
+
+
 def is_judge_object(value) -> bool:
     """Whether `value` is a judge object (it has a callable `judge`), not a plain function or a spec.
 

@@ -14,7 +14,11 @@ import functools
 import importlib.metadata
 import importlib.util
 import logging
+import marshal
+import os
 import re
+import sys
+import tempfile
 import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -110,14 +114,57 @@ _JIEBA_BLOCK = re.compile(f"([{HAN_FIRST}-{HAN_LAST}a-zA-Z0-9{_JIEBA_JOINERS}]+)
 
 @functools.cache
 def _jieba() -> jieba.Tokenizer:
-    # Loading the dictionary takes ~1 s: once per process, on first use.
+    # Loading the dictionary takes ~0.4 s (~1 s through jieba's own reader): once per process, on first use.
+    _import_jieba()
     import jieba
     import jieba.finalseg
 
     jieba.setLogLevel(logging.WARNING)
     jieba.finalseg.re_skip = re.compile(CONNECTED_LATIN)
-    jieba.dt.check_initialized()
+    if not _read_jieba_cache(jieba.dt):
+        jieba.dt.check_initialized()  # jieba's own way: builds (and caches) the dictionary when no cache file is there
     return jieba.dt
+
+
+def _import_jieba():
+    """jieba without pkg_resources. jieba._compat imports pkg_resources only to open jieba's own
+    data files, and opens the same files with `open` when it is missing; the import costs ~0.12 s
+    of CPU per process (issue 33). A None entry in sys.modules makes that one import fail while
+    jieba is imported (as for httpx._main, judges/jev/client.py); it is removed afterwards."""
+    if "jieba" not in sys.modules and "pkg_resources" not in sys.modules:
+        sys.modules["pkg_resources"] = None
+        try:
+            import jieba
+        finally:
+            if sys.modules.get("pkg_resources", 0) is None:
+                del sys.modules["pkg_resources"]
+    import jieba
+
+    return jieba
+
+
+def _read_jieba_cache(dt) -> bool:
+    """Initialise jieba's default tokenizer `dt` from the cache file jieba writes for its default
+    dictionary and reads back without further checks (`Tokenizer.initialize`: "jieba.cache" in
+    `dt.tmp_dir` or the temp folder, or `dt.cache_file` there), read here in one piece: jieba's
+    `marshal.load(file)` reads it object by object through the file object, ~0.75 s for 500,000
+    words, where `marshal.loads` of its bytes takes ~0.25 s (issue 33: paid before a pool forks).
+    The same bytes give the same (FREQ, total). False, `dt` untouched, in every other case (another
+    dictionary, no cache file yet, a file that does not load): then jieba initialises itself."""
+    if dt.initialized:
+        return True
+    if dt.dictionary is not None:  # jieba.DEFAULT_DICT is None: another dictionary checks its file's mtime
+        return False
+    path = os.path.join(dt.tmp_dir or tempfile.gettempdir(), dt.cache_file or "jieba.cache")
+    try:
+        with open(path, "rb") as f:
+            freq, total = marshal.loads(f.read())
+    except Exception:  # missing, unreadable or not jieba's: as jieba, build the dictionary instead
+        return False
+    with dt.lock:
+        if not dt.initialized:
+            dt.FREQ, dt.total, dt.initialized = freq, total, True
+    return True
 
 
 def load_jieba() -> None:

@@ -19,7 +19,7 @@ from workbench.index.store import Index
 from workbench.judges.cached import CachedJudge
 from workbench.judges.registry import JudgeSpec
 from workbench.judgment import JudgmentMemo
-from workbench.protocols import BulkStore, close_judge, summed_usage
+from workbench.protocols import BulkStore, close_judge, start_service_client, summed_usage
 from workbench.safeio import InputError, atomic_write_bytes
 
 JEV_REQUEST_LIMIT = 20  # jev CONCURRENCY: requests in flight per client (the paper's cap)
@@ -198,6 +198,7 @@ class WorkerEnv:
             store = RecordingStore(judge.store)
             self.stores.append(store)
             judge = judge.with_store(store)
+        start_service_client(judge)  # a judge that waits on a service: set up beside the first questions' work
         return judge
 
     def close(self) -> None:

@@ -359,6 +359,13 @@ class JEVClient:
         # (what failed, when: time.monotonic()) after a request that never connected; cleared by any answer
         self._unreachable: tuple[str, float] | None = None
         self._key = read_key(self.key_variables, self.url) if require_key else None
+        # httpx and httpcore (which httpx imports when its first client is made) imported now, not by
+        # the first request: a process pool's workers forked after this inherit them, where each
+        # imported them (~0.1 s of CPU) on its event loop's thread while its question threads held
+        # the GIL, delaying its first requests by up to ~0.6 s (issue 33)
+        import_httpx()
+        import httpcore  # noqa: F401
+
         self._http: _HTTPThreads | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self.in_flight = 0
