@@ -42,7 +42,6 @@ each passage's list is computed alone, so the result is the same for any number 
 
 from __future__ import annotations
 
-import array
 import contextlib
 import ctypes
 import math
@@ -54,7 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench import text as textlib
-from workbench.feedback import graph_blocks, graph_kernel, graph_order, graph_table
+from workbench.feedback import graph_blocks, graph_kernel, graph_order, graph_questions, graph_table
 from workbench.index.postings import K1, Postings, column_weights
 from workbench.index.store import Index, bm25_order, query_expression
 from workbench.machine import cores
@@ -396,24 +395,6 @@ def _listed(table: PhraseTable, level: Level, question: np.ndarray, scratch: Scr
 _SHARED: dict = {}  # what forked workers inherit: set before the fork, read in the child
 
 
-def _tokenize_share(share: tuple[int, int]) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(local vocabulary, phrase ids, question lengths) of the passages ids[a:b]."""
-    index, ids, query_tokens, reopen = (_SHARED[k] for k in ("index", "ids", "query_tokens", "reopen"))
-    if reopen:
-        index.reopen_after_fork()
-    a, b = share
-    vocabulary: dict[str, int] = {}
-    phrases = array.array("i")  # 4 bytes a position (a list: 8, ~100 MB a worker at 600k)
-    lengths = np.zeros(b - a, dtype=np.int64)
-    for start in range(a, b, 500):
-        chunk = ids[start : min(b, start + 500)].tolist()
-        for i, unit in enumerate(index.units(chunk), start=start - a):
-            tokens = passage_tokens(unit, query_tokens)
-            phrases.extend(vocabulary.setdefault(t, len(vocabulary)) for t in tokens)
-            lengths[i] = len(tokens)
-    return list(vocabulary), np.frombuffer(phrases, dtype=np.int32), lengths
-
-
 def _score_share(share: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """Neighbours and scores (k columns, -1 and 0.0 padding) of questions order[a..b-1]."""
     table, by_row, levels_, questions, k = (_SHARED[k] for k in ("table", "by_row", "levels", "questions", "k"))
@@ -488,28 +469,11 @@ def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int)
     return PhraseTable(offsets, rows, impacts, missing)
 
 
+questions_of = graph_questions.questions_of  # this module's face (tests)
+
+
 def default_workers(n: int) -> int:
     return 1 if n < PARALLEL_FROM else max(1, min(2, cores()))
-
-
-def questions_of(index: Index, ids: np.ndarray, query_tokens: int, workers: int) -> Questions:
-    """Every passage's question (tokenized by `workers` processes, merged in id order)."""
-    _SHARED.update(index=index, ids=ids, query_tokens=query_tokens, reopen=workers > 1)
-    try:
-        parts = _run(_tokenize_share, _shares(len(ids), workers), workers)
-    finally:
-        _SHARED.clear()
-    vocabulary: dict[str, int] = {}
-    merged, lengths = [], []
-    for local, phrases, n in parts:
-        mapping = np.array([vocabulary.setdefault(t, len(vocabulary)) for t in local], dtype=np.int32)
-        merged.append(mapping[phrases] if len(phrases) else phrases)
-        lengths.append(n)
-    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    if lengths:
-        np.cumsum(np.concatenate(lengths), out=offsets[1:])
-    phrases = np.concatenate(merged) if merged else np.zeros(0, dtype=np.int32)
-    return Questions(ids, offsets, phrases, list(vocabulary))
 
 
 def score_all(
@@ -537,7 +501,7 @@ def score_all(
 
     ids_array = np.array(sorted(ids), dtype=np.int64)
     workers = default_workers(len(ids_array)) if workers is None else max(1, int(workers))
-    questions = questions_of(index, ids_array, query_tokens, workers)
+    questions = graph_questions.questions_of(index, ids_array, query_tokens, workers)
     lap("questions")
     postings = index.postings
     if postings is None:
