@@ -446,8 +446,9 @@ def _table_share(share: tuple[int, int]) -> PhraseTable:
 
 def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int) -> PhraseTable:
     """`phrase_table` of the vocabulary, a share of the phrases per process, joined in order."""
-    # the postings read before the fork: every worker inherits the row sizes
-    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1, postings=index.postings)
+    if index.postings is None:  # read here, before the fork: every worker inherits the row sizes
+        raise RuntimeError("the phrase table needs the index's stored postings (max_postings=0 has none)")
+    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1)
     try:
         parts = _run(_table_share, _shares(len(vocabulary), 1 if workers <= 1 else workers * 2), workers)
     finally:
