@@ -507,9 +507,10 @@ def score_all(
     postings = index.postings
     if postings is None:
         raise RuntimeError("score_all needs the index's stored postings (max_postings=0 has none)")
-    # in this process (forked table workers each held copies of their blobs and part, ~0.8 GB at 300k)
+    # by `workers` processes, each a run of the terms written to a file (forked table workers that
+    # sent their parts back held copies of their blobs and part, ~0.8 GB at 300k)
     if BULK_TABLE:  # phrases renumbered into the postings' order, read in one merged pass
-        table = graph_table.stored_order_table(postings, questions, weights)
+        table = graph_table.stored_order_table(postings, questions, weights, workers)
     else:
         table = _phrase_table_by(index, questions.vocabulary, weights, 1)
     # questions the table cannot score go to Index.search: their phrases' texts kept, the vocabulary let go
