@@ -236,8 +236,7 @@ def _compile() -> ctypes.CDLL | None:
     lib.qt_pending.restype = ctypes.c_int64
     lib.qt_settle.restype = ctypes.c_int
     lib.qt_questions.restype = ctypes.c_int64
-    for name in ("qt_clear", "qt_free", "qt_first_use"):
-        getattr(lib, name).restype = None
+    lib.qt_clear.restype = lib.qt_free.restype = lib.qt_first_use.restype = None
     return lib
 
 
@@ -253,6 +252,8 @@ def _p(array: np.ndarray) -> ctypes.c_void_p:
 class ChunkTable:
     """A table of chunks in C memory (freed with the object)."""
 
+    handle: ctypes.c_void_p | None = None
+
     def __init__(self, lib: ctypes.CDLL) -> None:
         self.lib = lib
         self.handle = ctypes.c_void_p(lib.qt_new())
@@ -260,9 +261,8 @@ class ChunkTable:
             raise MemoryError("graph questions: no memory for the chunk table")
 
     def __del__(self) -> None:
-        handle = getattr(self, "handle", None)
-        if handle is not None and handle.value:
-            self.lib.qt_free(handle)
+        if self.handle is not None and self.handle.value:
+            self.lib.qt_free(self.handle)
             self.handle = None
 
     def __len__(self) -> int:
