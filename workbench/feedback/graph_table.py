@@ -277,7 +277,7 @@ def _read_parts(files, total: int, rows_of: list, impacts_of: list) -> tuple[np.
 
 
 def _read_into(f, out: np.ndarray) -> None:
-    view = memoryview(out).cast("B")
+    view = memoryview(out.view(np.uint8).data)  # the array's bytes, written in place
     done = 0
     while done < len(view):
         n = f.readinto(view[done:])
