@@ -1,17 +1,18 @@
 """Every passage's graph question (`graph_scoring.passage_tokens`: its first distinct tokens,
-title first) for a whole corpus, tokenized with one look-up per distinct chunk and per passage
-a few calls that loop in C.
+title first) for a whole corpus, with one tokenization per distinct chunk and no Python object
+per chunk or token.
 
 `passage_tokens` tokenizes title, heading and body joined by new lines, a chunk (a whitespace-
 free piece of the normalised text) at a time: `textlib.tokenize(text)` is the concatenation of
-each chunk's tokens. Here each process numbers the tokens it meets (`_Tokens`) and remembers
-each chunk's tokens as a tuple of those numbers (`_Chunks`), so a passage's question is
-`dict.fromkeys` over its chunks' numbers, cut at `query_tokens`: the same tokens in the same
-order, without a Python loop over chunks or tokens (the per-passage `passage_tokens` was ~90 us
-a passage, the questions stage 35-40 s of a 600k graph). The numbers are then put in the order
-of first use in the questions, which is the vocabulary's order `passage_tokens` would give
-(tests/test_graph_questions.py compares them on corpora with Chinese text, titles, repeats and
-passages above and below the cut).
+each chunk's tokens (`textlib.chunk_tokens`). Each process numbers the tokens it meets
+(`_Tokens`); a chunk's tokens are remembered as their numbers, in C (`graph_chunks`: the passages'
+normalised UTF-8 split and looked up there, `dict.fromkeys` and the cut done there too) or, without
+a compiler, in a dict of tuples (`_Chunks`, `dict.fromkeys` over the chunks' numbers). Only a chunk
+not seen before is tokenized in Python. The numbers are then put in the order of first use in the
+questions, which is the vocabulary's order `passage_tokens` gives. 600k passages on two processes:
+~18 s of CPU in all, against ~40-64 s for `passage_tokens` per passage (~90 us a passage).
+tests/test_graph_questions.py compares both paths with `passage_tokens` (Chinese text, titles and
+headings, repeats, joiners, white space other than the space, questions above and below the cut).
 """
 
 from __future__ import annotations
