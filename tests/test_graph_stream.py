@@ -172,3 +172,14 @@ def test_the_table_by_two_processes_equals_the_one_process_table(corpora, corpus
     assert_equal_tables(parallel, serial)
     assert two.phrases.tolist() == one.phrases.tolist() and two.vocabulary == one.vocabulary
     assert len(serial.rows) > 1000 and serial.missing.sum() < len(serial.missing)
+
+
+def test_the_questions_left_to_the_search_are_those_with_a_missing_phrase():
+    """Questions 0 [p0 p1], 1 [], 2 [p2 p0 p3], 3 [p3], 4 [], 5 [p1]; p1 and p3 missing: 0, 2, 3
+    and 5 go to Index.search (an empty question before a run changes nothing)."""
+    offsets = np.array([0, 2, 2, 5, 6, 6, 7])
+    phrases = np.array([0, 1, 2, 0, 3, 3, 1], dtype=np.int32)
+    missing = np.array([False, True, False, True])
+    assert graph_scoring.skipped_questions(offsets, phrases, missing).tolist() == [1, 0, 1, 1, 0, 1]
+    assert graph_scoring.skipped_questions(offsets, phrases, np.zeros(4, dtype=bool)).tolist() == [0] * 6
+    assert graph_scoring.skipped_questions(np.zeros(1, dtype=np.int64), phrases[:0], missing).tolist() == []
