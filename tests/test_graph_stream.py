@@ -7,6 +7,7 @@ phrase ids, on one block and on several; the caches the table filled are let go;
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -143,3 +144,42 @@ def test_the_kernel_in_another_order_puts_each_list_in_its_row(corpora):  # noqa
     mixed = graph_kernel.score_share(*args, 3, len(ids), constants, order=order)  # order[3:] only
     assert np.array_equal(mixed[0], plain[0][order[3:]]) and mixed[1].tobytes() == plain[1][order[3:]].tobytes()
     assert (plain[0][:, 0] >= 0).sum() > 100  # real lists
+
+
+@pytest.mark.parametrize("corpus", ["encyclopedia", "internal_docs"])
+def test_the_table_by_two_processes_equals_the_one_process_table(corpora, corpus, monkeypatch):  # noqa: F811
+    """Two forked processes, each a run of the one-token phrases at a time written to a file and
+    read back in term order: the same table, bit for bit, and the same renumbered questions; the
+    files are gone after."""
+    # two fresh indexes: which phrases count as one token depends on what the postings have split
+    # before (their memory of FTS5's tokens), and with it the phrases' order in the table
+    first, second = Index(corpora[corpus].path), Index(corpora[corpus].path)
+    ids = np.array(sorted(first.documents), dtype=np.int64)
+    one = graph_scoring.questions_of(first, ids, 80, 1)
+    two = graph_scoring.questions_of(second, ids, 80, 1)
+    folders = []
+    made = graph_table.tempfile.TemporaryDirectory
+
+    def spy(*args, **kwargs):
+        folders.append(made(*args, **kwargs))
+        return folders[-1]
+
+    monkeypatch.setattr(graph_table.tempfile, "TemporaryDirectory", spy)
+    serial = graph_table.stored_order_table(first.postings, one, (2.0, 2.0, 1.0))
+    assert not folders  # one process: no files
+    parallel = graph_table.stored_order_table(second.postings, two, (2.0, 2.0, 1.0), workers=2)
+    assert len(folders) == 1 and not os.path.exists(folders[0].name)
+    assert_equal_tables(parallel, serial)
+    assert two.phrases.tolist() == one.phrases.tolist() and two.vocabulary == one.vocabulary
+    assert len(serial.rows) > 1000 and serial.missing.sum() < len(serial.missing)
+
+
+def test_the_questions_left_to_the_search_are_those_with_a_missing_phrase():
+    """Questions 0 [p0 p1], 1 [], 2 [p2 p0 p3], 3 [p3], 4 [], 5 [p1]; p1 and p3 missing: 0, 2, 3
+    and 5 go to Index.search (an empty question before a run changes nothing)."""
+    offsets = np.array([0, 2, 2, 5, 6, 6, 7])
+    phrases = np.array([0, 1, 2, 0, 3, 3, 1], dtype=np.int32)
+    missing = np.array([False, True, False, True])
+    assert graph_scoring.skipped_questions(offsets, phrases, missing).tolist() == [1, 0, 1, 1, 0, 1]
+    assert graph_scoring.skipped_questions(offsets, phrases, np.zeros(4, dtype=bool)).tolist() == [0] * 6
+    assert graph_scoring.skipped_questions(np.zeros(1, dtype=np.int64), phrases[:0], missing).tolist() == []

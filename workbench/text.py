@@ -329,6 +329,22 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+def chunk_tokens(chunk: str) -> tuple[str, ...]:
+    """A normalised, whitespace-free chunk's tokens: `tokenize(text)` is these of each chunk of
+    `normalize(text).split()`, one after another. Not remembered here (a caller that meets many
+    chunks keeps its own memory of them, e.g. the corpus graph's questions).
+
+    >>> chunk_tokens("smith's"), chunk_tokens("3.5%")
+    (('smith', 's'), ('3.5%',))
+    """
+    tokens = _CHUNK_CACHE.get(chunk)
+    if tokens is None:
+        if len(_WORD_CACHE) >= _CHUNK_CACHE_LIMIT:  # bounded, as in tokenize
+            _WORD_CACHE.clear()
+        tokens = _chunk_tokens(chunk)
+    return tokens
+
+
 def joined_tokens(chunk: str) -> str:
     """A normalised chunk's tokens joined by spaces ('' for none), not remembered (the build's
     workers keep their own memory of chunks, by id). A chunk's tokens never hold a space, so the

@@ -42,7 +42,6 @@ each passage's list is computed alone, so the result is the same for any number 
 
 from __future__ import annotations
 
-import array
 import contextlib
 import ctypes
 import math
@@ -54,7 +53,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workbench import text as textlib
-from workbench.feedback import graph_blocks, graph_kernel, graph_order, graph_table
+from workbench.feedback import graph_blocks, graph_kernel, graph_order, graph_questions, graph_table
 from workbench.index.postings import K1, Postings, column_weights
 from workbench.index.store import Index, bm25_order, query_expression
 from workbench.machine import cores
@@ -396,24 +395,6 @@ def _listed(table: PhraseTable, level: Level, question: np.ndarray, scratch: Scr
 _SHARED: dict = {}  # what forked workers inherit: set before the fork, read in the child
 
 
-def _tokenize_share(share: tuple[int, int]) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(local vocabulary, phrase ids, question lengths) of the passages ids[a:b]."""
-    index, ids, query_tokens, reopen = (_SHARED[k] for k in ("index", "ids", "query_tokens", "reopen"))
-    if reopen:
-        index.reopen_after_fork()
-    a, b = share
-    vocabulary: dict[str, int] = {}
-    phrases = array.array("i")  # 4 bytes a position (a list: 8, ~100 MB a worker at 600k)
-    lengths = np.zeros(b - a, dtype=np.int64)
-    for start in range(a, b, 500):
-        chunk = ids[start : min(b, start + 500)].tolist()
-        for i, unit in enumerate(index.units(chunk), start=start - a):
-            tokens = passage_tokens(unit, query_tokens)
-            phrases.extend(vocabulary.setdefault(t, len(vocabulary)) for t in tokens)
-            lengths[i] = len(tokens)
-    return list(vocabulary), np.frombuffer(phrases, dtype=np.int32), lengths
-
-
 def _score_share(share: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """Neighbours and scores (k columns, -1 and 0.0 padding) of questions order[a..b-1]."""
     table, by_row, levels_, questions, k = (_SHARED[k] for k in ("table", "by_row", "levels", "questions", "k"))
@@ -465,8 +446,9 @@ def _table_share(share: tuple[int, int]) -> PhraseTable:
 
 def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int) -> PhraseTable:
     """`phrase_table` of the vocabulary, a share of the phrases per process, joined in order."""
-    # the postings read before the fork: every worker inherits the row sizes
-    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1, postings=index.postings)
+    if index.postings is None:  # read here, before the fork: every worker inherits the row sizes
+        raise RuntimeError("the phrase table needs the index's stored postings (max_postings=0 has none)")
+    _SHARED.update(index=index, vocabulary=vocabulary, weights=weights, reopen=workers > 1)
     try:
         parts = _run(_table_share, _shares(len(vocabulary), 1 if workers <= 1 else workers * 2), workers)
     finally:
@@ -488,28 +470,21 @@ def _phrase_table_by(index: Index, vocabulary: list[str], weights, workers: int)
     return PhraseTable(offsets, rows, impacts, missing)
 
 
+questions_of = graph_questions.questions_of  # this module's face (tests)
+
+
+def skipped_questions(offsets: np.ndarray, phrases: np.ndarray, missing: np.ndarray) -> np.ndarray:
+    """1 for each question with a phrase the table lacks (`missing`), else 0 (uint8). Found from
+    the few positions of such phrases (np.repeat of each question's index was an 8-byte array
+    per position: 200 MB at 600k, the parent's peak while the table is held)."""
+    skip = np.zeros(len(offsets) - 1, dtype=np.uint8)
+    at = np.flatnonzero(missing[phrases])
+    skip[np.searchsorted(offsets, at, side="right") - 1] = 1  # the question whose run holds each
+    return skip
+
+
 def default_workers(n: int) -> int:
     return 1 if n < PARALLEL_FROM else max(1, min(2, cores()))
-
-
-def questions_of(index: Index, ids: np.ndarray, query_tokens: int, workers: int) -> Questions:
-    """Every passage's question (tokenized by `workers` processes, merged in id order)."""
-    _SHARED.update(index=index, ids=ids, query_tokens=query_tokens, reopen=workers > 1)
-    try:
-        parts = _run(_tokenize_share, _shares(len(ids), workers), workers)
-    finally:
-        _SHARED.clear()
-    vocabulary: dict[str, int] = {}
-    merged, lengths = [], []
-    for local, phrases, n in parts:
-        mapping = np.array([vocabulary.setdefault(t, len(vocabulary)) for t in local], dtype=np.int32)
-        merged.append(mapping[phrases] if len(phrases) else phrases)
-        lengths.append(n)
-    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    if lengths:
-        np.cumsum(np.concatenate(lengths), out=offsets[1:])
-    phrases = np.concatenate(merged) if merged else np.zeros(0, dtype=np.int32)
-    return Questions(ids, offsets, phrases, list(vocabulary))
 
 
 def score_all(
@@ -537,20 +512,19 @@ def score_all(
 
     ids_array = np.array(sorted(ids), dtype=np.int64)
     workers = default_workers(len(ids_array)) if workers is None else max(1, int(workers))
-    questions = questions_of(index, ids_array, query_tokens, workers)
+    questions = graph_questions.questions_of(index, ids_array, query_tokens, workers)
     lap("questions")
     postings = index.postings
     if postings is None:
         raise RuntimeError("score_all needs the index's stored postings (max_postings=0 has none)")
-    # in this process (forked table workers each held copies of their blobs and part, ~0.8 GB at 300k)
+    # by `workers` processes, each a run of the terms written to a file (forked table workers that
+    # sent their parts back held copies of their blobs and part, ~0.8 GB at 300k)
     if BULK_TABLE:  # phrases renumbered into the postings' order, read in one merged pass
-        table = graph_table.stored_order_table(postings, questions, weights)
+        table = graph_table.stored_order_table(postings, questions, weights, workers)
     else:
         table = _phrase_table_by(index, questions.vocabulary, weights, 1)
     # questions the table cannot score go to Index.search: their phrases' texts kept, the vocabulary let go
-    lengths = np.diff(questions.offsets)
-    skip = np.zeros(len(ids_array), dtype=np.uint8)  # questions with a phrase the table lacks
-    skip[np.repeat(np.arange(len(ids_array)), lengths)[table.missing[questions.phrases]]] = 1
+    skip = skipped_questions(questions.offsets, questions.phrases, table.missing)
     skipped = np.flatnonzero(skip).tolist()
     texts = {p: questions.vocabulary[p] for i in skipped for p in questions.of(i).tolist()}
     questions.vocabulary = []
