@@ -148,3 +148,16 @@ def test_ascii_chunks_without_joiners_equal_the_plain_rule():
         chunk = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
         chunk = rng.choice(["", "the", "of", "x"]) + chunk
         assert text._chunk_tokens(text.normalize(chunk)) == tuple(tokenize_plain(chunk)), chunk
+
+
+def test_joined_tokens_keeps_the_word_cache_bounded(monkeypatch):
+    # the build's workers call joined_tokens for every new piece: the words it remembers stay
+    # within the bound chunk_tokens keeps (they grew without one before)
+    from workbench import text as textlib
+
+    monkeypatch.setattr(textlib, "_WORD_CACHE", {})
+    monkeypatch.setattr(textlib, "_CHUNK_CACHE_LIMIT", 3)
+    for i in range(10):
+        chunk = f"a.b-c{i}"  # a joiner: the jieba path, whose words are remembered
+        assert textlib.joined_tokens(chunk) == " ".join(textlib._chunk_tokens(chunk))
+    assert 0 < len(textlib._WORD_CACHE) <= 3

@@ -350,8 +350,7 @@ def joined_tokens(chunk: str) -> str:
     workers keep their own memory of chunks, by id). A chunk's tokens never hold a space, so the
     non-empty joined chunks of `normalize(text).split()`, joined by spaces, are `tokenize(text)`
     joined by spaces (the build's FTS5 rows; tests/test_build_positions.py)."""
-    tokens = _CHUNK_CACHE.get(chunk)
-    return " ".join(_chunk_tokens(chunk) if tokens is None else tokens)
+    return " ".join(chunk_tokens(chunk))
 
 
 @functools.lru_cache(maxsize=1 << 16)
