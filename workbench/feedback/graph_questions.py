@@ -93,9 +93,14 @@ def tokenize_range(db, ids: np.ndarray, query_tokens: int) -> tuple[list[str], n
     return [names[t] for t in used.tolist()], renumber[numbers], lengths
 
 
+def passage_text(title: str, heading: str, body: str) -> str:
+    """A passage's text as its graph question reads it (`graph_scoring.passage_tokens`)."""
+    return "\n".join(x for x in (title, heading, body) if x)
+
+
 def _passage_text(title: str, heading: str, body: str) -> str:
-    """passage_tokens' text: its tokens are its normalised chunks' tokens one after another."""
-    return textlib.normalize("\n".join(x for x in (title, heading, body) if x))
+    """passage_tokens' text normalised: its tokens are its chunks' tokens one after another."""
+    return textlib.normalize(passage_text(title, heading, body))
 
 
 def _questions_python(batches, tokens: _Tokens, query_tokens: int) -> tuple[np.ndarray, np.ndarray]:

@@ -68,7 +68,7 @@ _ROW_MASK = (1 << _ROW_BITS) - 1
 
 def passage_tokens(unit, query_tokens: int) -> list[str]:
     """A passage's text as a question's tokens: its first distinct tokens, title first."""
-    text = "\n".join(x for x in (unit.title, unit.heading, unit.body) if x)
+    text = graph_questions.passage_text(unit.title, unit.heading, unit.body)
     return list(dict.fromkeys(textlib.tokenize(text)))[:query_tokens]
 
 
