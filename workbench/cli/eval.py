@@ -19,7 +19,7 @@ from workbench.cli.options import (
     run_params,
     with_timeout,
 )
-from workbench.cli.outputs import indented_json, write
+from workbench.cli.outputs import write
 from workbench.cli.printing import fmt
 from workbench.cli.status import report_failures, run_work
 from workbench.index.corpora import check_gold, load_questions
@@ -158,7 +158,7 @@ def cmd_eval(args) -> int:
             **data["config"],
             "trace_dir": os.path.relpath(Path(args.trace_dir).resolve(), out.parent.resolve()),
         }
-    write(out, indented_json(data), record="eval --out")
+    write(out, json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False), record="eval --out")
     if not result.failures:
         resume.unlink(missing_ok=True)  # failed questions are retried by the next run, the rest resumed
     m, s = data["metrics"], data["stats"]
