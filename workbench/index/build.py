@@ -89,7 +89,7 @@ def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str, str, str]
     """Everything the index stores about units `first_id`, `first_id + 1`, ... given their
     (title, heading, body, document, source, location): runs in a worker process. Their
     digests are made here too, off the writing process's path."""
-    done = tokenize_rows(list(range(first_id, first_id + len(rows))), [r[:4] for r in rows])
+    done = tokenize_rows(list(range(first_id, first_id + len(rows))), [r[:4] for r in rows], sort_terms=False)
     done["digests"] = [fields_digest(*r) for r in rows]
     return done
 

@@ -166,11 +166,14 @@ def stable_order(groups: np.ndarray) -> np.ndarray:
     return np.sort((groups << 40) | np.arange(n, dtype=np.int64)) & ((1 << 40) - 1)
 
 
-def positions(ids: list[int], w: np.ndarray, per_column: np.ndarray) -> tuple[list[str], list[int], np.ndarray, bytes]:
+def positions(
+    ids: list[int], w: np.ndarray, per_column: np.ndarray, sort_terms: bool = True
+) -> tuple[list[str], list[int], np.ndarray, bytes]:
     """(terms, counts, keys) as `postings.read_instances` reads them from an FTS5 table of
     these rows, and the rows' lengths: `w` holds the chunk ids of row 0's title, heading, body,
     row 1's title, ... (`per_column` of them in each column), settled in `_WORDS`. Terms
-    sorted, each term's keys in key order."""
+    sorted (or, without `sort_terms`, in an order of this process's own), each term's keys in
+    key order."""
     vocab = _WORDS
     term, lens = vocab.term_runs.expand(w)
     n = len(term)
@@ -183,14 +186,15 @@ def positions(ids: list[int], w: np.ndarray, per_column: np.ndarray) -> tuple[li
     keys = (row << 32) | ((column % len(COLUMNS)) << 24) | (np.arange(n, dtype=np.int64) - column_start)
     counts_all = np.bincount(term, minlength=len(vocab.terms.names))
     present = np.flatnonzero(counts_all)
-    names = [vocab.terms.names[t] for t in present.tolist()]
-    order = sorted(range(len(names)), key=names.__getitem__)  # FTS5's order: UTF-8 bytes, i.e. code points
-    sorted_ids = present[order]
+    names = list(map(vocab.terms.names.__getitem__, present.tolist()))
+    if sort_terms:
+        order = sorted(range(len(names)), key=names.__getitem__)  # FTS5's order: UTF-8 bytes, i.e. code points
+        present, names = present[order], [names[i] for i in order]
     rank = np.zeros(len(counts_all), dtype=np.int64)
-    rank[sorted_ids] = np.arange(len(order), dtype=np.int64)
+    rank[present] = np.arange(len(present), dtype=np.int64)
     keys = keys[stable_order(rank[term])]  # stable: positions are made in key order
     lengths = per_column_terms.reshape(-1, len(COLUMNS)).sum(axis=1).astype("<i4")  # a row's token count
-    return [names[i] for i in order], counts_all[sorted_ids].tolist(), keys, lengths.tobytes()
+    return names, counts_all[present].tolist(), keys, lengths.tobytes()
 
 
 def diversity_counts(w: np.ndarray, per_column: np.ndarray, bodies: list[str], same: list[bool], doc_of: list[int]):
@@ -229,8 +233,11 @@ def _split(items: list, lengths: list[int]) -> Iterator[list]:
         end += n
 
 
-def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict:
-    """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together)."""
+def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]], sort_terms: bool = True) -> dict:
+    """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together).
+    `sort_terms` False: the terms in an order of this process's own (the build's blocks sort
+    their terms anyway, `build.merge_positions`; sorting each chunk's ~20k names cost ~8% of a
+    worker)."""
 
     global _WORDS
     if len(_WORDS) >= _WORDS_LIMIT:
@@ -263,7 +270,7 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
     phrases = Counter(t for t in texts[0::3] if " " in t)
     diversity = diversity_counts(w, per_column, [r[2] for r in rows], same, doc_of)
     # FTS5's own terms for these rows, with their positions (tested equal to a scratch FTS5 table's)
-    terms, counts, keys, lengths = positions(ids, w, per_column)
+    terms, counts, keys, lengths = positions(ids, w, per_column, sort_terms)
     return {
         "fts_rows": fts_rows,
         "terms": terms,
