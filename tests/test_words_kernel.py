@@ -36,7 +36,7 @@ def test_every_white_space_splits_and_nothing_else(table):
     spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
     others = ["\u200b", "\u180e", "\ufeff", "é", "中", "\U0001f600", "\x00"]  # not white space in Python
     texts = [f"a{c}b" for c in spaces + others]
-    ids, counts, _ = table.lookup(texts)
+    _, counts, _ = table.lookup(texts)
     assert counts.tolist() == [len(t.split()) for t in texts] == [2] * len(spaces) + [1] * len(others)
 
 

@@ -88,10 +88,25 @@ def document_chunks(units: Iterable[Unit], size: int = CHUNK_UNITS) -> Iterator[
 def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str, str, str]]) -> dict:
     """Everything the index stores about units `first_id`, `first_id + 1`, ... given their
     (title, heading, body, document, source, location): runs in a worker process. Their
-    digests are made here too, off the writing process's path."""
+    digests are made here too, off the writing process's path. Its terms and diversity tokens
+    travel to the writing process (and on to a block's encoding) as one string each: a list of
+    ~20k strings took ~5 ms to pickle and as long again to load."""
     done = tokenize_rows(list(range(first_id, first_id + len(rows))), [r[:4] for r in rows], sort_terms=False)
     done["digests"] = [fields_digest(*r) for r in rows]
+    done["terms"], done["counts"] = pack(done["terms"]), np.asarray(done["counts"], dtype=np.int64)
+    tokens, df = zip(*done["diversity"]) if done["diversity"] else ((), ())
+    done["diversity"] = (pack(tokens), np.asarray(df, dtype=np.int64))
     return done
+
+
+def pack(names) -> str:
+    """Terms or diversity tokens as one string (neither ever holds white space: FTS5's unicode61
+    and DIVERSITY_TOKEN split at it)."""
+    return "\n".join(names)
+
+
+def unpack(packed: str) -> list[str]:
+    return packed.split("\n") if packed else []
 
 
 def _ignore_interrupts() -> None:
@@ -136,10 +151,15 @@ class _Chunks:
             while pending:
                 first, units, future, done = pending.popleft()
                 yield first, units, done if future is None else future.result()
-        finally:
-            if self.pool is not None:
-                self.pool.shutdown(wait=True, cancel_futures=True)
-                self.pool = None  # what is still to encode is encoded here
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """The pool stopped (kept until then for the last postings blocks' encoding)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None  # what is still to encode is encoded here
 
 
 def unit_digest(u: Unit) -> bytes:
@@ -228,12 +248,15 @@ def merge_positions(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tup
     return terms, np.bincount(term_of, minlength=len(terms)), keys
 
 
-def encode_block(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tuple[list[str], list[bytes]]:
+def encode_block(parts: list[tuple]) -> tuple[list[str], list[bytes], list[tuple[str, int]]]:
     """The terms and blobs of one postings block (`merge_positions`, then `encode_groups`
-    ~ENCODE_POSITIONS at a time, so numpy's temporaries stay small): runs in a worker."""
-    terms, counts, keys = merge_positions(parts)
+    ~ENCODE_POSITIONS at a time, so numpy's temporaries stay small), and its chunks' diversity
+    counts summed: runs in a worker. `parts`: each chunk's (packed terms, counts, keys, packed
+    diversity tokens, their document counts)."""
+    terms, counts, keys = merge_positions([(unpack(t), c, k) for t, c, k, _, _ in parts])
+    diversity = sum_diversity((unpack(tokens), df) for _, _, _, tokens, df in parts)
     if encode_kernel.load() is not None:  # the C loop: one pass, no temporaries to bound
-        return terms, encode_kernel.encode_groups(keys, counts)
+        return terms, encode_kernel.encode_groups(keys, counts), diversity
     ends = np.cumsum(counts)
     blobs: list[bytes] = []
     first = 0
@@ -242,7 +265,18 @@ def encode_block(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tuple[
         lo, hi = int(ends[first] - counts[first]), int(ends[last - 1])
         blobs += encode_groups(keys[lo:hi], counts[first:last])
         first = last
-    return terms, blobs
+    return terms, blobs, diversity
+
+
+def sum_diversity(chunks: Iterable[tuple[list[str], np.ndarray]]) -> list[tuple[str, int]]:
+    """(token, documents) summed over chunks (a block's ~16 x 20k counts become ~4x fewer for
+    the writing process to add)."""
+    total: dict[str, int] = {}
+    get = total.get
+    for tokens, df in chunks:
+        for token, n in zip(tokens, df.tolist()):
+            total[token] = get(token, 0) + n
+    return list(total.items())
 
 
 class PostingsBlocks:
@@ -250,11 +284,12 @@ class PostingsBlocks:
     longer rows than one per chunk: the (block, term) key costs about what ~6 positions do).
     A finished block is encoded by the pool when there is one (`pool()`), and its rows are
     inserted when the next block is finished or at the end: the same statements in the same
-    order whatever the timing, so the file does not depend on it."""
+    order whatever the timing, so the file does not depend on it. The block's diversity
+    counts, summed with its encoding, go to `diversity`."""
 
-    def __init__(self, db: sqlite3.Connection, pool=lambda: None):
-        self.db, self.block, self.pool = db, -1, pool
-        self.parts: list[tuple[list[str], list[int], np.ndarray]] = []
+    def __init__(self, db: sqlite3.Connection, diversity: DiversityCounts, pool=lambda: None):
+        self.db, self.block, self.pool, self.diversity = db, -1, pool, diversity
+        self.parts: list[tuple] = []
         self.encoding: deque = deque()  # (block, parts, future or None)
 
     def add(self, chunk_no: int, done: dict) -> None:
@@ -263,7 +298,7 @@ class PostingsBlocks:
             while len(self.encoding) > 1:
                 self._insert(*self.encoding.popleft())
             self.block = chunk_no // BLOCK_CHUNKS
-        self.parts.append((done["terms"], done["counts"], done["keys"]))
+        self.parts.append((done["terms"], done["counts"], done["keys"], *done["diversity"]))
 
     def _finish_block(self) -> None:
         if self.parts:
@@ -274,10 +309,11 @@ class PostingsBlocks:
 
     def _insert(self, block: int, parts, future) -> None:
         # a block still queued when the pool shut down (cancelled) is encoded here instead
-        terms, blobs = encode_block(parts) if future is None or future.cancelled() else future.result()
+        terms, blobs, diversity = encode_block(parts) if future is None or future.cancelled() else future.result()
         self.db.executemany(
             "INSERT INTO postings (block, term, keys) VALUES (?, ?, ?)", zip(itertools.repeat(block), terms, blobs)
         )
+        self.diversity.add(diversity)
 
     def flush(self) -> None:
         """Every block's rows written."""
@@ -287,9 +323,9 @@ class PostingsBlocks:
 
 
 class DiversityCounts:
-    """Diversity df summed over chunks: in a dict (a chunk's ~20k counts added in a few ms,
-    where rows in a temp table and a GROUP BY at the end cost several times that in the
-    parent), spilled to a temp table whenever it holds `DIVERSITY_SPILL` tokens, so memory
+    """Diversity df summed over blocks (`sum_diversity`): in a dict (a block's counts added in
+    a few ms, where rows in a temp table and a GROUP BY at the end cost several times that in
+    the parent), spilled to a temp table whenever it holds `DIVERSITY_SPILL` tokens, so memory
     stays bounded for any vocabulary."""
 
     def __init__(self, db: sqlite3.Connection, spill: int | None = None):
@@ -366,6 +402,7 @@ def write_index(
     workers = default_workers() if workers is None else workers
     db = sqlite3.connect(path)
     bar = _progress_bar(progress, total)
+    chunks = _Chunks(units, workers)
     try:
         db.executescript(
             "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = " + str(PAGE_SIZE) + ";"
@@ -374,14 +411,12 @@ def write_index(
         diversity = DiversityCounts(db)
         folds: set[str] | None = set()  # alias candidates (`write_aliases`), None past ALIAS_CANDIDATES
         fingerprint = Fingerprint()
-        chunks = _Chunks(units, workers)
-        blocks = PostingsBlocks(db, lambda: chunks.pool)
+        blocks = PostingsBlocks(db, diversity, lambda: chunks.pool)
         documents = 0
         n = 0
         for chunk_no, (first, chunk, done) in enumerate(chunks):
             write_chunk(db, chunk_no, first, chunk, done, fingerprint)
             blocks.add(chunk_no, done)
-            diversity.add(done["diversity"])
             if folds is not None:
                 # only a title whose accent-folded key differs from it can give an alias
                 folds.update(fold for norm, fold in done["title_keys"] if fold != norm)
@@ -391,7 +426,8 @@ def write_index(
             bar.update(len(chunk))
         if n == 0:
             return {}
-        blocks.flush()
+        blocks.flush()  # the last blocks encoded by the pool, then it stops
+        chunks.close()
         bar.set_description("indexing: merging")
         db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
         # an update finds the units of a changed document, and the aliases of changed titles
@@ -417,5 +453,6 @@ def write_index(
         db.commit()
         return meta
     finally:
+        chunks.close()
         bar.close()
         db.close()
