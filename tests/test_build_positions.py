@@ -175,3 +175,24 @@ def test_unsorted_terms_hold_the_same_positions():
     assert np.array_equal(np.concatenate([groups[t] for t in want["terms"]]), want["keys"])
     terms, counts, keys = merge_positions([(got["terms"], got["counts"], got["keys"])])
     assert terms == want["terms"] and counts.tolist() == want["counts"] and np.array_equal(keys, want["keys"])
+
+
+def test_a_block_merge_equals_one_stable_sort_of_every_key():
+    # chunks of random terms in random group order (as the workers send them): the merge moves
+    # whole groups; the straightforward way sorts every key by its term's rank, stably
+    from workbench.index.build import merge_positions
+
+    rng = np.random.default_rng(5)
+    vocabulary = [f"t{i}" for i in range(50)]
+    parts = []
+    for chunk in range(6):
+        names = [str(t) for t in rng.choice(vocabulary, int(rng.integers(0, 12)), replace=False)]
+        counts = rng.integers(1, 5, len(names)).tolist()
+        keys = [np.sort(rng.integers(0, 1000, n)) + (chunk << 32) for n in counts]
+        parts.append((names, counts, np.concatenate([np.zeros(0, np.int64), *keys]).astype(np.int64)))
+    terms, counts, keys = merge_positions(parts)
+    assert terms == sorted(set().union(*(p[0] for p in parts)))
+    term_of = np.concatenate([np.repeat([terms.index(t) for t in p[0]], p[1]).astype(np.int64) for p in parts])
+    every = np.concatenate([p[2] for p in parts])
+    assert np.array_equal(keys, every[np.argsort(term_of, kind="stable")])
+    assert counts.tolist() == np.bincount(term_of, minlength=len(terms)).tolist() and counts.dtype == np.int64

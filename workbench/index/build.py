@@ -235,17 +235,23 @@ def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[U
 
 def merge_positions(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(terms, counts, keys) of consecutive chunks as one: terms sorted (SQLite's order, so a
-    block's rows are appended in key order), each term's keys in row order."""
+    block's rows are appended in key order), each term's keys in row order. A chunk's keys are
+    already grouped by term, so each (chunk, term) group is moved to its place whole: groups
+    ordered by term, chunks in order within a term (a sort of ~300k groups, not of a block's
+    ~2M keys)."""
     terms = sorted(set().union(*(t for t, _, _ in parts))) if len(parts) > 1 else sorted(parts[0][0])
     rank = dict(zip(terms, range(len(terms))))
-    term_of = np.concatenate(
-        [
-            np.repeat(np.fromiter(map(rank.__getitem__, names), np.int64, len(names)), np.asarray(c, dtype=np.int64))
-            for names, c, _ in parts
-        ]
+    group_term = np.concatenate(
+        [np.fromiter(map(rank.__getitem__, names), np.int64, len(names)) for names, _, _ in parts]
     )
-    keys = np.concatenate([k for _, _, k in parts])[stable_order(term_of)]  # stable: chunks hold increasing rows
-    return terms, np.bincount(term_of, minlength=len(terms)), keys
+    sizes = np.concatenate([np.asarray(c, dtype=np.int64) for _, c, _ in parts])
+    order = stable_order(group_term)  # stable: chunks hold increasing rows
+    placed = np.empty_like(sizes)
+    placed[order] = np.cumsum(sizes[order]) - sizes[order]
+    keys = np.concatenate([k for _, _, k in parts])
+    merged = np.empty_like(keys)
+    merged[np.repeat(placed - (np.cumsum(sizes) - sizes), sizes) + np.arange(len(keys), dtype=np.int64)] = keys
+    return terms, np.bincount(group_term, weights=sizes, minlength=len(terms)).astype(np.int64), merged
 
 
 def encode_block(parts: list[tuple]) -> tuple[list[str], list[bytes], list[tuple[str, int]]]:
