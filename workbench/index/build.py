@@ -97,7 +97,7 @@ def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str, str, str]
     done = tokenize_rows(list(range(first_id, first_id + len(rows))), [r[:4] for r in rows], sort_terms=False)
     done["digests"] = [fields_digest(*r) for r in rows]
     done["terms"], done["counts"] = pack(done["terms"]), np.asarray(done["counts"], dtype=np.int64)
-    tokens, df = zip(*done["diversity"]) if done["diversity"] else ((), ())
+    tokens, df = done["diversity"]
     done["diversity"] = (pack(tokens), np.asarray(df, dtype=np.int64))
     return done
 

@@ -198,10 +198,10 @@ def positions(
 
 
 def diversity_counts(w: np.ndarray, per_column: np.ndarray, bodies: list[str], same: list[bool], doc_of: list[int]):
-    """(token, documents) of DIVERSITY_TOKEN in the case-folded bodies, each document counted
-    once: from the settled chunks of a body whose case folding equals its NFKC + lower case
-    (`same`; DIVERSITY_TOKEN never matches white space, so a text's tokens are its chunks'),
-    from the case-folded body itself otherwise."""
+    """(tokens, documents): DIVERSITY_TOKEN's tokens in the case-folded bodies and the number of
+    documents holding each, each document counted once: from the settled chunks of a body whose
+    case folding equals its NFKC + lower case (`same`; DIVERSITY_TOKEN never matches white
+    space, so a text's tokens are its chunks'), from the case-folded body itself otherwise."""
     vocab = _WORDS
     reuse = np.zeros(len(per_column), dtype=bool)
     reuse[_BODY :: len(COLUMNS)] = same
@@ -222,7 +222,7 @@ def diversity_counts(w: np.ndarray, per_column: np.ndarray, bodies: list[str], s
     first[1:] = pairs[1:] != pairs[:-1]  # each (document, token) once
     df = np.bincount(pairs[first] % size, minlength=size)
     present = np.flatnonzero(df)
-    return list(zip([vocab.tokens.names[t] for t in present.tolist()], df[present].tolist()))
+    return list(map(vocab.tokens.names.__getitem__, present.tolist())), df[present].tolist()
 
 
 def _split(items: list, lengths: list[int]) -> Iterator[list]:
