@@ -13,7 +13,6 @@ loop (the same numbers, texts and tables: tests/test_words_kernel.py).
 from __future__ import annotations
 
 import ctypes
-import threading
 
 import numpy as np
 
@@ -203,24 +202,17 @@ int64_t wk_texts(Words *w, const int64_t *ids, const int64_t *counts, int64_t nc
 }
 """
 
-_LOADED: list = []  # [the library or None], once per process
-_LOAD_LOCK = threading.Lock()
+
+def _declare(lib: ctypes.CDLL) -> None:
+    lib.wk_new.restype = ctypes.c_void_p
+    lib.wk_free.argtypes = [ctypes.c_void_p]
+    lib.wk_free.restype = None
+    lib.wk_size.restype = lib.wk_lookup.restype = lib.wk_texts.restype = ctypes.c_int64
+    lib.wk_settle.restype = ctypes.c_int
 
 
-def _compile() -> ctypes.CDLL | None:
-    lib = ckernel.compiled("words_kernel", SOURCE)
-    if lib is not None:
-        lib.wk_new.restype = ctypes.c_void_p
-        lib.wk_free.argtypes = [ctypes.c_void_p]
-        lib.wk_free.restype = None
-        lib.wk_size.restype = lib.wk_lookup.restype = lib.wk_texts.restype = ctypes.c_int64
-        lib.wk_settle.restype = ctypes.c_int
-    return lib
-
-
-def load() -> ctypes.CDLL | None:
-    """The compiled loop, or None (no compiler, a failed compile, SAG2WB_WORDS_KERNEL=numpy)."""
-    return ckernel.load_once(_LOADED, _LOAD_LOCK, "SAG2WB_WORDS_KERNEL", _compile)
+# the compiled loop, or None (no compiler, a failed compile, SAG2WB_WORDS_KERNEL=numpy)
+load = ckernel.loader("words_kernel", SOURCE, "SAG2WB_WORDS_KERNEL", _declare)
 
 
 def _p(array: np.ndarray) -> ctypes.c_void_p:
