@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.index import encode_kernel
+from workbench.index import encode_kernel, names_kernel
 from workbench.index.postings import BLOCK_CHUNKS, encode_groups
 from workbench.index.schema import SCHEMA_VERSION, tokenizer_signature
 from workbench.index.tokenized import stable_order, tokenize_rows
@@ -255,43 +255,69 @@ def write_chunk(db: sqlite3.Connection, chunk_no: int, first: int, units: list[U
 
 def merge_positions(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(terms, counts, keys) of consecutive chunks as one: terms sorted (SQLite's order, so a
-    block's rows are appended in key order), each term's keys in row order. A chunk's keys are
-    already grouped by term, so each (chunk, term) group is moved to its place whole: groups
-    ordered by term, chunks in order within a term (a sort of ~300k groups, not of a block's
-    ~2M keys)."""
+    block's rows are appended in key order), each term's keys in row order."""
     terms = sorted(set().union(*(t for t, _, _ in parts))) if len(parts) > 1 else sorted(parts[0][0])
     rank = dict(zip(terms, range(len(terms))))
     group_term = np.concatenate(
         [np.fromiter(map(rank.__getitem__, names), np.int64, len(names)) for names, _, _ in parts]
     )
-    sizes = np.concatenate([np.asarray(c, dtype=np.int64) for _, c, _ in parts])
+    return terms, *place_groups(group_term, [c for _, c, _ in parts], [k for _, _, k in parts], len(terms))
+
+
+def place_groups(group_term: np.ndarray, counts: list, keys: list[np.ndarray], terms: int) -> tuple:
+    """(each term's count, the keys grouped by term) of chunks whose keys are already grouped by
+    term (`counts[k]`: chunk k's group sizes; `group_term`: each group's term, one chunk after
+    another). Each (chunk, term) group is moved to its place whole: groups ordered by term, chunks
+    in order within a term (a sort of ~300k groups, not of a block's ~2M keys)."""
+    sizes = np.concatenate([np.asarray(c, dtype=np.int64) for c in counts])
     order = stable_order(group_term)  # stable: chunks hold increasing rows
     placed = np.empty_like(sizes)
     placed[order] = np.cumsum(sizes[order]) - sizes[order]
-    keys = np.concatenate([k for _, _, k in parts])
-    merged = np.empty_like(keys)
-    merged[np.repeat(placed - (np.cumsum(sizes) - sizes), sizes) + np.arange(len(keys), dtype=np.int64)] = keys
-    return terms, np.bincount(group_term, weights=sizes, minlength=len(terms)).astype(np.int64), merged
+    every = np.concatenate(keys)
+    merged = np.empty_like(every)
+    merged[np.repeat(placed - (np.cumsum(sizes) - sizes), sizes) + np.arange(len(every), dtype=np.int64)] = every
+    return np.bincount(group_term, weights=sizes, minlength=terms).astype(np.int64), merged
 
 
-def encode_block(parts: list[tuple]) -> tuple[list[str], list[bytes], list[tuple[str, int]]]:
-    """The terms and blobs of one postings block (`merge_positions`, then `encode_groups`
+def _merged_block(parts: list[tuple]) -> tuple[str, np.ndarray, np.ndarray]:
+    """`merge_positions` of packed parts, its terms packed: the compiled merge when it is there."""
+    merged = names_kernel.merge([t for t, _, _, _, _ in parts], [len(c) for _, c, _, _, _ in parts])
+    if merged is None:
+        terms, counts, keys = merge_positions([(unpack(t), c, k) for t, c, k, _, _ in parts])
+        return pack(terms), counts, keys
+    packed, group_term, found = merged
+    return packed, *place_groups(group_term, [c for _, c, _, _, _ in parts], [k for _, _, k, _, _ in parts], found)
+
+
+def _summed_diversity(parts: list[tuple]) -> tuple[str, np.ndarray]:
+    """(tokens packed, documents) of a block's chunks' diversity counts summed."""
+    merged = names_kernel.merge([t for _, _, _, t, _ in parts], [len(df) for _, _, _, _, df in parts])
+    if merged is None:
+        pairs = sum_diversity((unpack(tokens), df) for _, _, _, tokens, df in parts)
+        return pack(t for t, _ in pairs), np.array([n for _, n in pairs], dtype=np.int64)
+    packed, rank, found = merged
+    every = np.concatenate([np.zeros(0, np.int64), *(df for _, _, _, _, df in parts)])
+    return packed, np.bincount(rank, weights=every, minlength=found).astype(np.int64)
+
+
+def encode_block(parts: list[tuple]) -> tuple[str, list[bytes], str, np.ndarray]:
+    """The terms (packed) and blobs of one postings block (its chunks merged, then `encode_groups`
     ~ENCODE_POSITIONS at a time, so numpy's temporaries stay small), and its chunks' diversity
-    counts summed: runs in a worker. `parts`: each chunk's (packed terms, counts, keys, packed
-    diversity tokens, their document counts)."""
-    terms, counts, keys = merge_positions([(unpack(t), c, k) for t, c, k, _, _ in parts])
-    diversity = sum_diversity((unpack(tokens), df) for _, _, _, tokens, df in parts)
+    counts summed (tokens packed, documents): runs in a worker. `parts`: each chunk's (packed
+    terms, counts, keys, packed diversity tokens, their document counts)."""
+    terms, counts, keys = _merged_block(parts)
+    diversity = _summed_diversity(parts)
     if encode_kernel.load() is not None:  # the C loop: one pass, no temporaries to bound
-        return terms, encode_kernel.encode_groups(keys, counts), diversity
+        return terms, encode_kernel.encode_groups(keys, counts), *diversity
     ends = np.cumsum(counts)
     blobs: list[bytes] = []
     first = 0
-    while first < len(terms):
+    while first < len(counts):
         last = max(first + 1, int(np.searchsorted(ends, ends[first] + ENCODE_POSITIONS)))
         lo, hi = int(ends[first] - counts[first]), int(ends[last - 1])
         blobs += encode_groups(keys[lo:hi], counts[first:last])
         first = last
-    return terms, blobs, diversity
+    return terms, blobs, *diversity
 
 
 def sum_diversity(chunks: Iterable[tuple[list[str], np.ndarray]]) -> list[tuple[str, int]]:
@@ -335,11 +361,13 @@ class PostingsBlocks:
 
     def _insert(self, block: int, parts, future) -> None:
         # a block still queued when the pool shut down (cancelled) is encoded here instead
-        terms, blobs, diversity = encode_block(parts) if future is None or future.cancelled() else future.result()
+        done = encode_block(parts) if future is None or future.cancelled() else future.result()
+        terms, blobs, tokens, documents = done
         self.db.executemany(
-            "INSERT INTO postings (block, term, keys) VALUES (?, ?, ?)", zip(itertools.repeat(block), terms, blobs)
+            "INSERT INTO postings (block, term, keys) VALUES (?, ?, ?)",
+            zip(itertools.repeat(block), unpack(terms), blobs),
         )
-        self.diversity.add(diversity)
+        self.diversity.add(zip(unpack(tokens), documents.tolist()))
 
     def flush(self) -> None:
         """Every block's rows written."""
