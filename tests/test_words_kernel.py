@@ -32,6 +32,12 @@ def test_hand_checked_columns(table):
     assert ids.tolist() == [1, 0, 5] and new == ["é"] and len(table) == 6
 
 
+def test_one_letter_columns_fit(table):
+    # a column's end splits without a byte of white space: 3 chunks in 3 bytes
+    ids, counts, new = table.lookup(["a", "b", "c", "a b"] * 1000)
+    assert counts.tolist() == [1, 1, 1, 2] * 1000 and new == ["a", "b", "c"] and len(ids) == 5000
+
+
 def test_every_white_space_splits_and_nothing_else(table):
     spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
     others = ["\u200b", "\u180e", "\ufeff", "é", "中", "\U0001f600", "\x00"]  # not white space in Python

@@ -244,7 +244,8 @@ class WordTable:
         column's number of chunks, and the chunks met for the first time (in id order)."""
         data = "".join(columns).encode()
         chars = np.fromiter(map(len, columns), dtype=np.int64, count=len(columns))
-        cap = len(data) // 2 + 1  # a chunk and the white space after it: 2 bytes at least
+        # a chunk and the white space after it take 2 bytes at least, but a column's end needs none
+        cap = (len(data) + len(columns)) // 2 + 1
         ids, counts = np.empty(cap, np.int64), np.empty(len(columns), np.int64)
         new_at, new_len = np.empty(cap, np.int64), np.empty(cap, np.int32)
         m = self.lib.wk_lookup(
