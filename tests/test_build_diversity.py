@@ -6,6 +6,8 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 from workbench.index import build
 from workbench.index.corpora import iter_corpus
 from workbench.index.schema import DIVERSITY_TOKEN
@@ -55,3 +57,13 @@ def test_diversity_df_is_the_direct_count_in_memory_and_spilled(tmp_path, monkey
     # and nothing else differs: every table, FTS5's shadow tables included
     assert table_rows(tmp_path / "memory.sqlite") == table_rows(tmp_path / "spilled.sqlite")
     assert table_rows(tmp_path / "memory.sqlite") == table_rows(tmp_path / "two.sqlite")
+
+
+def test_a_block_sums_its_chunks_diversity_counts():
+    # hand-checked: two chunks packed as the workers send them; 'b' is in both (2 + 1), '' none
+    first = (build.pack(["a", "b"]), np.array([1, 2]))
+    second = (build.pack(["b", "c"]), np.array([1, 4]))
+    empty = (build.pack([]), np.zeros(0, dtype=np.int64))
+    assert build.unpack(first[0]) == ["a", "b"] and build.unpack(empty[0]) == []
+    chunks = [(build.unpack(t), df) for t, df in (first, empty, second)]
+    assert sorted(build.sum_diversity(chunks)) == [("a", 1), ("b", 3), ("c", 4)]

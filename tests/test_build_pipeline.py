@@ -51,3 +51,39 @@ def test_a_worker_makes_the_units_digests():
     import hashlib
 
     assert done["digests"][1] == hashlib.sha256(b"x\x1f\x1ftext of x\x1fx\x1fs\x1f1").digest()
+
+
+def _freeze_count(_):
+    import gc
+
+    return gc.get_freeze_count(), gc.get_threshold()[0]
+
+
+def test_the_collector_runs_less_often_during_a_build_and_workers_skip_what_they_inherit(tmp_path, monkeypatch):
+    import gc
+
+    seen = []
+    write_chunk = build.write_chunk
+
+    def spy(db, chunk_no, *args):
+        seen.append(gc.get_threshold()[0])
+        if chunk_no == 1:  # the pool runs by now: a worker froze what it inherited
+            seen.append(chunks_pool[0].pool.submit(_freeze_count, 0).result())
+        return write_chunk(db, chunk_no, *args)
+
+    chunks_pool = []
+    make = build._Chunks.__init__
+
+    def keep(self, *a, **k):
+        make(self, *a, **k)
+        chunks_pool.append(self)
+
+    monkeypatch.setattr(build._Chunks, "__init__", keep)
+    monkeypatch.setattr(build, "write_chunk", spy)
+    monkeypatch.setattr(build, "CHUNK_UNITS", 2)
+    before = gc.get_threshold()
+    build.write_index(_units(["a", "b", "c", "d", "e"]), tmp_path / "x.sqlite", "t", workers=2)
+    assert gc.get_threshold() == before  # put back
+    assert seen[0] == max(before[0], build.GC_YOUNG)
+    frozen, young = seen[2]
+    assert frozen > 0 and young == max(before[0], build.GC_YOUNG)

@@ -110,3 +110,15 @@ def test_load_once_builds_once_under_threads_and_honours_the_numpy_switch(monkey
     monkeypatch.setenv("SAG2WB_TEST_KERNEL", "NumPy")
     assert ckernel.load_once(loaded, lock, "SAG2WB_TEST_KERNEL", build) is None
     assert builds == [1]
+
+
+def test_a_loader_builds_declares_once_and_honours_its_switch(cache, monkeypatch):
+    declared = []
+    load = ckernel.loader("t", SOURCE, "SAG2WB_TEST_KERNEL", declared.append)
+    monkeypatch.setenv("SAG2WB_TEST_KERNEL", "numpy")
+    assert load() is None and declared == []
+    monkeypatch.delenv("SAG2WB_TEST_KERNEL")
+    lib = load()
+    if lib is None:
+        pytest.skip("no C compiler here")
+    assert load() is lib and declared == [lib] and _twice(lib) == 42

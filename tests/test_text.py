@@ -16,6 +16,16 @@ def test_nfkc_and_lower_case():
     assert tokenize("ＡＢＣ１２３") == ["abc123"]
 
 
+def test_ascii_text_is_its_own_nfkc_form():
+    # normalize skips NFKC for ASCII text: every ASCII character and pair is NFKC-stable
+    import unicodedata
+
+    ascii_ = "".join(map(chr, range(128)))
+    assert unicodedata.normalize("NFKC", ascii_) == ascii_
+    assert all(unicodedata.normalize("NFKC", a + b) == a + b for a in ascii_ for b in ascii_)
+    assert text.normalize("Role_ID\tÅ") == "role_id\tå" and text.normalize("ＡＢＣ") == "abc"
+
+
 def test_connected_latin_tokens_stay_whole_with_their_parts_first():
     # separator parts of length >= 2 with a Latin letter come first, then the word
     assert tokenize("role_id") == ["role", "id", "role_id"]

@@ -47,6 +47,21 @@ def load_once(loaded: list, lock: threading.Lock, variable: str, build) -> ctype
     return loaded[0]
 
 
+def loader(name: str, source: str, variable: str, setup=None):
+    """A kernel's `load()`: `compiled(name, source)` at most once per process (`load_once`), with
+    `setup(lib)` declaring its functions' types, or None when $variable asks for the numpy path."""
+    loaded: list = []
+    lock = threading.Lock()
+
+    def build() -> ctypes.CDLL | None:
+        lib = compiled(name, source)
+        if lib is not None and setup is not None:
+            setup(lib)
+        return lib
+
+    return lambda: load_once(loaded, lock, variable, build)
+
+
 def compiled(name: str, source: str) -> ctypes.CDLL | None:
     """The library built from `source` (C), or None when it cannot be built or loaded. A cached
     library that does not load (a truncated or foreign file) is built again once."""

@@ -187,8 +187,10 @@ def _jieba_dictionary() -> Path:
 
 
 def normalize(text: str) -> str:
-    """SPEC §1.1: NFKC, then lower-case."""
-    return unicodedata.normalize("NFKC", text).lower()
+    """SPEC §1.1: NFKC, then lower-case. ASCII text is its own NFKC form (no ASCII character
+    has a compatibility mapping, and composing needs a combining mark): `isascii` is one flag
+    read, where NFKC's quick check reads every character (~3% of a build's worker)."""
+    return text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).lower()
 
 
 @functools.cache

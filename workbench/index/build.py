@@ -25,6 +25,8 @@ several give byte-identical tables.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import itertools
 import signal
@@ -37,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.index import encode_kernel
+from workbench.index import encode_kernel, names_kernel
 from workbench.index.postings import BLOCK_CHUNKS, encode_groups
 from workbench.index.schema import SCHEMA_VERSION, tokenizer_signature
 from workbench.index.tokenized import stable_order, tokenize_rows
@@ -53,6 +55,7 @@ ENCODE_POSITIONS = 1 << 18
 DIVERSITY_SPILL = 1 << 20
 # accent-folded titles kept to look up their aliases at the end; past this, every unit is grouped
 ALIAS_CANDIDATES = 1 << 20
+GC_YOUNG = 20_000  # `_fewer_collections`
 SCHEMA = """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     CREATE TABLE units (id INTEGER PRIMARY KEY, title TEXT NOT NULL, heading TEXT NOT NULL,
@@ -88,15 +91,47 @@ def document_chunks(units: Iterable[Unit], size: int = CHUNK_UNITS) -> Iterator[
 def tokenize_chunk(first_id: int, rows: list[tuple[str, str, str, str, str, str]]) -> dict:
     """Everything the index stores about units `first_id`, `first_id + 1`, ... given their
     (title, heading, body, document, source, location): runs in a worker process. Their
-    digests are made here too, off the writing process's path."""
-    done = tokenize_rows(list(range(first_id, first_id + len(rows))), [r[:4] for r in rows])
+    digests are made here too, off the writing process's path. Its terms and diversity tokens
+    travel to the writing process (and on to a block's encoding) as one string each: a list of
+    ~20k strings took ~5 ms to pickle and as long again to load."""
+    done = tokenize_rows(list(range(first_id, first_id + len(rows))), [r[:4] for r in rows], sort_terms=False)
     done["digests"] = [fields_digest(*r) for r in rows]
+    done["terms"], done["counts"] = pack(done["terms"]), np.asarray(done["counts"], dtype=np.int64)
+    tokens, df = done["diversity"]
+    done["diversity"] = (pack(tokens), np.asarray(df, dtype=np.int64))
     return done
 
 
-def _ignore_interrupts() -> None:
+def pack(names) -> str:
+    """Terms or diversity tokens as one string (neither ever holds white space: FTS5's unicode61
+    and DIVERSITY_TOKEN split at it)."""
+    return "\n".join(names)
+
+
+def unpack(packed: str) -> list[str]:
+    return packed.split("\n") if packed else []
+
+
+def _start_worker() -> None:
     # Ctrl-C reaches the whole process group; the parent alone stops the build and cleans up
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # what a worker inherits (modules, jieba's dictionary) is never garbage: its collections
+    # skip it (with `_fewer_collections`' threshold, inherited too: ~15% of a worker's CPU)
+    gc.freeze()
+
+
+@contextlib.contextmanager
+def _fewer_collections():
+    """The cyclic collector's youngest generation raised to GC_YOUNG objects while the block
+    runs, then put back: a chunk makes ~10^5 short-lived tuples and lists (rows, FTS5 rows,
+    pairs) and none is garbage in a cycle, but at the default 700 most were walked, often
+    twice, before they were freed (~1 s of the writer's CPU at 300k)."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], GC_YOUNG), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
 
 
 def default_workers() -> int:
@@ -125,7 +160,7 @@ class _Chunks:
                 else:
                     if self.pool is None:
                         # the platform's default start (fork on Linux: workers inherit the loaded tokenizer)
-                        self.pool = ProcessPoolExecutor(self.workers, initializer=_ignore_interrupts)
+                        self.pool = ProcessPoolExecutor(self.workers, initializer=_start_worker)
                     pending.append((next_id, chunk, self.pool.submit(tokenize_chunk, next_id, rows), None))
                 next_id += len(chunk)
                 # the first chunk (done here) waits until the next one is on its way to the pool,
@@ -136,10 +171,15 @@ class _Chunks:
             while pending:
                 first, units, future, done = pending.popleft()
                 yield first, units, done if future is None else future.result()
-        finally:
-            if self.pool is not None:
-                self.pool.shutdown(wait=True, cancel_futures=True)
-                self.pool = None  # what is still to encode is encoded here
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """The pool stopped (kept until then for the last postings blocks' encoding)."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None  # what is still to encode is encoded here
 
 
 def unit_digest(u: Unit) -> bytes:
@@ -218,31 +258,77 @@ def merge_positions(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tup
     block's rows are appended in key order), each term's keys in row order."""
     terms = sorted(set().union(*(t for t, _, _ in parts))) if len(parts) > 1 else sorted(parts[0][0])
     rank = dict(zip(terms, range(len(terms))))
-    term_of = np.concatenate(
-        [
-            np.repeat(np.fromiter(map(rank.__getitem__, names), np.int64, len(names)), np.asarray(c, dtype=np.int64))
-            for names, c, _ in parts
-        ]
+    group_term = np.concatenate(
+        [np.fromiter(map(rank.__getitem__, names), np.int64, len(names)) for names, _, _ in parts]
     )
-    keys = np.concatenate([k for _, _, k in parts])[stable_order(term_of)]  # stable: chunks hold increasing rows
-    return terms, np.bincount(term_of, minlength=len(terms)), keys
+    return terms, *place_groups(group_term, [c for _, c, _ in parts], [k for _, _, k in parts], len(terms))
 
 
-def encode_block(parts: list[tuple[list[str], list[int], np.ndarray]]) -> tuple[list[str], list[bytes]]:
-    """The terms and blobs of one postings block (`merge_positions`, then `encode_groups`
-    ~ENCODE_POSITIONS at a time, so numpy's temporaries stay small): runs in a worker."""
-    terms, counts, keys = merge_positions(parts)
+def place_groups(group_term: np.ndarray, counts: list, keys: list[np.ndarray], terms: int) -> tuple:
+    """(each term's count, the keys grouped by term) of chunks whose keys are already grouped by
+    term (`counts[k]`: chunk k's group sizes; `group_term`: each group's term, one chunk after
+    another). Each (chunk, term) group is moved to its place whole: groups ordered by term, chunks
+    in order within a term (a sort of ~300k groups, not of a block's ~2M keys)."""
+    sizes = np.concatenate([np.asarray(c, dtype=np.int64) for c in counts])
+    order = stable_order(group_term)  # stable: chunks hold increasing rows
+    placed = np.empty_like(sizes)
+    placed[order] = np.cumsum(sizes[order]) - sizes[order]
+    every = np.concatenate(keys)
+    merged = np.empty_like(every)
+    merged[np.repeat(placed - (np.cumsum(sizes) - sizes), sizes) + np.arange(len(every), dtype=np.int64)] = every
+    return np.bincount(group_term, weights=sizes, minlength=terms).astype(np.int64), merged
+
+
+def _merged_block(parts: list[tuple]) -> tuple[str, np.ndarray, np.ndarray]:
+    """`merge_positions` of packed parts, its terms packed: the compiled merge when it is there."""
+    merged = names_kernel.merge([t for t, _, _, _, _ in parts], [len(c) for _, c, _, _, _ in parts])
+    if merged is None:
+        terms, counts, keys = merge_positions([(unpack(t), c, k) for t, c, k, _, _ in parts])
+        return pack(terms), counts, keys
+    packed, group_term, found = merged
+    return packed, *place_groups(group_term, [c for _, c, _, _, _ in parts], [k for _, _, k, _, _ in parts], found)
+
+
+def _summed_diversity(parts: list[tuple]) -> tuple[str, np.ndarray]:
+    """(tokens packed, documents) of a block's chunks' diversity counts summed."""
+    merged = names_kernel.merge([t for _, _, _, t, _ in parts], [len(df) for _, _, _, _, df in parts])
+    if merged is None:
+        pairs = sum_diversity((unpack(tokens), df) for _, _, _, tokens, df in parts)
+        return pack(t for t, _ in pairs), np.array([n for _, n in pairs], dtype=np.int64)
+    packed, rank, found = merged
+    every = np.concatenate([np.zeros(0, np.int64), *(df for _, _, _, _, df in parts)])
+    return packed, np.bincount(rank, weights=every, minlength=found).astype(np.int64)
+
+
+def encode_block(parts: list[tuple]) -> tuple[str, list[bytes], str, np.ndarray]:
+    """The terms (packed) and blobs of one postings block (its chunks merged, then `encode_groups`
+    ~ENCODE_POSITIONS at a time, so numpy's temporaries stay small), and its chunks' diversity
+    counts summed (tokens packed, documents): runs in a worker. `parts`: each chunk's (packed
+    terms, counts, keys, packed diversity tokens, their document counts)."""
+    terms, counts, keys = _merged_block(parts)
+    diversity = _summed_diversity(parts)
     if encode_kernel.load() is not None:  # the C loop: one pass, no temporaries to bound
-        return terms, encode_kernel.encode_groups(keys, counts)
+        return terms, encode_kernel.encode_groups(keys, counts), *diversity
     ends = np.cumsum(counts)
     blobs: list[bytes] = []
     first = 0
-    while first < len(terms):
+    while first < len(counts):
         last = max(first + 1, int(np.searchsorted(ends, ends[first] + ENCODE_POSITIONS)))
         lo, hi = int(ends[first] - counts[first]), int(ends[last - 1])
         blobs += encode_groups(keys[lo:hi], counts[first:last])
         first = last
-    return terms, blobs
+    return terms, blobs, *diversity
+
+
+def sum_diversity(chunks: Iterable[tuple[list[str], np.ndarray]]) -> list[tuple[str, int]]:
+    """(token, documents) summed over chunks (a block's ~16 x 20k counts become ~4x fewer for
+    the writing process to add)."""
+    total: dict[str, int] = {}
+    get = total.get
+    for tokens, df in chunks:
+        for token, n in zip(tokens, df.tolist()):
+            total[token] = get(token, 0) + n
+    return list(total.items())
 
 
 class PostingsBlocks:
@@ -250,11 +336,12 @@ class PostingsBlocks:
     longer rows than one per chunk: the (block, term) key costs about what ~6 positions do).
     A finished block is encoded by the pool when there is one (`pool()`), and its rows are
     inserted when the next block is finished or at the end: the same statements in the same
-    order whatever the timing, so the file does not depend on it."""
+    order whatever the timing, so the file does not depend on it. The block's diversity
+    counts, summed with its encoding, go to `diversity`."""
 
-    def __init__(self, db: sqlite3.Connection, pool=lambda: None):
-        self.db, self.block, self.pool = db, -1, pool
-        self.parts: list[tuple[list[str], list[int], np.ndarray]] = []
+    def __init__(self, db: sqlite3.Connection, diversity: DiversityCounts, pool=lambda: None):
+        self.db, self.block, self.pool, self.diversity = db, -1, pool, diversity
+        self.parts: list[tuple] = []
         self.encoding: deque = deque()  # (block, parts, future or None)
 
     def add(self, chunk_no: int, done: dict) -> None:
@@ -263,7 +350,7 @@ class PostingsBlocks:
             while len(self.encoding) > 1:
                 self._insert(*self.encoding.popleft())
             self.block = chunk_no // BLOCK_CHUNKS
-        self.parts.append((done["terms"], done["counts"], done["keys"]))
+        self.parts.append((done["terms"], done["counts"], done["keys"], *done["diversity"]))
 
     def _finish_block(self) -> None:
         if self.parts:
@@ -274,10 +361,13 @@ class PostingsBlocks:
 
     def _insert(self, block: int, parts, future) -> None:
         # a block still queued when the pool shut down (cancelled) is encoded here instead
-        terms, blobs = encode_block(parts) if future is None or future.cancelled() else future.result()
+        done = encode_block(parts) if future is None or future.cancelled() else future.result()
+        terms, blobs, tokens, documents = done
         self.db.executemany(
-            "INSERT INTO postings (block, term, keys) VALUES (?, ?, ?)", zip(itertools.repeat(block), terms, blobs)
+            "INSERT INTO postings (block, term, keys) VALUES (?, ?, ?)",
+            zip(itertools.repeat(block), unpack(terms), blobs),
         )
+        self.diversity.add(zip(unpack(tokens), documents.tolist()))
 
     def flush(self) -> None:
         """Every block's rows written."""
@@ -287,9 +377,9 @@ class PostingsBlocks:
 
 
 class DiversityCounts:
-    """Diversity df summed over chunks: in a dict (a chunk's ~20k counts added in a few ms,
-    where rows in a temp table and a GROUP BY at the end cost several times that in the
-    parent), spilled to a temp table whenever it holds `DIVERSITY_SPILL` tokens, so memory
+    """Diversity df summed over blocks (`sum_diversity`): in a dict (a block's counts added in
+    a few ms, where rows in a temp table and a GROUP BY at the end cost several times that in
+    the parent), spilled to a temp table whenever it holds `DIVERSITY_SPILL` tokens, so memory
     stays bounded for any vocabulary."""
 
     def __init__(self, db: sqlite3.Connection, spill: int | None = None):
@@ -366,56 +456,58 @@ def write_index(
     workers = default_workers() if workers is None else workers
     db = sqlite3.connect(path)
     bar = _progress_bar(progress, total)
-    try:
-        db.executescript(
-            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = " + str(PAGE_SIZE) + ";"
-            "PRAGMA cache_size = -65536;" + SCHEMA
-        )
-        diversity = DiversityCounts(db)
-        folds: set[str] | None = set()  # alias candidates (`write_aliases`), None past ALIAS_CANDIDATES
-        fingerprint = Fingerprint()
-        chunks = _Chunks(units, workers)
-        blocks = PostingsBlocks(db, lambda: chunks.pool)
-        documents = 0
-        n = 0
-        for chunk_no, (first, chunk, done) in enumerate(chunks):
-            write_chunk(db, chunk_no, first, chunk, done, fingerprint)
-            blocks.add(chunk_no, done)
-            diversity.add(done["diversity"])
-            if folds is not None:
-                # only a title whose accent-folded key differs from it can give an alias
-                folds.update(fold for norm, fold in done["title_keys"] if fold != norm)
-                folds = folds if len(folds) <= ALIAS_CANDIDATES else None
-            documents += sum(1 for i, u in enumerate(chunk) if i == 0 or u.document != chunk[i - 1].document)
-            n += len(chunk)
-            bar.update(len(chunk))
-        if n == 0:
-            return {}
-        blocks.flush()
-        bar.set_description("indexing: merging")
-        db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
-        # an update finds the units of a changed document, and the aliases of changed titles
-        db.execute("CREATE INDEX units_document ON units (document)")
-        db.execute("CREATE INDEX units_title_fold ON units (title_fold)")
-        write_statistics(db)
-        diversity.write()
-        # the candidates' units read by the title_fold index instead of every unit grouped
-        write_aliases(db, None if folds is None else sorted(folds))
-        meta = {
-            "schema": SCHEMA_VERSION,
-            **tokenizer_signature(),
-            "units": str(n),
-            "documents": str(documents),
-            "chunks": str(chunk_no + 1),
-            "block_chunks": str(BLOCK_CHUNKS),  # chunks per postings block (readers and updates follow it)
-            "source": source,
-            "fingerprint": fingerprint.hexdigest(),
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "complete": "1",  # written last: an index without it never opens
-        }
-        db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
-        db.commit()
-        return meta
-    finally:
-        bar.close()
-        db.close()
+    chunks = _Chunks(units, workers)
+    with _fewer_collections():
+        try:
+            db.executescript(
+                "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = " + str(PAGE_SIZE) + ";"
+                "PRAGMA cache_size = -65536;" + SCHEMA
+            )
+            diversity = DiversityCounts(db)
+            folds: set[str] | None = set()  # alias candidates (`write_aliases`), None past ALIAS_CANDIDATES
+            fingerprint = Fingerprint()
+            blocks = PostingsBlocks(db, diversity, lambda: chunks.pool)
+            documents = 0
+            n = 0
+            for chunk_no, (first, chunk, done) in enumerate(chunks):
+                write_chunk(db, chunk_no, first, chunk, done, fingerprint)
+                blocks.add(chunk_no, done)
+                if folds is not None:
+                    # only a title whose accent-folded key differs from it can give an alias
+                    folds.update(fold for norm, fold in done["title_keys"] if fold != norm)
+                    folds = folds if len(folds) <= ALIAS_CANDIDATES else None
+                documents += sum(1 for i, u in enumerate(chunk) if i == 0 or u.document != chunk[i - 1].document)
+                n += len(chunk)
+                bar.update(len(chunk))
+            if n == 0:
+                return {}
+            blocks.flush()  # the last blocks encoded by the pool, then it stops
+            chunks.close()
+            bar.set_description("indexing: merging")
+            db.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+            # an update finds the units of a changed document, and the aliases of changed titles
+            db.execute("CREATE INDEX units_document ON units (document)")
+            db.execute("CREATE INDEX units_title_fold ON units (title_fold)")
+            write_statistics(db)
+            diversity.write()
+            # the candidates' units read by the title_fold index instead of every unit grouped
+            write_aliases(db, None if folds is None else sorted(folds))
+            meta = {
+                "schema": SCHEMA_VERSION,
+                **tokenizer_signature(),
+                "units": str(n),
+                "documents": str(documents),
+                "chunks": str(chunk_no + 1),
+                "block_chunks": str(BLOCK_CHUNKS),  # chunks per postings block (readers and updates follow it)
+                "source": source,
+                "fingerprint": fingerprint.hexdigest(),
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "complete": "1",  # written last: an index without it never opens
+            }
+            db.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+            db.commit()
+            return meta
+        finally:
+            chunks.close()
+            bar.close()
+            db.close()

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from workbench import text as textlib
+from workbench.index import words_kernel
 from workbench.index.postings import COLUMNS
 from workbench.index.schema import DIVERSITY_TOKEN, fold_accents, normalize_title
 
@@ -61,28 +62,66 @@ class _Runs:
         return self.flat[np.arange(n, dtype=np.int64) + np.repeat(self.starts[items] - (ends - lens), lens)], lens
 
 
-class _Words(Ids):
+class _Words:
     """Per process: each distinct normalised chunk (a whitespace-free piece of a text) gets an
     id on first look-up; `settle` then finds the FTS5 terms and diversity tokens of all new
     chunks at once. A text's FTS5 terms are its chunks' terms in order: FTS5's unicode61
-    tokenizer carries nothing across the spaces that join the chunks' tokens."""
+    tokenizer carries nothing across the spaces that join the chunks' tokens. The chunks and
+    their joined tokens live in the compiled table (`words_kernel`) when there is one, else in
+    a dict and a list here (the same ids and texts)."""
 
     def __init__(self) -> None:
-        super().__init__()
         self.settled = 0
-        self.joined: list[str] = []  # a chunk's SAG2 tokens joined by spaces, by id ('' for none)
+        lib = words_kernel.load()
+        self.table = words_kernel.WordTable(lib) if lib is not None else None
+        self.ids = Ids()  # without the table: chunk -> id
+        self.pending: list[str] = []  # with the table: the chunks met since the last settle
+        self.joined: list[str] = []  # without the table: a chunk's SAG2 tokens joined by spaces, by id
         self.terms, self.term_runs = Ids(), _Runs()
         self.tokens, self.token_runs = Ids(), _Runs()
+
+    def __len__(self) -> int:
+        return len(self.table) if self.table is not None else len(self.ids)
+
+    def lookup(self, columns: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of the normalised `columns`' chunks (`str.split()`'s), one column after
+        another, and each column's number of chunks."""
+        if self.table is not None:
+            ids, counts, new = self.table.lookup(columns)
+            self.pending += new
+            return ids, counts
+        flat: list[int] = []
+        per_column: list[int] = []
+        word_id = self.ids.__getitem__
+        for column in columns:
+            words = column.split()
+            flat.extend(map(word_id, words))
+            per_column.append(len(words))
+        return np.array(flat, dtype=np.int64), np.array(per_column, dtype=np.int64)
+
+    def texts(self, w: np.ndarray, per_column: np.ndarray) -> list[str]:
+        """Each column's text for FTS5: its chunks' non-empty joined tokens, one space between
+        (settled chunks)."""
+        if self.table is not None:
+            return self.table.texts(w, per_column)
+        joined = list(map(self.joined.__getitem__, w.tolist()))
+        return [" ".join(filter(None, part)) for part in _split(joined, per_column.tolist())]
 
     def settle(self) -> None:
         """The FTS5 terms of the chunks first seen since the last call, from a scratch FTS5
         table with the index's tokenizer (so they are FTS5's own, whatever the text)."""
-        pending = self.names[self.settled :]
+        if self.table is not None:
+            pending, self.pending = self.pending, []
+        else:
+            pending = self.ids.names[self.settled :]
         if not pending:
             return
-        self.settled = len(self.names)
         joined = list(map(textlib.joined_tokens, pending))
-        self.joined += joined
+        if self.table is not None:
+            self.table.settle(self.settled, joined)
+        else:
+            self.joined += joined
+        self.settled += len(pending)
         # a joined chunk that is one lower-case ASCII letter/digit run is one FTS5 term, itself
         # (unicode61 keeps such a run whole and unchanged), and '' is none: only the others are
         # split by FTS5
@@ -127,11 +166,14 @@ def stable_order(groups: np.ndarray) -> np.ndarray:
     return np.sort((groups << 40) | np.arange(n, dtype=np.int64)) & ((1 << 40) - 1)
 
 
-def positions(ids: list[int], w: np.ndarray, per_column: np.ndarray) -> tuple[list[str], list[int], np.ndarray, bytes]:
+def positions(
+    ids: list[int], w: np.ndarray, per_column: np.ndarray, sort_terms: bool = True
+) -> tuple[list[str], list[int], np.ndarray, bytes]:
     """(terms, counts, keys) as `postings.read_instances` reads them from an FTS5 table of
     these rows, and the rows' lengths: `w` holds the chunk ids of row 0's title, heading, body,
     row 1's title, ... (`per_column` of them in each column), settled in `_WORDS`. Terms
-    sorted, each term's keys in key order."""
+    sorted (or, without `sort_terms`, in an order of this process's own), each term's keys in
+    key order."""
     vocab = _WORDS
     term, lens = vocab.term_runs.expand(w)
     n = len(term)
@@ -144,21 +186,22 @@ def positions(ids: list[int], w: np.ndarray, per_column: np.ndarray) -> tuple[li
     keys = (row << 32) | ((column % len(COLUMNS)) << 24) | (np.arange(n, dtype=np.int64) - column_start)
     counts_all = np.bincount(term, minlength=len(vocab.terms.names))
     present = np.flatnonzero(counts_all)
-    names = [vocab.terms.names[t] for t in present.tolist()]
-    order = sorted(range(len(names)), key=names.__getitem__)  # FTS5's order: UTF-8 bytes, i.e. code points
-    sorted_ids = present[order]
+    names = list(map(vocab.terms.names.__getitem__, present.tolist()))
+    if sort_terms:
+        order = sorted(range(len(names)), key=names.__getitem__)  # FTS5's order: UTF-8 bytes, i.e. code points
+        present, names = present[order], [names[i] for i in order]
     rank = np.zeros(len(counts_all), dtype=np.int64)
-    rank[sorted_ids] = np.arange(len(order), dtype=np.int64)
+    rank[present] = np.arange(len(present), dtype=np.int64)
     keys = keys[stable_order(rank[term])]  # stable: positions are made in key order
     lengths = per_column_terms.reshape(-1, len(COLUMNS)).sum(axis=1).astype("<i4")  # a row's token count
-    return [names[i] for i in order], counts_all[sorted_ids].tolist(), keys, lengths.tobytes()
+    return names, counts_all[present].tolist(), keys, lengths.tobytes()
 
 
 def diversity_counts(w: np.ndarray, per_column: np.ndarray, bodies: list[str], same: list[bool], doc_of: list[int]):
-    """(token, documents) of DIVERSITY_TOKEN in the case-folded bodies, each document counted
-    once: from the settled chunks of a body whose case folding equals its NFKC + lower case
-    (`same`; DIVERSITY_TOKEN never matches white space, so a text's tokens are its chunks'),
-    from the case-folded body itself otherwise."""
+    """(tokens, documents): DIVERSITY_TOKEN's tokens in the case-folded bodies and the number of
+    documents holding each, each document counted once: from the settled chunks of a body whose
+    case folding equals its NFKC + lower case (`same`; DIVERSITY_TOKEN never matches white
+    space, so a text's tokens are its chunks'), from the case-folded body itself otherwise."""
     vocab = _WORDS
     reuse = np.zeros(len(per_column), dtype=bool)
     reuse[_BODY :: len(COLUMNS)] = same
@@ -179,7 +222,7 @@ def diversity_counts(w: np.ndarray, per_column: np.ndarray, bodies: list[str], s
     first[1:] = pairs[1:] != pairs[:-1]  # each (document, token) once
     df = np.bincount(pairs[first] % size, minlength=size)
     present = np.flatnonzero(df)
-    return list(zip([vocab.tokens.names[t] for t in present.tolist()], df[present].tolist()))
+    return list(map(vocab.tokens.names.__getitem__, present.tolist())), df[present].tolist()
 
 
 def _split(items: list, lengths: list[int]) -> Iterator[list]:
@@ -190,15 +233,17 @@ def _split(items: list, lengths: list[int]) -> Iterator[list]:
         end += n
 
 
-def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict:
-    """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together)."""
+def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]], sort_terms: bool = True) -> dict:
+    """`tokenize_chunk` for units with the ids `ids` (ascending; a document's units together).
+    `sort_terms` False: the terms in an order of this process's own (the build's blocks sort
+    their terms anyway, `build.merge_positions`; sorting each chunk's ~20k names cost ~8% of a
+    worker)."""
 
     global _WORDS
     if len(_WORDS) >= _WORDS_LIMIT:
         _WORDS = _Words()
-    norm, word_id = textlib.normalize, _WORDS.__getitem__
-    flat: list[int] = []  # chunk ids, column after column
-    per_column: list[int] = []
+    norm = textlib.normalize
+    normed: list[str] = []  # each row's normalised title, heading, body
     title_keys: list[tuple[str, str]] = []
     keys_of_title: dict[str, tuple[str, str]] = {}
     doc_of: list[int] = []
@@ -206,30 +251,26 @@ def tokenize_rows(ids: list[int], rows: list[tuple[str, str, str, str]]) -> dict
     documents = 0
     for i, (title, heading, body, document) in enumerate(rows):
         normed_body = norm(body)
-        t_words, h_words, b_words = norm(title).split(), norm(heading).split(), normed_body.split()
+        normed += (norm(title), norm(heading), normed_body)
         # ASCII text: NFKC leaves it alone and lower case is its case folding (no casefold call)
         same.append(body.isascii() or normed_body == body.casefold())
-        flat.extend(map(word_id, itertools.chain(t_words, h_words, b_words)))
-        per_column.extend((len(t_words), len(h_words), len(b_words)))
         if title not in keys_of_title:
-            normed = normalize_title(title)
+            key = normalize_title(title)
             # an ASCII title folds to itself (NFKD and NFKC leave it alone, it has no marks)
-            keys_of_title[title] = (normed, normed if normed.isascii() else fold_accents(normed))
+            keys_of_title[title] = (key, key if key.isascii() else fold_accents(key))
         title_keys.append(keys_of_title[title])
         doc_of.append(documents)
         if i + 1 < len(rows) and rows[i + 1][3] != document:
             documents += 1
+    w, per_column = _WORDS.lookup(normed)
     _WORDS.settle()
-    # each column's text for FTS5 from its chunks' joined tokens, by id: one hash look-up per
-    # word (the id) instead of two (the id and the joined text)
-    texts = [" ".join(filter(None, part)) for part in _split(list(map(_WORDS.joined.__getitem__, flat)), per_column)]
+    texts = _WORDS.texts(w, per_column)
     fts_rows = list(zip(ids, texts[0::3], texts[1::3], texts[2::3]))
     # two or more tokens (a token never holds a space); counted: an update removes a phrase with its last unit
     phrases = Counter(t for t in texts[0::3] if " " in t)
-    w, columns = np.array(flat, dtype=np.int64), np.array(per_column, dtype=np.int64)
-    diversity = diversity_counts(w, columns, [r[2] for r in rows], same, doc_of)
+    diversity = diversity_counts(w, per_column, [r[2] for r in rows], same, doc_of)
     # FTS5's own terms for these rows, with their positions (tested equal to a scratch FTS5 table's)
-    terms, counts, keys, lengths = positions(ids, w, columns)
+    terms, counts, keys, lengths = positions(ids, w, per_column, sort_terms)
     return {
         "fts_rows": fts_rows,
         "terms": terms,

@@ -242,7 +242,7 @@ def apply(db: sqlite3.Connection, removed: list[int], added: list[tuple[int, Uni
         db.executemany("INSERT INTO fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)", new["fts_rows"])
         insert_units(db, [i for i, _ in added], [u for _, u in added], new["title_keys"])
     _edit_postings(db, removed, added, old, new)
-    _edit_counts(db, "diversity_df", "term", "df", old and old["diversity"], new and new["diversity"])
+    _edit_counts(db, "diversity_df", "term", "df", old and zip(*old["diversity"]), new and zip(*new["diversity"]))
     _edit_counts(db, "title_phrases", "phrase", "units", old and old["phrases"], new and new["phrases"])
     # body document counts of the tokens touched, from FTS5's own vocabulary
     touched = {t for d in (old, new) if d for t in d["terms"]}
