@@ -9,7 +9,6 @@ numpy's frexp gives), so the blobs are equal byte for byte (tests/test_encode_ke
 from __future__ import annotations
 
 import ctypes
-import threading
 
 import numpy as np
 
@@ -54,22 +53,15 @@ int64_t encode_groups(const int64_t *keys, const int64_t *counts, int64_t ngroup
 }
 """
 
-_LOADED: list = []  # [the library or None], once per process
-_LOAD_LOCK = threading.Lock()
+
+def _declare(lib: ctypes.CDLL) -> None:
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
+    lib.encode_groups.restype = size
+    lib.encode_groups.argtypes = [pointer, pointer, size, pointer, pointer]
 
 
-def _compile() -> ctypes.CDLL | None:
-    lib = ckernel.compiled("encode_kernel", SOURCE)
-    if lib is not None:
-        lib.encode_groups.restype = ctypes.c_int64
-        pointer, size = ctypes.c_void_p, ctypes.c_int64
-        lib.encode_groups.argtypes = [pointer, pointer, size, pointer, pointer]
-    return lib
-
-
-def load() -> ctypes.CDLL | None:
-    """The compiled loop, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy)."""
-    return ckernel.load_once(_LOADED, _LOAD_LOCK, "SAG2WB_POSTINGS_KERNEL", _compile)
+# The compiled loop, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy).
+load = ckernel.loader("encode_kernel", SOURCE, "SAG2WB_POSTINGS_KERNEL", _declare)
 
 
 def encode_groups(keys: np.ndarray, counts) -> list[bytes]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import threading
 
 import numpy as np
 
@@ -178,14 +177,8 @@ int64_t top_bm25(int64_t nphr, const int64_t *const *rows, const double *const *
 }
 """
 
-_LOADED: list = []  # [the library or None], once per process
-_LOAD_LOCK = threading.Lock()
 
-
-def _compile() -> ctypes.CDLL | None:
-    lib = ckernel.compiled("postings_kernel", SOURCE)
-    if lib is None:
-        return None
+def _declare(lib: ctypes.CDLL) -> None:
     lib.decode_blobs.restype = ctypes.c_int64
     lib.decode_blobs.argtypes = [
         ctypes.c_char_p,
@@ -204,12 +197,10 @@ def _compile() -> ctypes.CDLL | None:
     lib.add_among_slots.argtypes = [pointer, size, size, pointer, pointer, pointer, pointer, pointer]
     lib.top_bm25.restype = ctypes.c_int64
     lib.top_bm25.argtypes = [size, pointer, pointer, pointer, size, pointer, pointer, size, pointer, pointer]
-    return lib
 
 
-def load() -> ctypes.CDLL | None:
-    """The compiled loops, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy)."""
-    return ckernel.load_once(_LOADED, _LOAD_LOCK, "SAG2WB_POSTINGS_KERNEL", _compile)
+# The compiled loops, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy).
+load = ckernel.loader("postings_kernel", SOURCE, "SAG2WB_POSTINGS_KERNEL", _declare)
 
 
 def decode_blobs(lib: ctypes.CDLL, blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
