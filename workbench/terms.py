@@ -510,6 +510,41 @@ def _checked_priority(p, weighting_name: str, term: str, seed: int) -> float:
     )
 
 
+_RECOUNT_BATCH = 8  # pending terms counted together: one read of their tokens, then the floor rises
+
+
+def _count_pending(best: dict, pending: set, views: list, stats, variant: tuple, keep: int, prefetch) -> None:
+    """Weigh with their own df the pending terms (weighed with the largest idf a matching term can
+    have) that can still reach the first `keep` rows, into `best`; drop the others from it. They are
+    counted highest bound first, a batch at a time: each batch's exact priorities can raise the
+    floor (the keep-th best exact priority so far), and a term whose bound is below the floor cannot
+    reach the kept rows, since its own priority is at most its bound and the floor never falls. The
+    kept rows are those of counting every term whose bound reaches the exact terms' floor, with
+    ~13% fewer phrases counted (100 dev questions at 600k)."""
+    df = stats.df
+    floor_heap = heapq.nlargest(keep, [v[0] for t, v in best.items() if t not in pending and df(t) != 0])
+    heapq.heapify(floor_heap)  # the keep best exact priorities so far, smallest first
+    bounds = sorted([(best[t][0], t) for t in pending if t in best], reverse=True)
+    for t in pending:
+        best.pop(t, None)
+    for i in range(0, len(bounds), _RECOUNT_BATCH):
+        floor = floor_heap[0] if len(floor_heap) >= keep else -_INF
+        batch = [t for bound, t in bounds[i : i + _RECOUNT_BATCH] if bound >= floor]
+        if not batch:  # bounds fall: every later one is below the floor too
+            break
+        if prefetch is not None:
+            prefetch(sorted(batch))
+        mine_all = frozenset(batch)
+        for view, kinds, proposed in views:
+            mine = mine_all.intersection(proposed)
+            if mine:
+                counted, _ = _weigh(*variant, replace(view, candidate_terms=mine), stats)
+                _merge(best, counted, view.unit_id, kinds)
+        for t in batch:
+            if t in best and df(t) != 0:
+                (heapq.heappushpop if len(floor_heap) >= keep else heapq.heappush)(floor_heap, best[t][0])
+
+
 def choose_terms(
     seeds: list[SeedView], stats: CorpusStats, weighting_name: str, L: int, keep: int | None = None
 ) -> tuple[list[TermChoice], dict[int, float | None]]:
@@ -543,18 +578,7 @@ def choose_terms(
         views.append((view, summary.kinds, weights.keys()))
     if bounded and isinstance(first_stats, _Optimistic) and first_stats.pending:  # bounded: always _Optimistic
         assert keep is not None  # bounded implies keep
-        exact = [v[0] for t, v in best.items() if t not in first_stats.pending and stats.df(t) != 0]
-        floor = heapq.nlargest(keep, exact)[-1] if len(exact) >= keep else -_INF
-        recount = {t for t in first_stats.pending if t in best and best[t][0] >= floor}
-        for t in first_stats.pending:
-            best.pop(t, None)  # a bound below the floor: the term cannot reach the kept rows
-        if prefetch is not None:
-            prefetch(sorted(recount))
-        for view, kinds, proposed in views:
-            mine = recount.intersection(proposed)
-            if mine:
-                counted, _ = _weigh(weighting, weighting_name, replace(view, candidate_terms=frozenset(mine)), stats)
-                _merge(best, counted, view.unit_id, kinds)
+        _count_pending(best, first_stats.pending, views, stats, (weighting, weighting_name), keep, prefetch)
     df = stats.df
     # df is the term's own, so a df = 0 term (no unit's body matches it) is dropped once here;
     # (-priority, term) tuples sort in C (terms are unique, so the third item is never compared)
