@@ -33,7 +33,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from workbench.index import postings_kernel
+from workbench.index import postings_kernel, row_sets
 from workbench.index.postings_kernel import bm25_order, sorted_unique  # noqa: F401  (this module's face)
 from workbench.recent import Recent
 
@@ -571,6 +571,11 @@ class Postings:
             size = len(self.row_norm)
             self._sums = (np.zeros(size), np.zeros(size, dtype=np.uint8), np.full(size, -1, dtype=np.int32))
         return self._sums
+
+    def places(self, among: np.ndarray, rows: list[np.ndarray]) -> list[np.ndarray]:
+        """`row_sets.places` through the array of every row's slot that the kernels keep (-1s)."""
+        with self._sums_lock:
+            return row_sets.places(among, rows, self._row_arrays()[2])
 
     def bm25_among(self, phrases: list[str], weights, among: np.ndarray) -> np.ndarray | None:
         """bm25 (as `bm25` gives it) of the rows `among` (ascending, unique, each matching
