@@ -30,26 +30,11 @@ def test_places_hand_checked(monkeypatch):
     assert [p.tolist() for p in places(among, rows)] == want  # binary search: a short union
     monkeypatch.setattr(row_sets, "_DENSE_PLACES", 1)
     assert [p.tolist() for p in places(among, rows)] == want  # the array indexed by row
-    slots = np.full(41, -1, dtype=np.int32)  # a caller's array of every row's slot: no new one is made
-    assert [p.tolist() for p in places(among, rows, slots)] == want
-    assert slots.tolist() == [-1] * 41  # left as it came
-    assert [p.tolist() for p in places(among, rows, slots[:40])] == want  # too short for row 40: a new one
-
-
-def test_the_expansion_finds_places_through_the_kernels_slots(tmp_path, monkeypatch):
-    # the index's array of every row's slot (kept for add_among) stands in for a new array a round,
-    # whose written pages cost ~1 ms a round at 600k
-    from .conftest import FILM_WORLD, build_index
-
-    postings = build_index(tmp_path, FILM_WORLD).postings
-    monkeypatch.setattr(row_sets, "_DENSE_PLACES", 1)
-    made = []
-    empty = np.empty
-    monkeypatch.setattr(row_sets.np, "empty", lambda *a, **k: made.append(a) or empty(*a, **k))
-    among = np.array([1, 3, 6], dtype=np.int64)
-    got = postings.places(among, [np.array([3, 6], dtype=np.int64), np.array([1], dtype=np.int64)])
-    assert [p.tolist() for p in got] == [[1, 2], [0]] and made == []
-    assert (postings._row_arrays()[2] == -1).all()
+    slots = row_sets._slots(41)  # this thread's array of -1s, kept: no new array a round
+    assert [p.tolist() for p in places(among, rows)] == want
+    assert slots.tolist() == [-1] * len(slots) and row_sets._slots(10) is slots  # left as it came, reused
+    longer = [p.tolist() for p in places(np.append(among, 5000), [*rows, np.array([5000], dtype=np.int64)])]
+    assert longer == [*want, [5]] and len(row_sets._slots(1)) >= 5001  # grown for a larger id
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -219,8 +219,7 @@ def retrieve_expansion(index: Index, selected, round0_expression: str, seen, par
     among = union(matched)
     bm25 = index.bm25_among(expression, among, params.field_weights)
     lists = []
-    where = postings.places(among, matched) if postings is not None else places(among, matched)
-    for t, units, at in zip(selected, matched, where):  # each term's rows in `among`
+    for t, units, at in zip(selected, matched, places(among, matched)):  # each term's rows in `among`
         scores = bm25[at]
         # by BM25, equal scores lower id first; the interleaving below reaches depth < B only
         # (at depth d every list's first d units are taken, so d candidates are made)

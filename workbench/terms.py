@@ -514,13 +514,10 @@ _RECOUNT_BATCH = 8  # pending terms counted together: one read of their tokens, 
 
 
 def _count_pending(best: dict, pending: set, views: list, stats, variant: tuple, keep: int, prefetch) -> None:
-    """Weigh with their own df the pending terms (weighed with the largest idf a matching term can
-    have) that can still reach the first `keep` rows, into `best`; drop the others from it. They are
-    counted highest bound first, a batch at a time: each batch's exact priorities can raise the
-    floor (the keep-th best exact priority so far), and a term whose bound is below the floor cannot
-    reach the kept rows, since its own priority is at most its bound and the floor never falls. The
-    kept rows are those of counting every term whose bound reaches the exact terms' floor, with
-    ~13% fewer phrases counted (100 dev questions at 600k)."""
+    """Weigh with their own df, into `best`, the pending terms (weighed with df = 1) that can still
+    reach the first `keep` rows; drop the others. Highest bound first, a batch at a time: each batch
+    can raise the floor (the keep-th best exact priority so far), which never falls, and a term whose
+    bound is below it cannot reach the kept rows (~12% fewer phrases counted at 600k)."""
     df = stats.df
     floor_heap = heapq.nlargest(keep, [v[0] for t, v in best.items() if t not in pending and df(t) != 0])
     heapq.heapify(floor_heap)  # the keep best exact priorities so far, smallest first
@@ -557,7 +554,8 @@ def choose_terms(
     # Counting a phrase's df is an FTS5 query; most phrases of a round end far below the
     # kept rows. For the built-in variants (priority never falls as idf rises) phrases are
     # first weighed with the largest idf a matching term can have, and counted only if that
-    # bound reaches the kept rows; the kept rows are the same as with every df counted.
+    # bound reaches the kept rows as counted so far (`_count_pending`); the kept rows are the
+    # same as with every df counted.
     bounded = keep is not None and weighting in _IDF_MONOTONE and hasattr(stats, "cheap_df")
     first_stats = _Optimistic(stats, frozenset().union(*(s.question_tokens for s in seeds))) if bounded else stats
     # term -> (priority, seed, weight, kinds of that seed)

@@ -33,7 +33,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from workbench.index import postings_kernel, row_sets
+from workbench.index import postings_kernel
 from workbench.index.postings_kernel import bm25_order, sorted_unique  # noqa: F401  (this module's face)
 from workbench.recent import Recent
 
@@ -291,10 +291,8 @@ def averages(db: Queryable) -> tuple[int, float]:
 TOKEN_CACHE_POSITIONS = 16_000_000
 # and at most this many rows of phrases' BM25 terms (8 bytes each, with their row ids)
 TERMS_CACHE_ROWS = 4_000_000
-# and the tokens of at most this many phrases
-TOKENS_CACHE_PHRASES = 100_000
-# and at most this many start positions of phrases counted but not yet searched
-STARTS_CACHE_POSITIONS = 1_000_000
+# and the tokens of at most this many phrases, and the starts of phrases counted, not yet searched
+TOKENS_CACHE_PHRASES, STARTS_CACHE_POSITIONS = 100_000, 1_000_000
 NO_TOKENS: tuple[str, ...] = ()  # what the tokens cache holds for a phrase without tokens
 
 
@@ -328,8 +326,7 @@ class Postings:
         self._tokens = Recent(TOKENS_CACHE_PHRASES)
         # bounded, least recently used let go first (recent.py): phrase -> (rows, instance -> row, column)
         self._phrases = Recent(4096)
-        # phrase -> its starts, as `body_rows` found them: term selection counts a phrase, then the
-        # expansion searches the selected ones (`phrase`), which need not merge the tokens again
+        # phrase -> the starts `body_rows` counted, which `phrase` takes when the expansion searches it
         self._counted_starts = Recent(STARTS_CACHE_POSITIONS, len)
         self._token_keys = Recent(TOKEN_CACHE_POSITIONS, len)  # token -> its keys, within a number of keys
         # (phrase, column weights) -> (rows, each row's BM25 term for the phrase), as `bm25` adds them
@@ -571,11 +568,6 @@ class Postings:
             size = len(self.row_norm)
             self._sums = (np.zeros(size), np.zeros(size, dtype=np.uint8), np.full(size, -1, dtype=np.int32))
         return self._sums
-
-    def places(self, among: np.ndarray, rows: list[np.ndarray]) -> list[np.ndarray]:
-        """`row_sets.places` through the array of every row's slot that the kernels keep (-1s)."""
-        with self._sums_lock:
-            return row_sets.places(among, rows, self._row_arrays()[2])
 
     def bm25_among(self, phrases: list[str], weights, among: np.ndarray) -> np.ndarray | None:
         """bm25 (as `bm25` gives it) of the rows `among` (ascending, unique, each matching
