@@ -12,21 +12,12 @@ few hundred) are searched in the rows instead. The results are the same arrays
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from workbench.index.postings import sorted_unique
 
 # at least this many rows in the union: places from an array indexed by row (its pages cost ~0.3 ms at 600k)
 _DENSE_PLACES = 4096
-
-
-class _Scratch(threading.local):
-    slots = np.zeros(0, dtype=np.int32)  # each thread's `_slots` (empty until the first dense call)
-
-
-_SCRATCH = _Scratch()
 
 
 def unseen(rows: np.ndarray, seen_ids: np.ndarray) -> np.ndarray:
@@ -64,19 +55,6 @@ def places(among: np.ndarray, rows: list[np.ndarray]) -> list[np.ndarray]:
     duplicate-free, ids >= 0)."""
     if len(among) < _DENSE_PLACES:
         return [np.searchsorted(among, r) for r in rows]
-    place = _slots(int(among[-1]) + 1)  # only the ids of `among` are ever read
+    place = np.empty(int(among[-1]) + 1, dtype=np.int32)  # only the ids of `among` are ever read
     place[among] = np.arange(len(among), dtype=np.int32)
-    try:
-        return [place[r] for r in rows]
-    finally:
-        place[among] = -1
-
-
-def _slots(size: int) -> np.ndarray:
-    """This thread's int32 array of -1s, at least `size` long, kept between calls: a new array's
-    written pages cost a page fault each (~1 ms a round at 600k, places 208 -> 26 ms over 99 dev
-    questions)."""
-    slots = _SCRATCH.slots
-    if len(slots) < size:
-        slots = _SCRATCH.slots = np.full(size, -1, dtype=np.int32)
-    return slots
+    return [place[r] for r in rows]
