@@ -139,6 +139,22 @@ def test_body_df_equals_fts5(tmp_path):
     assert memory.df("北京大学") == 1
 
 
+def test_a_counted_phrase_is_searched_from_the_starts_its_count_found(tmp_path, monkeypatch):
+    # term selection counts a phrase's body rows, then the expansion searches it: the second
+    # step reuses the starts of the first instead of merging the tokens' positions again
+    postings = build_index(tmp_path, MIXED).postings
+    merges = []
+    starts = postings._starts
+    monkeypatch.setattr(postings, "_starts", lambda toks: merges.append(toks) or starts(toks))
+    assert postings.body_rows("new new") == 1  # unit 5's body: '... is new new news.'
+    assert merges == [("new", "new")]
+    rows, where, cols = postings.phrase("new new")
+    assert merges == [("new", "new")]  # not merged again
+    assert rows.tolist() == [5] and where.tolist() == [0] and cols.tolist() == [2]  # once, in the body (column 2)
+    assert "new new" not in postings._counted_starts  # handed over to the phrase cache
+    assert postings.body_rows("new new") == 1 and merges == [("new", "new")]
+
+
 def test_ties_keep_lower_id_first(tmp_path):
     memory, fts5 = both(tmp_path)
     got = memory.search(query_expression(["same"]), 10)

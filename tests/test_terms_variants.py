@@ -400,3 +400,46 @@ def test_a_variant_registered_under_a_builtin_name_sees_exact_statistics(tmp_pat
     finally:
         terms.TERM_WEIGHTINGS["sag2"] = original
     assert ("piet oduya", 2) in seen and ("mara quell", 1) in seen  # counted, not bounded
+
+
+class _CountingStats:
+    """Corpus statistics that count each phrase's df on request (and note which were asked)."""
+
+    N = 1000
+
+    def __init__(self, dfs):
+        self.dfs, self.counted = dfs, set()
+
+    def df(self, term):
+        if " " in term:
+            self.counted.add(term)
+        return self.dfs.get(term, 1)
+
+    def idf(self, term):
+        df = self.df(term)
+        return math.log(1 + (self.N - df + 0.5) / (df + 0.5))
+
+    def cheap_df(self, term):
+        return None if " " in term else self.dfs[term]
+
+
+def test_pending_phrases_are_counted_best_bound_first_until_the_floor_passes_them():
+    # Nine names, each in 1 unit: 'ann bell' three times (priority (1 + ln 3) * idf(1)), the others
+    # once (idf(1)). Weighed with df = 1 first, all nine reach the tokens' floor (keep = 1: 'met',
+    # df 500), so all were counted; counted best bound first, eight at a time, the first batch
+    # ('ann bell', then by term from 'quin ross' down to 'eve ford') lifts the floor to ann bell's
+    # priority, above 'carl dunn''s bound: it is never counted, and the kept row is the same.
+    from workbench.terms import SeedView, analyze_body, choose_terms
+
+    body = (
+        "Ann Bell met Ann Bell near Ann Bell. Carl Dunn met Eve Ford. Gus Hale met Ida Jones. "
+        "Kai Lund met Max Nash. Ola Pratt met Quin Ross."
+    )
+    seed = SeedView(1, 1, "t", 1.0, 1.0, analyze_body(body), frozenset({"zzz"}), body=body)
+    dfs = {"met": 500, "near": 400}
+    bounded, full = _CountingStats(dfs), _CountingStats(dfs)
+    (kept,), _ = choose_terms([seed], bounded, "no_query_connection", 1, keep=1)
+    everything, _ = choose_terms([seed], full, "no_query_connection", 1)
+    assert kept == everything[0] and kept.term == "ann bell" and kept.weight.df == 1
+    assert math.isclose(kept.weight.priority, (1 + math.log(3)) * math.log(1 + 999.5 / 1.5))
+    assert len(full.counted) == 9 and bounded.counted == full.counted - {"carl dunn"}

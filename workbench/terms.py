@@ -510,6 +510,38 @@ def _checked_priority(p, weighting_name: str, term: str, seed: int) -> float:
     )
 
 
+_RECOUNT_BATCH = 8  # pending terms counted together: one read of their tokens, then the floor rises
+
+
+def _count_pending(best: dict, pending: set, views: list, stats, variant: tuple, keep: int, prefetch) -> None:
+    """Weigh with their own df, into `best`, the pending terms (weighed with df = 1) that can still
+    reach the first `keep` rows; drop the others. Highest bound first, a batch at a time: each batch
+    can raise the floor (the keep-th best exact priority so far), which never falls, and a term whose
+    bound is below it cannot reach the kept rows (~12% fewer phrases counted at 600k)."""
+    df = stats.df
+    floor_heap = heapq.nlargest(keep, [v[0] for t, v in best.items() if t not in pending and df(t) != 0])
+    heapq.heapify(floor_heap)  # the keep best exact priorities so far, smallest first
+    bounds = sorted([(best[t][0], t) for t in pending if t in best], reverse=True)
+    for t in pending:
+        best.pop(t, None)
+    for i in range(0, len(bounds), _RECOUNT_BATCH):
+        floor = floor_heap[0] if len(floor_heap) >= keep else -_INF
+        batch = [t for bound, t in bounds[i : i + _RECOUNT_BATCH] if bound >= floor]
+        if not batch:  # bounds fall: every later one is below the floor too
+            break
+        if prefetch is not None:
+            prefetch(sorted(batch))
+        mine_all = frozenset(batch)
+        for view, kinds, proposed in views:
+            mine = mine_all.intersection(proposed)
+            if mine:
+                counted, _ = _weigh(*variant, replace(view, candidate_terms=mine), stats)
+                _merge(best, counted, view.unit_id, kinds)
+        for t in batch:
+            if t in best and df(t) != 0:
+                (heapq.heappushpop if len(floor_heap) >= keep else heapq.heappush)(floor_heap, best[t][0])
+
+
 def choose_terms(
     seeds: list[SeedView], stats: CorpusStats, weighting_name: str, L: int, keep: int | None = None
 ) -> tuple[list[TermChoice], dict[int, float | None]]:
@@ -522,7 +554,8 @@ def choose_terms(
     # Counting a phrase's df is an FTS5 query; most phrases of a round end far below the
     # kept rows. For the built-in variants (priority never falls as idf rises) phrases are
     # first weighed with the largest idf a matching term can have, and counted only if that
-    # bound reaches the kept rows; the kept rows are the same as with every df counted.
+    # bound reaches the kept rows as counted so far (`_count_pending`); the kept rows are the
+    # same as with every df counted.
     bounded = keep is not None and weighting in _IDF_MONOTONE and hasattr(stats, "cheap_df")
     first_stats = _Optimistic(stats, frozenset().union(*(s.question_tokens for s in seeds))) if bounded else stats
     # term -> (priority, seed, weight, kinds of that seed)
@@ -543,18 +576,7 @@ def choose_terms(
         views.append((view, summary.kinds, weights.keys()))
     if bounded and isinstance(first_stats, _Optimistic) and first_stats.pending:  # bounded: always _Optimistic
         assert keep is not None  # bounded implies keep
-        exact = [v[0] for t, v in best.items() if t not in first_stats.pending and stats.df(t) != 0]
-        floor = heapq.nlargest(keep, exact)[-1] if len(exact) >= keep else -_INF
-        recount = {t for t in first_stats.pending if t in best and best[t][0] >= floor}
-        for t in first_stats.pending:
-            best.pop(t, None)  # a bound below the floor: the term cannot reach the kept rows
-        if prefetch is not None:
-            prefetch(sorted(recount))
-        for view, kinds, proposed in views:
-            mine = recount.intersection(proposed)
-            if mine:
-                counted, _ = _weigh(weighting, weighting_name, replace(view, candidate_terms=frozenset(mine)), stats)
-                _merge(best, counted, view.unit_id, kinds)
+        _count_pending(best, first_stats.pending, views, stats, (weighting, weighting_name), keep, prefetch)
     df = stats.df
     # df is the term's own, so a df = 0 term (no unit's body matches it) is dropped once here;
     # (-priority, term) tuples sort in C (terms are unique, so the third item is never compared)

@@ -291,8 +291,8 @@ def averages(db: Queryable) -> tuple[int, float]:
 TOKEN_CACHE_POSITIONS = 16_000_000
 # and at most this many rows of phrases' BM25 terms (8 bytes each, with their row ids)
 TERMS_CACHE_ROWS = 4_000_000
-# and the tokens of at most this many phrases
-TOKENS_CACHE_PHRASES = 100_000
+# and the tokens of at most this many phrases, and the starts of phrases counted, not yet searched
+TOKENS_CACHE_PHRASES, STARTS_CACHE_POSITIONS = 100_000, 1_000_000
 NO_TOKENS: tuple[str, ...] = ()  # what the tokens cache holds for a phrase without tokens
 
 
@@ -326,6 +326,8 @@ class Postings:
         self._tokens = Recent(TOKENS_CACHE_PHRASES)
         # bounded, least recently used let go first (recent.py): phrase -> (rows, instance -> row, column)
         self._phrases = Recent(4096)
+        # phrase -> the starts `body_rows` counted, which `phrase` takes when the expansion searches it
+        self._counted_starts = Recent(STARTS_CACHE_POSITIONS, len)
         self._token_keys = Recent(TOKEN_CACHE_POSITIONS, len)  # token -> its keys, within a number of keys
         # (phrase, column weights) -> (rows, each row's BM25 term for the phrase), as `bm25` adds them
         self._terms = Recent(TERMS_CACHE_ROWS, lambda found: len(found[0]))
@@ -431,6 +433,7 @@ class Postings:
         self._token_keys.clear()
         self._terms.clear()
         self._phrases.clear()
+        self._counted_starts.clear()
 
     def _keep_keys(self, token: str, keys: np.ndarray) -> None:
         self._token_keys.put(token, keys)
@@ -457,10 +460,12 @@ class Postings:
         for a phrase without tokens (callers leave those to FTS5)."""
         found = self._phrases.get(phrase)
         if found is None:
-            toks = self.tokens(phrase)
-            if toks is None:
-                return None
-            starts = self._starts(toks)
+            starts = self._counted_starts.pop(phrase, None)
+            if starts is None:
+                toks = self.tokens(phrase)
+                if toks is None:
+                    return None
+                starts = self._starts(toks)
             rows_of = starts >> _ROW_SHIFT  # sorted: keys are in (row, column, offset) order
             first = np.empty(len(rows_of), dtype=bool)
             first[:1] = True
@@ -481,6 +486,7 @@ class Postings:
             if toks is None:
                 return None
             starts = self._starts(toks)
+            self._counted_starts.put(phrase, starts)
             body = starts[((starts >> _COL_SHIFT) & 0xFF) == _BODY_COLUMN] >> _ROW_SHIFT
         return int(len(body) and 1 + np.count_nonzero(body[1:] != body[:-1]))
 
