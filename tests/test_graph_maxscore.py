@@ -130,6 +130,41 @@ def test_a_hand_worked_question_keeps_one_row_and_prunes_another():
     assert rows.tolist() == [3] and numpy_scores.tolist() == [-3.5]
 
 
+def test_a_raise_does_not_score_a_row_that_cannot_enter_the_top():
+    """Passage 0's question is phrases 0 and 1, k = 1, two best partial sums scored for theta.
+    Phrase 0 (bound 5.0) lists rows 0 (me), 1, 2 at 5.0, 3.0, 2.0; phrase 1 (bound 1.0) lists
+    rows 0 and 1 at 1.0. Seeds: phrase 0's list; the raise takes rows 1 (3.0) and 2 (2.0). Row
+    1 fills the top: exact 3.0 + 1.0 = 4.0. Row 2's bound is its partial sum 2.0 plus phrase 1's
+    bound only if its signature has phrase 1's bit (it has not): 2.0 < 4.0, so it is not scored
+    (it could not enter the top). Every list is read (share 0), nothing else is a candidate:
+    one exact score (before issue 33's seventh stop: two), no look-up; the neighbour row 1."""
+    lib = graph_kernel.load()
+    if lib is None:
+        pytest.skip("the compiled kernel's bounds (SAG2WB_GRAPH_KERNEL=numpy or no compiler)")
+    table = PhraseTable(
+        offsets=np.array([0, 3, 5]),
+        rows=np.array([0, 1, 2, 0, 1], dtype=np.int32),
+        impacts=np.array([5.0, 3.0, 2.0, 1.0, 1.0]),
+        missing=np.zeros(2, dtype=bool),
+    )
+    questions = graph_scoring.Questions(
+        ids=np.array([0]), offsets=np.array([0, 2]), phrases=np.array([0, 1], dtype=np.int32), vocabulary=[]
+    )
+    whole = [Level(0.0, table.offsets, None, None)]
+    signatures = graph_kernel.row_signatures(lib, table, 3)
+    stats = np.zeros(5, dtype=np.int64)
+    constants = kernel_constants(seeds=1, share=0.0, extra=1)
+    skip = np.zeros(1, dtype=np.uint8)
+    neighbours, scores = graph_kernel.score_share(
+        lib, table, signatures, whole, questions, skip, 1, 0, 1, constants, stats
+    )
+    assert neighbours.tolist() == [[1]] and scores.tolist() == [[-4.0]]
+    positions, lists, past_coarse, exact, searched = stats.tolist()
+    assert (positions, lists) == (5, 2)
+    assert exact == 1  # row 1 only: row 2 is bounded out in the raise
+    assert (past_coarse, searched) == (0, 0)
+
+
 def test_list_buckets_find_the_same_contributions_as_whole_list_searches():
     """Lists of 64 positions or more get buckets (`graph_kernel.list_buckets`): each bucket
     starts at the first position of its rows, and the kernel's neighbours with buckets equal
