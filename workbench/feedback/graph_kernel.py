@@ -25,10 +25,8 @@ passage) and the final candidates' unread phrases are bounded by their block max
 any look-up (345 -> 108 look-ups). The touched-row check reads one `where[r]` (4 bytes).
 
 Issue 33's seventh stop: a raise's candidate, once the top holds k, is first bounded as the
-final pass bounds one (its unread phrases by signature and block maxima, then looked up one by
-one): at 600k a third of the raises' exact scores could not enter the top (32.5 -> 22.3 a
-passage, look-ups 820 -> 640), and a candidate that passes keeps the contributions found for its
-exact score. The kept lists' block maxima are added with AVX2 where the processor has it.
+final pass bounds one (`graph_unread`); the kept lists' block maxima are added with AVX2 where
+the processor has it.
 
 The C source below is compiled once per source version with the system's C compiler (`cc`,
 or $CC) into $XDG_CACHE_HOME/sag2wb/kernels (~/.cache/...), written atomically (`workbench/ckernel.py`); without a
@@ -43,7 +41,7 @@ import threading
 import numpy as np
 
 from workbench import ckernel
-from workbench.feedback import graph_blocks, graph_buckets
+from workbench.feedback import graph_blocks, graph_buckets, graph_unread
 from workbench.feedback.graph_buckets import Buckets, list_buckets
 
 __all__ = ["Buckets", "list_buckets", "load", "phrase_bounds", "row_signatures", "score_share"]
@@ -143,71 +141,9 @@ static inline void touch(uint32_t *where, int32_t *row, double *acc, int64_t *nt
 
 #define LIVE_CHUNK 256  /* a list's positions in blocks still in, gathered a chunk at a time */
 
-/* what bounds a touched row's unread phrases: ord[from..m-1] are unread (ub: their largest
-   contributions; block maxima too when blocks is set), base adds the row's left-out mass (beta, or
-   NULL); at[], suf[], have[], val[]: work arrays of m (have all 0 between rows) */
-typedef struct {
-    const int32_t *ord; int64_t from; const double *ub; const double *beta; const Blocks *blocks;
-    double margin, loose;
-    int32_t *at; double *suf; uint8_t *have; double *val; int64_t searched;
-} Unread;
-
-/* 1 when row r (touched, its listed sum acc) cannot reach floor: its bound (acc, its left-out mass
-   and its unread phrases' ubs) falls below it. The unread phrases whose bits the row's signature
-   has count, each at most the list's largest in r's block; then they are looked up one by one,
-   largest ub first, each ub replaced by the row's contribution, until the bound falls below the
-   floor (most rows: after a few searches, where the exact score searches every phrase the row may
-   have). 0: the row may reach it, its unread contributions are in U->val (U->have set) for exact */
-static int cannot_reach(const Ctx *c, Unread *U, int32_t r, double acc, double floor, int64_t m) {
-    const uint64_t *rs = c->sig + (int64_t)r * SIG_WORDS;
-    const Blocks *B = U->blocks;
-    double base = acc + (U->beta ? U->beta[r] : 0.0), margin = U->margin, loose = U->loose;
-    int64_t nu = 0;
-    for (int64_t j = U->from; j < m; j++)
-        if (rs[c->q_word[U->ord[j]]] & c->q_bit[U->ord[j]]) U->at[nu++] = U->ord[j];
-    U->suf[nu] = 0.0;
-    for (int64_t v = nu - 1; v >= 0; v--) {
-        int32_t p = c->q[U->at[v]];
-        double u = U->ub[p];
-        if (B && B->slot[p] >= 0) {  /* or the list's largest in r's block */
-            double most = B->q[(int64_t)B->slot[p] * B->n_blocks + (r >> B->shift)] * B->unit;
-            most *= 1 + BOUND_SLACK;
-            u = (most < u) ? most : u;
-        }
-        U->suf[v] = U->suf[v + 1] + u;
-    }
-    if ((base + U->suf[0] + loose) * (1 + margin) < floor * (1 - margin)) return 1;
-    double known = 0.0;
-    for (int64_t v = 0; v < nu; v++) {
-        double x = impact(c, c->q[U->at[v]], r);
-        U->searched++;
-        if ((base + (known += x) + U->suf[v + 1] + loose) * (1 + margin) < floor * (1 - margin)) {
-            while (v > 0) U->have[U->at[--v]] = 0;
-            return 1;
-        }
-        U->have[U->at[v]] = 1;
-        U->val[U->at[v]] = x;
-    }
-    return 0;
-}
-
-/* row r's exact score with its unread contributions as cannot_reach found them (U->have cleared) */
-static double exact_after(const Ctx *c, Unread *U, int32_t r, int64_t m) {
-    double s = exact(c, r, m, U->have, U->val);
-    for (int64_t j = U->from; j < m; j++) U->have[U->ord[j]] = 0;
-    return s;
-}
-
-/* the unread phrases from ord[from] on: their ubs' sum (smallest first), and the bounds' slack
-   for the signature table's and the suffixes' sums in other orders, far below the margin */
-static double unread_from(Unread *U, const int32_t *q, int64_t from, int64_t m) {
-    double sum = 0.0;
-    for (int64_t j = m - 1; j >= from; j--) sum += U->ub[q[U->ord[j]]];
-    U->from = from;
-    U->loose = sum * U->margin * 4;
-    return sum;
-}
-
+"""
+    + graph_unread.SOURCE
+    + r"""
 /* raise the running top k (ts, tr; *top of them): the cap best partial sums of the touched
    rows other than me (fs, fi: their places) are exact-scored, those not scored before in this
    round; returns how many were. Once the top holds k, a row that cannot reach its k-th best (its
