@@ -85,6 +85,25 @@ def test_a_share_above_one_is_refused(corpora, monkeypatch):  # noqa: F811
         assert_same(corpora["internal_docs"], GraphParams(), workers=1)
 
 
+def _passage_zero(table: PhraseTable, n_rows: int, constants):
+    """The kernel (no buckets, no blocks) over passage 0's question, phrases 0 and 1, k = 1:
+    (neighbours, scores, stats, the level, the questions)."""
+    lib = graph_kernel.load()
+    if lib is None:
+        pytest.skip("the compiled kernel's bounds (SAG2WB_GRAPH_KERNEL=numpy or no compiler)")
+    questions = graph_scoring.Questions(
+        ids=np.array([0]), offsets=np.array([0, 2]), phrases=np.array([0, 1], dtype=np.int32), vocabulary=[]
+    )
+    whole = [Level(0.0, table.offsets, None, None)]
+    signatures = graph_kernel.row_signatures(lib, table, n_rows)
+    stats = np.zeros(5, dtype=np.int64)
+    skip = np.zeros(1, dtype=np.uint8)
+    neighbours, scores = graph_kernel.score_share(
+        lib, table, signatures, whole, questions, skip, 1, 0, 1, constants, stats
+    )
+    return neighbours, scores, stats, whole, questions
+
+
 def test_a_hand_worked_question_keeps_one_row_and_prunes_another():
     """Passage 0's question is phrases 0 and 1, k = 1, one exact score for the first theta.
     Phrase 0 (bound 3.0) lists rows 0 (me), 1, 2, 3 at 3.0, 3.0, 2.5, 2.5; phrase 1 (bound 1.0)
@@ -95,27 +114,15 @@ def test_a_hand_worked_question_keeps_one_row_and_prunes_another():
     lacks phrase 1's bit: its bound is 2.5 < 3.0, pruned without an exact score; row 3 has
     it: its contribution is looked up (1.0: the bound stays 3.5), then it is scored exactly,
     2.5 + 1.0 = 3.5, the neighbour. Two exact scores (rows 1, 3), one look-up."""
-    lib = graph_kernel.load()
-    if lib is None:
-        pytest.skip("the compiled kernel's bounds (SAG2WB_GRAPH_KERNEL=numpy or no compiler)")
     table = PhraseTable(
         offsets=np.array([0, 4, 6]),
         rows=np.array([0, 1, 2, 3, 0, 3], dtype=np.int32),
         impacts=np.array([3.0, 3.0, 2.5, 2.5, 1.0, 1.0]),
         missing=np.zeros(2, dtype=bool),
     )
-    questions = graph_scoring.Questions(
-        ids=np.array([0]), offsets=np.array([0, 2]), phrases=np.array([0, 1], dtype=np.int32), vocabulary=[]
-    )
-    whole = [Level(0.0, table.offsets, None, None)]
-    signatures = graph_kernel.row_signatures(lib, table, 4)
-    stats = np.zeros(5, dtype=np.int64)
     # margin, extra (0: k + 0 = one best partial sum scored for theta), start, keep, seeds, share
     constants = kernel_constants(seeds=1, share=1.0, extra=0)
-    skip = np.zeros(1, dtype=np.uint8)
-    neighbours, scores = graph_kernel.score_share(
-        lib, table, signatures, whole, questions, skip, 1, 0, 1, constants, stats
-    )
+    neighbours, scores, stats, whole, questions = _passage_zero(table, 4, constants)
     assert neighbours.tolist() == [[3]] and scores.tolist() == [[-3.5]]
     positions, lists, past_coarse, exact, searched = stats.tolist()
     assert (positions, lists) == (4, 1)  # phrase 1's list was not read
@@ -128,6 +135,28 @@ def test_a_hand_worked_question_keeps_one_row_and_prunes_another():
         table, by_row, whole, questions.of(0), 0, 1, graph_scoring.Scratch.of(4, 2)
     )
     assert rows.tolist() == [3] and numpy_scores.tolist() == [-3.5]
+
+
+def test_a_raise_does_not_score_a_row_that_cannot_enter_the_top():
+    """Passage 0's question is phrases 0 and 1, k = 1, two best partial sums scored for theta.
+    Phrase 0 (bound 5.0) lists rows 0 (me), 1, 2 at 5.0, 3.0, 2.0; phrase 1 (bound 1.0) lists
+    rows 0 and 1 at 1.0. Seeds: phrase 0's list; the raise takes rows 1 (3.0) and 2 (2.0). Row
+    1 fills the top: exact 3.0 + 1.0 = 4.0. Row 2's bound is its partial sum 2.0 plus phrase 1's
+    bound only if its signature has phrase 1's bit (it has not): 2.0 < 4.0, so it is not scored
+    (it could not enter the top). Every list is read (share 0), nothing else is a candidate:
+    one exact score (before issue 33's seventh stop: two), no look-up; the neighbour row 1."""
+    table = PhraseTable(
+        offsets=np.array([0, 3, 5]),
+        rows=np.array([0, 1, 2, 0, 1], dtype=np.int32),
+        impacts=np.array([5.0, 3.0, 2.0, 1.0, 1.0]),
+        missing=np.zeros(2, dtype=bool),
+    )
+    neighbours, scores, stats, _, _ = _passage_zero(table, 3, kernel_constants(seeds=1, share=0.0, extra=1))
+    assert neighbours.tolist() == [[1]] and scores.tolist() == [[-4.0]]
+    positions, lists, past_coarse, exact, searched = stats.tolist()
+    assert (positions, lists) == (5, 2)
+    assert exact == 1  # row 1 only: row 2 is bounded out in the raise
+    assert (past_coarse, searched) == (0, 0)
 
 
 def test_list_buckets_find_the_same_contributions_as_whole_list_searches():

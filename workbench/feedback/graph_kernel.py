@@ -22,7 +22,11 @@ Block-max bounds (`graph_blocks`, issue 33's fifth stop): after the seeds, each 
 rows gets the most a row there can score (its largest sum so far plus the unread lists'
 block maxima); the positions of blocks below theta are not read (600k: 53k -> 11k positions a
 passage) and the final candidates' unread phrases are bounded by their block maxima before
-any look-up (345 -> 108 look-ups). The touched-row check reads one stamped `where[r]`.
+any look-up (345 -> 108 look-ups). The touched-row check reads one `where[r]` (4 bytes).
+
+Issue 33's seventh stop: a raise's candidate, once the top holds k, is first bounded as the
+final pass bounds one (`graph_unread`); the kept lists' block maxima are added with AVX2 where
+the processor has it.
 
 The C source below is compiled once per source version with the system's C compiler (`cc`,
 or $CC) into $XDG_CACHE_HOME/sag2wb/kernels (~/.cache/...), written atomically (`workbench/ckernel.py`); without a
@@ -37,7 +41,7 @@ import threading
 import numpy as np
 
 from workbench import ckernel
-from workbench.feedback import graph_blocks, graph_buckets
+from workbench.feedback import graph_blocks, graph_buckets, graph_unread
 from workbench.feedback.graph_buckets import Buckets, list_buckets
 
 __all__ = ["Buckets", "list_buckets", "load", "phrase_bounds", "row_signatures", "score_share"]
@@ -91,12 +95,13 @@ static double impact(const Ctx *c, int32_t p, int32_t r) {
 }
 
 /* a row's BM25 for the question: contributions in question order from 0.0 (a phrase the row
-   lacks adds 0.0, which changes no sum; the signature rules out most of those without a search) */
-static double exact(const Ctx *c, int64_t r, int64_t m) {
+   lacks adds 0.0, which changes no sum; the signature rules out most of those without a search).
+   have[j]: phrase j's contribution already looked up (val[j]; have NULL: none) */
+static double exact(const Ctx *c, int64_t r, int64_t m, const uint8_t *have, const double *val) {
     double s = 0.0;
     const uint64_t *sig = c->sig + r * SIG_WORDS;
     for (int64_t j = 0; j < m; j++)
-        if (sig[c->q_word[j]] & c->q_bit[j]) s += impact(c, c->q[j], (int32_t)r);
+        if (sig[c->q_word[j]] & c->q_bit[j]) s += (have && have[j]) ? val[j] : impact(c, c->q[j], (int32_t)r);
     return s;
 }
 
@@ -112,23 +117,23 @@ static void offer(double *ts, int64_t *tr, int64_t *n, int64_t k, double s, int6
 }
 
 /* the rows touched in a round, as a sparse set: row r is the idx-th touched (its partial sum
-   acc[idx], done[idx]: exact-scored) when where[r] is the round's stamp (high 32 bits) and idx
-   (low 32 bits). where[] (8 bytes a row, never cleared: a new round takes a new stamp) is the
+   acc[idx], done[idx]: exact-scored) when where[r] is idx + 1 (0: not touched). where[] is the
    only place a listed position reads at random, and it alone says whether the row is new (a
-   check of row[idx] == r was a second, dependent random read: issue 33's fifth stop); the
-   touched rows' arrays are dense, read in order by the raises and the final pass (done[] is
-   cleared over the last round's nt) */
-typedef struct { uint64_t *where; int32_t *row; double *acc; uint8_t *done; int64_t nt; uint64_t stamp; } Touched;
+   check of row[idx] == r was a second, dependent random read: issue 33's fifth stop); 4 bytes a
+   row (2.4 MB at 600k, against 8 with a round's stamp in the high half: fewer cache misses),
+   so a new round clears the last round's nt entries, found in row[]. The touched rows' arrays
+   are dense, read in order by the raises and the final pass (done[] is cleared over the last
+   round's nt) */
+typedef struct { uint32_t *where; int32_t *row; double *acc; uint8_t *done; int64_t nt; } Touched;
 
 /* row r's listed contribution v added to its partial sum (a new row's place is nt: no branch) */
-static inline void touch(uint64_t *where, uint64_t stamp, int32_t *row, double *acc, int64_t *nt, int32_t r,
-                         double v) {
-    uint64_t w = where[r];
-    int fresh = (w >> 32) != stamp;
-    int64_t x = fresh ? *nt : (int64_t)(uint32_t)w;
+static inline void touch(uint32_t *where, int32_t *row, double *acc, int64_t *nt, int32_t r, double v) {
+    uint32_t w = where[r];
+    int fresh = w == 0;
+    int64_t x = fresh ? *nt : (int64_t)w - 1;
     double was = acc[x];  /* read either way (acc[] is n_rows long), so no branch on fresh */
     double before = fresh ? 0.0 : was;
-    where[r] = stamp << 32 | (uint64_t)x;
+    where[r] = (uint32_t)x + 1;
     row[x] = r;
     acc[x] = before + v;
     *nt += fresh;
@@ -136,11 +141,16 @@ static inline void touch(uint64_t *where, uint64_t stamp, int32_t *row, double *
 
 #define LIVE_CHUNK 256  /* a list's positions in blocks still in, gathered a chunk at a time */
 
+"""
+    + graph_unread.SOURCE
+    + r"""
 /* raise the running top k (ts, tr; *top of them): the cap best partial sums of the touched
    rows other than me (fs, fi: their places) are exact-scored, those not scored before in this
-   round; returns how many were */
-static int64_t raise_top(const Ctx *c, Touched *T, int64_t me, int64_t cap, double *fs, int64_t *fi,
-                         double *ts, int64_t *tr, int64_t *top, int64_t k, int64_t m) {
+   round; returns how many were. Once the top holds k, a row that cannot reach its k-th best (its
+   block ruled out, or cannot_reach) is not scored: it could not enter the top (the k-th best only
+   rises), and is marked as scored */
+static int64_t raise_top(const Ctx *c, Touched *T, Unread *U, int blocked, int64_t me, int64_t cap, double *fs,
+                         int64_t *fi, double *ts, int64_t *tr, int64_t *top, int64_t k, int64_t m) {
     int64_t nf = 0;
     for (int64_t t = 0; t < T->nt; t++) {
         double s = T->acc[t];
@@ -155,7 +165,14 @@ static int64_t raise_top(const Ctx *c, Touched *T, int64_t me, int64_t cap, doub
         if (T->done[fi[f]]) continue;
         T->done[fi[f]] = 1;
         int32_t r = T->row[fi[f]];
-        offer(ts, tr, top, k, exact(c, r, m), r);
+        if (*top == k) {
+            const Blocks *B = U->blocks;
+            if (blocked && B->bound[r >> B->shift] < B->floor) continue;  /* scores below theta */
+            if (cannot_reach(c, U, r, T->acc[fi[f]], ts[k - 1], m)) continue;
+            offer(ts, tr, top, k, exact_after(c, U, r, m), r);
+        } else {
+            offer(ts, tr, top, k, exact(c, r, m, NULL, NULL), r);
+        }
         scored++;
     }
     return scored;
@@ -189,8 +206,8 @@ int score_share(
         if (q_off[i + 1] - q_off[i] > max_m) max_m = q_off[i + 1] - q_off[i];
     }
     int64_t cap_first = k + extra;
-    Touched T = {calloc(n_rows, sizeof(uint64_t)), calloc(n_rows, sizeof(int32_t)), malloc(n_rows * sizeof(double)),
-                 calloc(n_rows, 1), 0, 0};
+    Touched T = {calloc(n_rows, sizeof(uint32_t)), calloc(n_rows, sizeof(int32_t)), malloc(n_rows * sizeof(double)),
+                 calloc(n_rows, 1), 0};
     int32_t *ord = malloc(max_m * sizeof(int32_t));
     int32_t *q_word = malloc(max_m * sizeof(int32_t));
     uint64_t *q_bit = malloc(max_m * sizeof(uint64_t));
@@ -200,6 +217,8 @@ int score_share(
     int32_t *cand = malloc(n_rows * sizeof(int32_t));  /* the final pass's candidates (touched places) */
     int32_t *u_at = malloc(max_m * sizeof(int32_t));  /* a candidate's unread phrases (places) */
     double *u_suf = malloc((max_m + 1) * sizeof(double));  /* and the sums of their ubs from each on */
+    uint8_t *u_have = calloc(max_m, 1);  /* a candidate's contributions looked up (by question place) */
+    double *u_val = malloc(max_m * sizeof(double));
     /* block-max bounds (graph_blocks; bm_slot NULL: none), used at level 0 (every position listed) */
     Blocks B = {bm_shift, bm_blocks, bm_slot, bm_q, bm_unit, NULL, NULL, 0.0f};
     int64_t keep[LIVE_CHUNK];
@@ -208,7 +227,7 @@ int score_share(
         B.steps = malloc(bm_blocks * sizeof(uint16_t));
     }
     int failed = !T.where || !T.row || !T.acc || !T.done || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr
-                 || !u_at || !u_suf || !cand || (bm_slot && (!B.bound || !B.steps));
+                 || !u_at || !u_suf || !u_have || !u_val || !cand || (bm_slot && (!B.bound || !B.steps));
     if (failed) b = a;  /* no question scored: what was allocated is freed below, -1 returned */
     Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit, b_shift, b_off, b_first};
     int64_t n_skipped = 0, n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0, n_searched = 0;
@@ -222,7 +241,7 @@ int score_share(
         c.q = q;
         for (int64_t j = 0; j < m; j++) sig_bit(q[j], &q_word[j], &q_bit[j]);
         /* the own score only chooses the first prefix level (none without levels) */
-        double own = (n_levels > 1) ? exact(&c, me, m) : 0.0;
+        double own = (n_levels > 1) ? exact(&c, me, m, NULL, NULL) : 0.0;
         int lv = (n_levels > 1) ? level_below(n_levels, budgets, start_share * ratio * own, 1e308, margin) : 0;
         int64_t top = 0;
         int full = 0;  /* read every list (set if level 0 with unread lists could not answer) */
@@ -245,12 +264,14 @@ int score_share(
                 ord[x] = (int32_t)j;
             }
             memset(T.done, 0, T.nt);  /* a new round: no row touched, none scored */
+            for (int64_t t = 0; t < T.nt; t++) T.where[T.row[t]] = 0;
             T.nt = 0;
-            T.stamp++;  /* (stamp 0: calloc's, never a round's) */
             top = 0;
             const int64_t *off = l_off[lv];
             const int32_t *ent = l_ent[lv];
             int blocked = 0;  /* B.floor rules out blocks (after the seeds, at level 0) */
+            Unread U = {ord, 0, ub, l_beta[lv], (B.bound && !ent) ? &B : NULL, margin, 0.0,
+                        u_at, u_suf, u_have, u_val, 0};
             int64_t scanned = 0, npos = 0;
             double budget = budgets[lv];
             double theta = 0.0;
@@ -264,7 +285,7 @@ int score_share(
                     /* the loop's cost is where[r], read at random: fetched 16 positions ahead,
                        and no branch on whether the row is new (a new row's place is nt) */
                     int64_t nt = T.nt, end = off[p + 1];
-                    uint64_t *where = T.where, stamp = T.stamp;
+                    uint32_t *where = T.where;
                     int32_t *row = T.row;
                     double *acc = T.acc;
                     if (blocked) {  /* level 0: the positions of blocks still in, then those rows */
@@ -277,14 +298,14 @@ int score_share(
                             n_skipped -= nk;
                             for (int64_t y = 0; y < nk; y++) {
                                 if (y + 16 < nk) __builtin_prefetch(&where[t_rows[keep[y + 16]]]);
-                                touch(where, stamp, row, acc, &nt, t_rows[keep[y]], t_imp[keep[y]]);
+                                touch(where, row, acc, &nt, t_rows[keep[y]], t_imp[keep[y]]);
                             }
                         }
                     } else {
                         for (int64_t e = off[p]; e < end; e++) {
                             int64_t at = ent ? ent[e] : e;
                             if (e + 16 < end) __builtin_prefetch(&where[t_rows[ent ? ent[e + 16] : e + 16]]);
-                            touch(where, stamp, row, acc, &nt, t_rows[at], t_imp[at]);
+                            touch(where, row, acc, &nt, t_rows[at], t_imp[at]);
                         }
                     }
                     T.nt = nt;
@@ -292,7 +313,8 @@ int score_share(
                 if (scanned >= until) break;  /* every essential list read */
                 /* theta from the best partial sums so far; the essential rest: stop where the
                    remaining ubs stay below the share */
-                n_raised += raise_top(&c, &T, me, cap_first, fs, fr, ts, tr, &top, k, m);
+                unread_from(&U, q, scanned, m);
+                n_raised += raise_top(&c, &T, &U, blocked, me, cap_first, fs, fr, ts, tr, &top, k, m);
                 if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
                 double tail = 0.0;
                 until = m;
@@ -312,10 +334,9 @@ int score_share(
                 }
             }
             n_positions += npos;  /* minus those skipped (n_skipped) */
-            double sum_ne = 0.0;  /* the unread phrases' ubs, smallest first (as summed above) */
-            for (int64_t j = m - 1; j >= scanned; j--) sum_ne += ub[q[ord[j]]];
+            double sum_ne = unread_from(&U, q, scanned, m);  /* the unread phrases' ubs */
             /* a lower bound on the k-th best: the exact scores of the best partial sums */
-            n_raised += raise_top(&c, &T, me, cap_first, fs, fr, ts, tr, &top, k, m);
+            n_raised += raise_top(&c, &T, &U, blocked, me, cap_first, fs, fr, ts, tr, &top, k, m);
             if (top == k && ts[k - 1] > theta) theta = ts[k - 1];
             if (blocked) block_floor(&B, theta, margin);
             /* an unlisted row scores at most budget + sum_ne: the level answers if theta clears it */
@@ -333,7 +354,6 @@ int score_share(
                 uint64_t b_bit[SIG_TABLE_BITS];
                 double b_ub[SIG_TABLE_BITS], rest = 0.0;
                 const double *beta = l_beta[lv];
-                double loose = sum_ne * margin * 4;  /* the table's rounding, far below the margin */
                 /* the candidates past the coarse bound at the floor of now (it only rises), their
                    signatures fetched as they are found: then each one checked and scored */
                 int64_t nc = 0;
@@ -378,47 +398,24 @@ int score_share(
                         const uint64_t *rs = sig + (int64_t)r * SIG_WORDS;
                         int x = 0;
                         for (int y = 0; y < nb; y++) if (rs[b_word[y]] & b_bit[y]) x |= 1 << y;
-                        if ((base + sig_table[x] + loose) * (1 + margin) < floor * (1 - margin)) continue;
-                        /* still in: the unread phrases whose bits the row has, largest ub first, are
-                           looked up one by one, each ub replaced by the row's contribution, until the
-                           bound falls below the floor (most candidates: after a few searches, where
-                           the exact score searches every phrase the row may have) */
-                        int64_t nu = 0;
-                        for (int64_t j = scanned; j < m; j++)
-                            if (rs[q_word[ord[j]]] & q_bit[ord[j]]) u_at[nu++] = ord[j];
-                        u_suf[nu] = 0.0;
-                        for (int64_t v = nu - 1; v >= 0; v--) {
-                            int32_t p = q[u_at[v]];
-                            double u = ub[p];
-                            if (B.bound && !ent && B.slot[p] >= 0) {  /* or the list's largest in r's block */
-                                double most = B.q[(int64_t)B.slot[p] * B.n_blocks + (r >> B.shift)] * B.unit;
-                                most *= 1 + BOUND_SLACK;
-                                u = (most < u) ? most : u;
-                            }
-                            u_suf[v] = u_suf[v + 1] + u;
-                        }
-                        if ((base + u_suf[0] + loose) * (1 + margin) < floor * (1 - margin)) continue;
-                        double known = 0.0;
-                        int64_t v = 0;
-                        for (; v < nu; v++) {
-                            known += impact(&c, q[u_at[v]], r);
-                            if ((base + known + u_suf[v + 1] + loose) * (1 + margin) < floor * (1 - margin)) break;
-                        }
-                        n_searched += (v < nu) ? v + 1 : nu;
-                        if (v < nu) continue;
+                        if ((base + sig_table[x] + U.loose) * (1 + margin) < floor * (1 - margin)) continue;
+                        if (cannot_reach(&c, &U, r, T.acc[t], floor, m)) continue;
                     }
                     n_exact++;
-                    offer(ts, tr, &top, k, exact(&c, r, m), r);
+                    offer(ts, tr, &top, k, exact_after(&c, &U, r, m), r);
                 }
+                n_searched += U.searched;
                 break;
             }
+            n_searched += U.searched;
             if (budget == 0.0) full = 1;  /* cannot happen (essential_share <= 1); never loop */
             lv = lower;
         }
         for (int64_t t = 0; t < top; t++) { out_nb[(j - a) * k + t] = tr[t]; out_sc[(j - a) * k + t] = -1.0 * ts[t]; }
         if (n_levels > 1 && own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
     }
-    free(cand); free(u_at); free(u_suf); free(q_word); free(q_bit); free(ord); free(T.where); free(T.row); free(T.acc);
+    free(cand); free(u_at); free(u_suf); free(u_have); free(u_val); free(q_word); free(q_bit); free(ord);
+    free(T.where); free(T.row); free(T.acc);
     free(T.done); free(fs); free(ts); free(fr); free(tr); free(B.bound); free(B.steps);
     if (failed) return -1;
     if (stats) {  /* what the pruning left to do (tests/test_graph_maxscore.py, profiling) */
