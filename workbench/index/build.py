@@ -56,6 +56,10 @@ DIVERSITY_SPILL = 1 << 20
 # accent-folded titles kept to look up their aliases at the end; past this, every unit is grouped
 ALIAS_CANDIDATES = 1 << 20
 GC_YOUNG = 20_000  # `_fewer_collections`
+# FTS5's pending-terms hash (its `hashsize` option, kept in fts_config, 1 MiB by default): at 1 MiB
+# a build flushes a small segment every few hundred units, which FTS5 merges again and again; at
+# 32 MiB the 300k build's wall fell ~10% (more buys little and costs memory: docs/performance.md)
+FTS_HASH_BYTES = 32 << 20
 SCHEMA = """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     CREATE TABLE units (id INTEGER PRIMARY KEY, title TEXT NOT NULL, heading TEXT NOT NULL,
@@ -463,6 +467,7 @@ def write_index(
                 "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA page_size = " + str(PAGE_SIZE) + ";"
                 "PRAGMA cache_size = -65536;" + SCHEMA
             )
+            db.execute("INSERT INTO fts (fts, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
             diversity = DiversityCounts(db)
             folds: set[str] | None = set()  # alias candidates (`write_aliases`), None past ALIAS_CANDIDATES
             fingerprint = Fingerprint()
