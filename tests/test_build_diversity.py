@@ -33,6 +33,21 @@ def table_rows(path: Path) -> dict[str, list]:
         db.close()
 
 
+def encyclopedia_built_with_and_without(kernel, tmp_path, monkeypatch, block_chunks: int) -> tuple[dict, dict]:
+    """`table_rows` of the encyclopedia sample built in small chunks, with `kernel`'s C loop and
+    with its Python path (`kernel.load` patched to None)."""
+    from workbench.index import build
+    from workbench.index.corpora import iter_corpus
+
+    corpus = Path(__file__).resolve().parent.parent / "sample_corpora" / "encyclopedia" / "corpus.json"
+    monkeypatch.setattr(build, "CHUNK_UNITS", 20)
+    monkeypatch.setattr(build, "BLOCK_CHUNKS", block_chunks)
+    build.write_index(iter_corpus(corpus), tmp_path / "c.sqlite", "enc", workers=1)
+    monkeypatch.setattr(kernel, "load", lambda: None)
+    build.write_index(iter_corpus(corpus), tmp_path / "python.sqlite", "enc", workers=1)
+    return table_rows(tmp_path / "c.sqlite"), table_rows(tmp_path / "python.sqlite")
+
+
 def direct_diversity_df() -> list[tuple[str, int]]:
     """SPEC Appendix C's document frequency, counted straight: each document's set of tokens."""
     bodies: dict[str, set] = {}

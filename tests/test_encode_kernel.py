@@ -44,18 +44,7 @@ def test_random_groups_equal_numpy(monkeypatch):
 
 
 def test_a_build_with_the_loop_equals_one_with_numpy(tmp_path, monkeypatch):
-    from pathlib import Path
+    from .test_build_diversity import encyclopedia_built_with_and_without
 
-    from workbench.index import build
-    from workbench.index.corpora import iter_corpus
-
-    from .test_build_diversity import table_rows
-
-    corpus = Path(__file__).resolve().parent.parent / "sample_corpora" / "encyclopedia" / "corpus.json"
-    monkeypatch.setattr(build, "CHUNK_UNITS", 20)
-    monkeypatch.setattr(build, "BLOCK_CHUNKS", 2)
-    build.write_index(iter_corpus(corpus), tmp_path / "loop.sqlite", "enc", workers=1)
-    monkeypatch.setattr(encode_kernel, "load", lambda: None)
-    build.write_index(iter_corpus(corpus), tmp_path / "numpy.sqlite", "enc", workers=1)
-    loop, numpy_ = table_rows(tmp_path / "loop.sqlite"), table_rows(tmp_path / "numpy.sqlite")
+    loop, numpy_ = encyclopedia_built_with_and_without(encode_kernel, tmp_path, monkeypatch, block_chunks=2)
     assert loop["postings"] == numpy_["postings"] and len(loop["postings"]) > 100

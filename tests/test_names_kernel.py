@@ -1,15 +1,12 @@
 """A block's names merged in C (`index/names_kernel.py`): the distinct names sorted as Python's
 `sorted` sorts them, each listed name's rank among them, and a build equal to one without it."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from workbench.index import build, names_kernel
-from workbench.index.corpora import iter_corpus
 
-from .test_build_diversity import table_rows
+from .test_build_diversity import encyclopedia_built_with_and_without
 
 
 @pytest.fixture
@@ -46,10 +43,5 @@ def test_random_names_sort_as_python_does(loaded):
 
 
 def test_a_build_with_the_merge_equals_one_without(tmp_path, monkeypatch):
-    corpus = Path(__file__).resolve().parent.parent / "sample_corpora" / "encyclopedia" / "corpus.json"
-    monkeypatch.setattr(build, "CHUNK_UNITS", 20)
-    monkeypatch.setattr(build, "BLOCK_CHUNKS", 3)
-    build.write_index(iter_corpus(corpus), tmp_path / "c.sqlite", "enc", workers=1)
-    monkeypatch.setattr(names_kernel, "load", lambda: None)
-    build.write_index(iter_corpus(corpus), tmp_path / "python.sqlite", "enc", workers=1)
-    assert table_rows(tmp_path / "c.sqlite") == table_rows(tmp_path / "python.sqlite")
+    with_c, without = encyclopedia_built_with_and_without(names_kernel, tmp_path, monkeypatch, block_chunks=3)
+    assert with_c == without
