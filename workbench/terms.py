@@ -513,7 +513,9 @@ def _checked_priority(p, weighting_name: str, term: str, seed: int) -> float:
 _RECOUNT_BATCH = 8  # pending terms counted together: one read of their tokens, then the floor rises
 
 
-def _count_pending(best: dict, pending: set, views: list, stats, variant: tuple, keep: int, prefetch) -> None:
+def _count_pending(
+    best: dict, pending: set, views: list, stats, variant: tuple[object, str], keep: int, prefetch
+) -> None:
     """Weigh with their own df, into `best`, the pending terms (weighed with df = 1) that can still
     reach the first `keep` rows; drop the others. Highest bound first, a batch at a time: each batch
     can raise the floor (the keep-th best exact priority so far), which never falls, and a term whose
@@ -535,7 +537,7 @@ def _count_pending(best: dict, pending: set, views: list, stats, variant: tuple,
         for view, kinds, proposed in views:
             mine = mine_all.intersection(proposed)
             if mine:
-                counted, _ = _weigh(*variant, replace(view, candidate_terms=mine), stats)
+                counted, _ = _weigh(variant[0], variant[1], replace(view, candidate_terms=mine), stats)
                 _merge(best, counted, view.unit_id, kinds)
         for t in batch:
             if t in best and df(t) != 0:

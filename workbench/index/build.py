@@ -393,7 +393,7 @@ class DiversityCounts:
         # pending rows early, and its stored structure would differ (tested)
         db.execute("CREATE TEMP TABLE diversity_parts (term TEXT NOT NULL, df INTEGER NOT NULL)")
 
-    def add(self, pairs: list[tuple[str, int]]) -> None:
+    def add(self, pairs: Iterable[tuple[str, int]]) -> None:
         counts, get = self.counts, self.counts.get
         for term, df in pairs:
             counts[term] = get(term, 0) + df

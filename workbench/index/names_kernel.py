@@ -87,7 +87,14 @@ done:
 
 def _declare(lib: ctypes.CDLL) -> None:
     lib.nk_merge.restype = ctypes.c_int64
-    lib.nk_merge.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 3
+    lib.nk_merge.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
 
 
 # the compiled merge, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy)
