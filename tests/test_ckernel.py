@@ -122,3 +122,15 @@ def test_a_loader_builds_declares_once_and_honours_its_switch(cache, monkeypatch
     if lib is None:
         pytest.skip("no C compiler here")
     assert load() is lib and declared == [lib] and _twice(lib) == 42
+
+
+def test_pointer_refuses_an_array_the_c_side_would_misread():
+    import numpy as np
+
+    good = np.arange(4, dtype=np.int32)
+    assert ckernel.pointer(good, np.int32).value == good.ctypes.data == ckernel.pointer(good).value
+    assert ckernel.pointer(None).value is None  # NULL: an optional argument left out
+    with pytest.raises(TypeError, match=r"^graph blocks: an array of int64 where int32 \(contiguous\) is read$"):
+        ckernel.pointer(good.astype(np.int64), np.int32, who="graph blocks")
+    with pytest.raises(TypeError, match="int32 where int32 \\(contiguous\\)"):
+        ckernel.pointer(good[::2], np.int32)  # strided: not what a C loop reads

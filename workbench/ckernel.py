@@ -47,6 +47,18 @@ def load_once(loaded: list, lock: threading.Lock, variable: str, build) -> ctype
     return loaded[0]
 
 
+def pointer(array, dtype=None, who: str = "a compiled loop") -> ctypes.c_void_p:
+    """`array`'s memory as a C argument (NULL for None). With `dtype`, an array of another dtype
+    or not contiguous is refused: the C side reads raw memory."""
+    if array is None:
+        return ctypes.c_void_p(None)
+    if dtype is not None and (array.dtype != dtype or not array.flags.c_contiguous):
+        import numpy as np
+
+        raise TypeError(f"{who}: an array of {array.dtype} where {np.dtype(dtype)} (contiguous) is read")
+    return ctypes.c_void_p(array.ctypes.data)
+
+
 def loader(name: str, source: str, variable: str, setup=None):
     """A kernel's `load()`: `compiled(name, source)` at most once per process (`load_once`), with
     `setup(lib)` declaring its functions' types, or None when $variable asks for the numpy path."""

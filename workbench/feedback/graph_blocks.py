@@ -30,9 +30,12 @@ The C source is compiled with graph_kernel's (`SOURCE`, prepended to the kernel'
 from __future__ import annotations
 
 import ctypes
+import functools
 from dataclasses import dataclass
 
 import numpy as np
+
+from workbench import ckernel
 
 SHIFT = 5  # 32 rows a block
 BLOCK_FROM = 4096  # lists of this many rows or more keep their blocks' maxima (1 byte a block each)
@@ -162,10 +165,7 @@ class BlockMaxima:
     maxima: np.ndarray
 
 
-def _p(array: np.ndarray, dtype) -> ctypes.c_void_p:
-    if array.dtype != dtype or not array.flags.c_contiguous:  # the C side reads raw memory
-        raise TypeError(f"graph blocks: an array of {array.dtype} where {np.dtype(dtype)} (contiguous) is read")
-    return ctypes.c_void_p(array.ctypes.data)
+_p = functools.partial(ckernel.pointer, who="graph blocks")
 
 
 def block_maxima(lib, table, n_rows: int, bounds: np.ndarray, shift: int | None = None, from_rows: int | None = None):

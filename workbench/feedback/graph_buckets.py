@@ -6,9 +6,12 @@ miss a step on long lists). The C source is compiled with graph_kernel's (`SOURC
 from __future__ import annotations
 
 import ctypes
+import functools
 from dataclasses import dataclass
 
 import numpy as np
+
+from workbench import ckernel
 
 SOURCE = r"""
 /* a long list's buckets: phrase p's rows [b << shift, (b + 1) << shift) start at list position
@@ -50,10 +53,7 @@ void bucket_fill(int64_t n_phrases, const int64_t *t_off, const int32_t *t_rows,
 """
 
 
-def _p(array: np.ndarray, dtype) -> ctypes.c_void_p:
-    if array.dtype != dtype or not array.flags.c_contiguous:  # the C side reads raw memory
-        raise TypeError(f"graph buckets: an array of {array.dtype} where {np.dtype(dtype)} (contiguous) is read")
-    return ctypes.c_void_p(array.ctypes.data)
+_p = functools.partial(ckernel.pointer, who="graph buckets")
 
 
 @dataclass

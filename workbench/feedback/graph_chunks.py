@@ -245,8 +245,7 @@ def load() -> ctypes.CDLL | None:
     return ckernel.load_once(_LOADED, _LOAD_LOCK, "SAG2WB_GRAPH_KERNEL", _compile)
 
 
-def _p(array: np.ndarray) -> ctypes.c_void_p:
-    return ctypes.c_void_p(array.ctypes.data)
+_p = ckernel.pointer
 
 
 class ChunkTable:

@@ -36,6 +36,7 @@ compiler, or with SAG2WB_GRAPH_KERNEL=numpy, `load()` is None and the numpy path
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 
 import numpy as np
@@ -449,12 +450,7 @@ def load() -> ctypes.CDLL | None:
     return ckernel.load_once(_LOADED, _LOAD_LOCK, "SAG2WB_GRAPH_KERNEL", _compile)
 
 
-def _p(array: np.ndarray | None, dtype) -> ctypes.c_void_p:
-    if array is None:
-        return ctypes.c_void_p(None)
-    if array.dtype != dtype or not array.flags.c_contiguous:  # the C side reads raw memory
-        raise TypeError(f"graph kernel: an array of {array.dtype} where {np.dtype(dtype)} (contiguous) is read")
-    return ctypes.c_void_p(array.ctypes.data)
+_p = functools.partial(ckernel.pointer, who="graph kernel")
 
 
 def phrase_bounds(table, level) -> np.ndarray:

@@ -111,7 +111,7 @@ def merge(packed: list[str], counts: list[int]) -> tuple[str, np.ndarray, int] |
     text = "\n".join(p for p in packed if p).encode()
     count = sum(counts)
     rank_of, out, out_len = np.empty(count, np.int64), np.empty(len(text) + 1, np.uint8), ctypes.c_int64(0)
-    args = (ctypes.c_void_p(rank_of.ctypes.data), ctypes.c_void_p(out.ctypes.data), ctypes.byref(out_len))
+    args = (ckernel.pointer(rank_of), ckernel.pointer(out), ctypes.byref(out_len))
     found = lib.nk_merge(text, len(text), count, *args)
     if found == -1:
         raise MemoryError("build: no memory to merge a block's names")

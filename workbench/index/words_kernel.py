@@ -215,8 +215,7 @@ def _declare(lib: ctypes.CDLL) -> None:
 load = ckernel.loader("words_kernel", SOURCE, "SAG2WB_WORDS_KERNEL", _declare)
 
 
-def _p(array: np.ndarray) -> ctypes.c_void_p:
-    return ctypes.c_void_p(array.ctypes.data)
+_p = ckernel.pointer
 
 
 class WordTable:
