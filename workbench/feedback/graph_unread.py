@@ -6,7 +6,7 @@ looked up one by one (largest bound first) until the bound falls below the k-th 
 third of the raises' exact scores could not enter the top (32.5 -> 22.3 a passage, look-ups
 820 -> 640); a row that passes keeps the contributions found for its exact score.
 
-The C source is compiled with graph_kernel's (`SOURCE`, after its `impact` and `exact`).
+The C source is compiled with graph_kernel's (`SOURCE`, after its `search` and `exact`).
 """
 
 SOURCE = r"""
