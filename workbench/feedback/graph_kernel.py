@@ -28,6 +28,10 @@ Issue 33's seventh stop: a raise's candidate, once the top holds k, is first bou
 final pass bounds one (`graph_unread`); the kept lists' block maxima are added with AVX2 where
 the processor has it.
 
+Issue 33's eighth stop: a look-up is two dependent cache misses (the bucket's start, then its
+rows), so an exact score fetches all its buckets, then all their rows, before it searches, and
+a bound's look-ups fetch their buckets at once and each next one's rows (kernel CPU 0.93x).
+
 The C source below is compiled once per source version with the system's C compiler (`cc`,
 or $CC) into $XDG_CACHE_HOME/sag2wb/kernels (~/.cache/...), written atomically (`workbench/ckernel.py`); without a
 compiler, or with SAG2WB_GRAPH_KERNEL=numpy, `load()` is None and the numpy path runs.
@@ -63,6 +67,7 @@ typedef struct {
     const int64_t *t_off; const int32_t *t_rows; const double *t_imp;
     const uint64_t *sig; const int32_t *q; int32_t *q_word; uint64_t *q_bit;
     const uint8_t *b_shift; const int64_t *b_off; const int32_t *b_first;  /* list_buckets (or NULL) */
+    int32_t *e_j; int64_t *e_lo, *e_hi; double *e_val;  /* exact's work arrays (max_m each) */
 } Ctx;
 
 static void sig_bit(int32_t p, int32_t *word, uint64_t *bit) {
@@ -79,14 +84,23 @@ void row_signatures(int64_t n_phrases, const int64_t *t_off, const int32_t *t_ro
     }
 }
 
-/* phrase p's contribution to row r: its list is ascending by row (0.0: r lacks p) */
-static double impact(const Ctx *c, int32_t p, int32_t r) {
-    int64_t lo = c->t_off[p], hi = c->t_off[p + 1];
-    if (c->b_off && c->b_off[p] >= 0) {  /* the search within r's bucket */
+/* where phrase p's list (ascending by row) may hold row r: [*lo, *hi), r's bucket on a long list */
+static inline void bucket_of(const Ctx *c, int32_t p, int32_t r, int64_t *lo, int64_t *hi) {
+    *lo = c->t_off[p]; *hi = c->t_off[p + 1];
+    if (c->b_off && c->b_off[p] >= 0) {
         const int32_t *first = c->b_first + c->b_off[p] + (r >> c->b_shift[p]);
-        hi = lo + first[1];
-        lo += first[0];
+        *hi = *lo + first[1];
+        *lo += first[0];
     }
+}
+
+/* what bucket_of reads first (a bucket's start, or a short list's rows), to fetch it early */
+static inline const int32_t *bucket_at(const Ctx *c, int32_t p, int32_t r) {
+    return (c->b_off && c->b_off[p] >= 0) ? c->b_first + c->b_off[p] + (r >> c->b_shift[p]) : c->t_rows + c->t_off[p];
+}
+
+/* row r's contribution in [lo, hi) of the table (0.0: not there) */
+static inline double search(const Ctx *c, int64_t lo, int64_t hi, int32_t r) {
     int64_t end = hi;
     while (lo < hi) {
         int64_t mid = lo + ((hi - lo) >> 1);
@@ -97,12 +111,25 @@ static double impact(const Ctx *c, int32_t p, int32_t r) {
 
 /* a row's BM25 for the question: contributions in question order from 0.0 (a phrase the row
    lacks adds 0.0, which changes no sum; the signature rules out most of those without a search).
-   have[j]: phrase j's contribution already looked up (val[j]; have NULL: none) */
+   have[j]: phrase j's contribution already looked up (val[j]; have NULL: none). The searches are
+   independent: their buckets are fetched first, all at once, then their rows */
 static double exact(const Ctx *c, int64_t r, int64_t m, const uint8_t *have, const double *val) {
-    double s = 0.0;
     const uint64_t *sig = c->sig + r * SIG_WORDS;
+    int32_t *js = c->e_j;
+    int64_t n = 0;
     for (int64_t j = 0; j < m; j++)
-        if (sig[c->q_word[j]] & c->q_bit[j]) s += (have && have[j]) ? val[j] : impact(c, c->q[j], (int32_t)r);
+        if ((sig[c->q_word[j]] & c->q_bit[j]) && !(have && have[j])) {
+            js[n++] = (int32_t)j;
+            __builtin_prefetch(bucket_at(c, c->q[j], (int32_t)r));
+        }
+    for (int64_t x = 0; x < n; x++) {
+        bucket_of(c, c->q[js[x]], (int32_t)r, &c->e_lo[x], &c->e_hi[x]);
+        __builtin_prefetch(c->t_rows + c->e_lo[x]);
+    }
+    for (int64_t x = 0; x < n; x++) c->e_val[js[x]] = search(c, c->e_lo[x], c->e_hi[x], (int32_t)r);
+    double s = 0.0;
+    for (int64_t j = 0; j < m; j++)
+        if (sig[c->q_word[j]] & c->q_bit[j]) s += (have && have[j]) ? val[j] : c->e_val[j];
     return s;
 }
 
@@ -230,7 +257,10 @@ int score_share(
     int failed = !T.where || !T.row || !T.acc || !T.done || !ord || !q_word || !q_bit || !fs || !ts || !fr || !tr
                  || !u_at || !u_suf || !u_have || !u_val || !cand || (bm_slot && (!B.bound || !B.steps));
     if (failed) b = a;  /* no question scored: what was allocated is freed below, -1 returned */
-    Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit, b_shift, b_off, b_first};
+    Ctx c = {t_off, t_rows, t_imp, sig, NULL, q_word, q_bit, b_shift, b_off, b_first,
+             malloc(max_m * sizeof(int32_t)), malloc(max_m * sizeof(int64_t)), malloc(max_m * sizeof(int64_t)),
+             malloc(max_m * sizeof(double))};
+    if (!c.e_j || !c.e_lo || !c.e_hi || !c.e_val) { failed = 1; b = a; }
     int64_t n_skipped = 0, n_positions = 0, n_lists = 0, n_past = 0, n_exact = 0, n_raised = 0, n_searched = 0;
     double ratio = 0.5;
     for (int64_t j = a; j < b; j++) {
@@ -415,6 +445,7 @@ int score_share(
         for (int64_t t = 0; t < top; t++) { out_nb[(j - a) * k + t] = tr[t]; out_sc[(j - a) * k + t] = -1.0 * ts[t]; }
         if (n_levels > 1 && own > 0 && top == k) ratio = 0.9 * ratio + 0.1 * (ts[k - 1] / own);
     }
+    free(c.e_j); free(c.e_lo); free(c.e_hi); free(c.e_val);
     free(cand); free(u_at); free(u_suf); free(u_have); free(u_val); free(q_word); free(q_bit); free(ord);
     free(T.where); free(T.row); free(T.acc);
     free(T.done); free(fs); free(ts); free(fr); free(tr); free(B.bound); free(B.steps);

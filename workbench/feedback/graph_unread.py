@@ -6,7 +6,7 @@ looked up one by one (largest bound first) until the bound falls below the k-th 
 third of the raises' exact scores could not enter the top (32.5 -> 22.3 a passage, look-ups
 820 -> 640); a row that passes keeps the contributions found for its exact score.
 
-The C source is compiled with graph_kernel's (`SOURCE`, after its `impact` and `exact`).
+The C source is compiled with graph_kernel's (`SOURCE`, after its `search` and `exact`).
 """
 
 SOURCE = r"""
@@ -44,9 +44,14 @@ static int cannot_reach(const Ctx *c, Unread *U, int32_t r, double acc, double f
         U->suf[v] = U->suf[v + 1] + u;
     }
     if ((base + U->suf[0] + loose) * (1 + margin) < floor * (1 - margin)) return 1;
+    for (int64_t v = 0; v < nu; v++) __builtin_prefetch(bucket_at(c, c->q[U->at[v]], r));
+    int64_t lo1 = 0, hi1 = 0;
+    if (nu) { bucket_of(c, c->q[U->at[0]], r, &lo1, &hi1); __builtin_prefetch(c->t_rows + lo1); }
     double known = 0.0;
     for (int64_t v = 0; v < nu; v++) {
-        double x = impact(c, c->q[U->at[v]], r);
+        int64_t lo = lo1, hi = hi1;
+        if (v + 1 < nu) { bucket_of(c, c->q[U->at[v + 1]], r, &lo1, &hi1); __builtin_prefetch(c->t_rows + lo1); }
+        double x = search(c, lo, hi, r);
         U->searched++;
         if ((base + (known += x) + U->suf[v + 1] + loose) * (1 + margin) < floor * (1 - margin)) {
             while (v > 0) U->have[U->at[--v]] = 0;
