@@ -216,3 +216,14 @@ def test_the_growable_buffer_keeps_its_data_when_memory_runs_out(cache):
     assert lib.grown(5000, ctypes.byref(cap), ctypes.byref(kept)) == 0 and cap.value == 8192  # doubled
     # 2**50 bytes: more than a process's address space, realloc fails; *p and *cap untouched
     assert lib.grown(1 << 50, ctypes.byref(cap), ctypes.byref(kept)) == -1 and (cap.value, kept.value) == (4096, 1)
+
+
+def test_an_owned_c_object_is_freed_once_with_its_owner():
+    freed = []
+    table = ckernel.Owned(lambda: 5, lambda h: freed.append(h.value), lambda h: 3, "no memory for t")
+    assert len(table) == 3
+    del table
+    assert freed == [5]
+    with pytest.raises(MemoryError, match=r"^no memory for t$"):
+        ckernel.Owned(lambda: None, freed.append, len, "no memory for t")  # NULL: nothing to free
+    assert freed == [5]

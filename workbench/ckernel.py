@@ -140,6 +140,28 @@ class Kernel:
         return lib
 
 
+class Owned:
+    """An object in C memory that a Python object owns and frees with itself (a kernel's table):
+    `new()` makes it (NULL: no memory, `no_memory` raised), `free(handle)` frees it, `size(handle)`
+    is its length."""
+
+    handle: ctypes.c_void_p | None = None
+
+    def __init__(self, new, free, size, no_memory: str) -> None:
+        self._free, self._size = free, size
+        self.handle = ctypes.c_void_p(new())
+        if not self.handle.value:
+            raise MemoryError(no_memory)
+
+    def __del__(self) -> None:
+        if self.handle is not None and self.handle.value:
+            self._free(self.handle)
+            self.handle = None
+
+    def __len__(self) -> int:
+        return int(self._size(self.handle))
+
+
 loader = Kernel  # a kernel's `load = ckernel.loader(name, SOURCE, variable, SIGNATURES)`
 
 

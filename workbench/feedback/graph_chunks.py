@@ -232,24 +232,12 @@ load = ckernel.loader("graph_chunks", SOURCE, "SAG2WB_GRAPH_KERNEL", SIGNATURES)
 _p = ckernel.pointer
 
 
-class ChunkTable:
+class ChunkTable(ckernel.Owned):
     """A table of chunks in C memory (freed with the object)."""
-
-    handle: ctypes.c_void_p | None = None
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         self.lib = lib
-        self.handle = ctypes.c_void_p(lib.qt_new())
-        if not self.handle.value:
-            raise MemoryError("graph questions: no memory for the chunk table")
-
-    def __del__(self) -> None:
-        if self.handle is not None and self.handle.value:
-            self.lib.qt_free(self.handle)
-            self.handle = None
-
-    def __len__(self) -> int:
-        return int(self.lib.qt_size(self.handle))
+        super().__init__(lib.qt_new, lib.qt_free, lib.qt_size, "graph questions: no memory for the chunk table")
 
     def clear(self) -> None:
         self.lib.qt_clear(self.handle)

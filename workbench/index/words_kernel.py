@@ -210,25 +210,13 @@ load = ckernel.loader("words_kernel", SOURCE, "SAG2WB_WORDS_KERNEL", SIGNATURES)
 _p = ckernel.pointer
 
 
-class WordTable:
+class WordTable(ckernel.Owned):
     """Chunks numbered 0, 1, 2, ... in order of first look-up, and their joined tokens, in C
     memory (freed with the object)."""
 
-    handle: ctypes.c_void_p | None = None
-
     def __init__(self, lib: ctypes.CDLL) -> None:
         self.lib = lib
-        self.handle = ctypes.c_void_p(lib.wk_new())
-        if not self.handle.value:
-            raise MemoryError("build: no memory for the word table")
-
-    def __del__(self) -> None:
-        if self.handle is not None and self.handle.value:
-            self.lib.wk_free(self.handle)
-            self.handle = None
-
-    def __len__(self) -> int:
-        return int(self.lib.wk_size(self.handle))
+        super().__init__(lib.wk_new, lib.wk_free, lib.wk_size, "build: no memory for the word table")
 
     def lookup(self, columns: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """(ids, counts, new): the ids of each column's chunks one column after another, each
