@@ -134,3 +134,96 @@ def test_pointer_refuses_an_array_the_c_side_would_misread():
         ckernel.pointer(good.astype(np.int64), np.int32, who="graph blocks")
     with pytest.raises(TypeError, match="int32 where int32 \\(contiguous\\)"):
         ckernel.pointer(good[::2], np.int32)  # strided: not what a C loop reads
+
+
+SCALED = "long long twice(long long x) { return FACTOR * x; }\n"  # FACTOR: given by a flag
+
+
+def test_a_change_of_flags_or_compiler_builds_a_new_library(cache, monkeypatch):
+    """The key covers the flags and the compiler command: a library built with other flags is
+    not loaded (it would double where the new flags make it triple)."""
+    monkeypatch.setattr(ckernel, "FLAGS", (*ckernel.FLAGS, "-DFACTOR=2"))
+    monkeypatch.delenv("CC", raising=False)
+    if ckernel.compiled("s", SCALED) is None:
+        pytest.skip("no C compiler here")
+    assert _twice(ckernel.compiled("s", SCALED)) == 42
+    monkeypatch.setattr(ckernel, "FLAGS", (*ckernel.FLAGS[:-1], "-DFACTOR=3"))
+    assert _twice(ckernel.compiled("s", SCALED)) == 63  # built again: the old file held 2 * x
+    assert len(list(ckernel.kernels_dir().glob("s-*.so"))) == 2
+    keys = {ckernel.digest(SCALED)}
+    for command in ("cc", "gcc", "clang -m64"):  # $CC as written, not resolved on the PATH
+        monkeypatch.setenv("CC", command)
+        keys.add(ckernel.digest(SCALED))
+    assert len(keys) == 4
+
+
+TABLE = {"twice": (ctypes.c_longlong, [ctypes.c_longlong])}
+
+
+def test_a_table_declares_the_functions_so_a_wrong_call_raises(cache, monkeypatch):
+    load = ckernel.loader("t", SOURCE, "SAG2WB_TEST_KERNEL", TABLE)
+    monkeypatch.delenv("SAG2WB_TEST_KERNEL", raising=False)
+    lib = load()
+    if lib is None:
+        pytest.skip("no C compiler here")
+    assert load() is lib and lib.twice(21) == 42  # the result type declared: a long long
+    with pytest.raises(TypeError, match="takes at least 1 argument"):
+        lib.twice()  # undeclared, C would read whatever the register held
+    with pytest.raises(ctypes.ArgumentError):
+        lib.twice("21")
+    monkeypatch.setenv("SAG2WB_TEST_KERNEL", " numpy")
+    assert load() is None
+
+
+def test_a_loader_with_its_own_build_and_switch_values(monkeypatch):
+    """A kernel that checks before it compiles (o200k's data files) gives `build`; `off` names
+    the switch's values that turn it off (o200k: quicktok too)."""
+    built = []
+    load = ckernel.loader("t", SOURCE, "SAG2WB_TEST_KERNEL", TABLE, build=lambda: built.append(1) or "lib", off=("x",))
+    monkeypatch.setenv("SAG2WB_TEST_KERNEL", "X")
+    assert load() is None and built == []
+    monkeypatch.setenv("SAG2WB_TEST_KERNEL", "numpy")  # not one of its values
+    assert load() == "lib" and load() == "lib" and built == [1]
+
+
+GROWN = (
+    ckernel.GROW
+    + r"""
+/* a buffer grown to hold 10 items of 8 bytes, then to `need` bytes: grow's answer, the capacity
+   after, and whether the buffer and its capacity are as they were before the second call */
+int grown(int64_t need, int64_t *cap_out, int *kept) {
+    void *p = NULL; int64_t cap = 0;
+    if (grow(&p, &cap, 10, 8)) return -9;
+    ((char *)p)[0] = 7;
+    void *was = p; int64_t cap_was = cap;
+    int rc = grow(&p, &cap, need, 1);
+    *kept = p == was && cap == cap_was && ((char *)p)[0] == 7;
+    *cap_out = cap;
+    free(p);
+    return rc;
+}
+"""
+)
+
+
+def test_the_growable_buffer_keeps_its_data_when_memory_runs_out(cache):
+    lib = ckernel.compiled("grown", GROWN)
+    if lib is None:
+        pytest.skip("no C compiler here")
+    ckernel.declare(lib, {"grown": (ctypes.c_int, [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p])})
+    cap, kept = ctypes.c_int64(0), ctypes.c_int(0)
+    assert lib.grown(100, ctypes.byref(cap), ctypes.byref(kept)) == 0 and (cap.value, kept.value) == (4096, 1)
+    assert lib.grown(5000, ctypes.byref(cap), ctypes.byref(kept)) == 0 and cap.value == 8192  # doubled
+    # 2**50 bytes: more than a process's address space, realloc fails; *p and *cap untouched
+    assert lib.grown(1 << 50, ctypes.byref(cap), ctypes.byref(kept)) == -1 and (cap.value, kept.value) == (4096, 1)
+
+
+def test_an_owned_c_object_is_freed_once_with_its_owner():
+    freed = []
+    table = ckernel.Owned(lambda: 5, lambda h: freed.append(h.value), lambda h: 3, "no memory for t")
+    assert len(table) == 3
+    del table
+    assert freed == [5]
+    with pytest.raises(MemoryError, match=r"^no memory for t$"):
+        ckernel.Owned(lambda: None, freed.append, len, "no memory for t")  # NULL: nothing to free
+    assert freed == [5]

@@ -326,6 +326,7 @@ ALLOWED = {
 DYNAMIC_RECEIVERS = {
     *("args", "a", "self", "default", "old", "new", "p", "c", "q", "fn", "self.hooks"),
     *("module", "importlib.import_module(home)", "self._module"),  # self._module: workbench/lazy.py
+    "lib",  # a compiled kernel's functions, by the names of its signature table (ckernel.declare)
 }
 
 

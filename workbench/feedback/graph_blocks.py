@@ -165,6 +165,12 @@ class BlockMaxima:
     maxima: np.ndarray
 
 
+_P, _N = ctypes.c_void_p, ctypes.c_int64
+SIGNATURES: dict[str, ckernel.Signature] = {  # declared with graph_kernel's
+    "blockmax_plan": (_N, [_N, _P, _N, _P]),
+    "blockmax_fill": (None, [_N, _P, _P, _P, ctypes.c_double, ctypes.c_int32, _N, _P, _P]),
+}
+
 _p = functools.partial(ckernel.pointer, who="graph blocks")
 
 

@@ -53,6 +53,12 @@ void bucket_fill(int64_t n_phrases, const int64_t *t_off, const int32_t *t_rows,
 """
 
 
+_P, _N = ctypes.c_void_p, ctypes.c_int64
+SIGNATURES: dict[str, ckernel.Signature] = {  # declared with graph_kernel's
+    "bucket_plan": (_N, [_N, _P, _N, _P, _P]),
+    "bucket_fill": (None, [_N, _P, _P, _N, _P, _P, _P]),
+}
+
 _p = functools.partial(ckernel.pointer, who="graph buckets")
 
 

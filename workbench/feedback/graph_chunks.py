@@ -14,15 +14,14 @@ is tokenized again, the same). SAG2WB_GRAPH_KERNEL=numpy (or no compiler) keeps 
 from __future__ import annotations
 
 import ctypes
-import threading
 
 import numpy as np
 
 from workbench import ckernel
 
-SOURCE = r"""
-#include <stdint.h>
-#include <stdlib.h>
+SOURCE = (
+    ckernel.GROW
+    + r"""
 #include <string.h>
 
 /* a slot of the open-addressed table is the entry itself (one cache line holds all a look-up
@@ -36,16 +35,6 @@ typedef struct {
     unsigned char *keys; int64_t keys_len, keys_cap;
     int32_t *toks; int64_t toks_len, toks_cap;
 } Table;
-
-static int grow(void **p, int64_t *cap, int64_t need, int64_t size) {
-    if (need <= *cap) return 0;
-    int64_t c = *cap ? *cap : 1024;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, (size_t)(c * size));
-    if (!q) return -1;
-    *p = q; *cap = c;
-    return 0;
-}
 
 void *qt_new(void) { return calloc(1, sizeof(Table)); }
 
@@ -222,50 +211,33 @@ void qt_first_use(int32_t *numbers, int64_t n, int32_t *renumber, int32_t *used,
     *n_used = k;
 }
 """
+)
 
-_LOADED: list = []
-_LOAD_LOCK = threading.Lock()
+_P, _N, _TEXT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p
+SIGNATURES: dict[str, ckernel.Signature] = {
+    "qt_new": (_P, []),
+    "qt_clear": (None, [_P]),
+    "qt_free": (None, [_P]),
+    "qt_size": (_N, [_P]),
+    "qt_pending": (_N, [_P, _TEXT, _P, _N, _P, _P, _P, _P]),
+    "qt_settle": (ctypes.c_int, [_P, _TEXT, _P, _P, _P, _P, _N]),
+    "qt_questions": (_N, [_P, _P, _P, _N, ctypes.c_int32, _P, _N, _P, _P]),
+    "qt_first_use": (None, [_P, _N, _P, _P, _P]),
+}
 
-
-def _compile() -> ctypes.CDLL | None:
-    lib = ckernel.compiled("graph_chunks", SOURCE)
-    if lib is None:
-        return None
-    lib.qt_new.restype = ctypes.c_void_p
-    lib.qt_size.restype = ctypes.c_int64
-    lib.qt_pending.restype = ctypes.c_int64
-    lib.qt_settle.restype = ctypes.c_int
-    lib.qt_questions.restype = ctypes.c_int64
-    lib.qt_clear.restype = lib.qt_free.restype = lib.qt_first_use.restype = None
-    return lib
-
-
-def load() -> ctypes.CDLL | None:
-    """The compiled loop, or None (no compiler, a failed compile, SAG2WB_GRAPH_KERNEL=numpy)."""
-    return ckernel.load_once(_LOADED, _LOAD_LOCK, "SAG2WB_GRAPH_KERNEL", _compile)
+# The compiled loop, or None (no compiler, a failed compile, SAG2WB_GRAPH_KERNEL=numpy).
+load = ckernel.loader("graph_chunks", SOURCE, "SAG2WB_GRAPH_KERNEL", SIGNATURES)
 
 
 _p = ckernel.pointer
 
 
-class ChunkTable:
+class ChunkTable(ckernel.Owned):
     """A table of chunks in C memory (freed with the object)."""
-
-    handle: ctypes.c_void_p | None = None
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         self.lib = lib
-        self.handle = ctypes.c_void_p(lib.qt_new())
-        if not self.handle.value:
-            raise MemoryError("graph questions: no memory for the chunk table")
-
-    def __del__(self) -> None:
-        if self.handle is not None and self.handle.value:
-            self.lib.qt_free(self.handle)
-            self.handle = None
-
-    def __len__(self) -> int:
-        return int(self.lib.qt_size(self.handle))
+        super().__init__(lib.qt_new, lib.qt_free, lib.qt_size, "graph questions: no memory for the chunk table")
 
     def clear(self) -> None:
         self.lib.qt_clear(self.handle)

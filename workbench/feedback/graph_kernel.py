@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import threading
 
 import numpy as np
 
@@ -459,26 +458,23 @@ int score_share(
 """
 )
 
-_LOADED: list = []  # [the library or None], once per process
-_LOAD_LOCK = threading.Lock()
+_P, _N, _I, _D = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_double
+_SCORE_SHARE = [
+    _N, _N, _N, _N, _P, _P, _P, _P,  # n_rows .. sig
+    _I, _P, _P, _P, _P, _P,  # n_levels .. l_ub
+    _P, _P, _P, _P, _P, _N, _N, _D, _D, _D, _N, _D,  # q_off .. essential_share
+    _P, _P, _P, _I, _D, _N, _P, _P,  # b_shift .. bm_q
+    _P, _P, _P,  # out_nb, out_sc, stats
+]  # fmt: skip
+SIGNATURES: dict[str, ckernel.Signature] = {
+    "row_signatures": (None, [_N, _P, _P, _P]),
+    "score_share": (ctypes.c_int, _SCORE_SHARE),
+    **graph_buckets.SIGNATURES,
+    **graph_blocks.SIGNATURES,
+}
 
-
-def _compile() -> ctypes.CDLL | None:
-    lib = ckernel.compiled("graph_kernel", SOURCE)
-    if lib is None:
-        return None
-    lib.score_share.restype = ctypes.c_int
-    lib.row_signatures.restype = None
-    lib.bucket_plan.restype = ctypes.c_int64
-    lib.bucket_fill.restype = None
-    lib.blockmax_plan.restype = ctypes.c_int64
-    lib.blockmax_fill.restype = None
-    return lib
-
-
-def load() -> ctypes.CDLL | None:
-    """The compiled kernel, or None (no compiler, a failed compile, SAG2WB_GRAPH_KERNEL=numpy)."""
-    return ckernel.load_once(_LOADED, _LOAD_LOCK, "SAG2WB_GRAPH_KERNEL", _compile)
+# The compiled kernel, or None (no compiler, a failed compile, SAG2WB_GRAPH_KERNEL=numpy).
+load = ckernel.loader("graph_kernel", SOURCE, "SAG2WB_GRAPH_KERNEL", SIGNATURES)
 
 
 _p = functools.partial(ckernel.pointer, who="graph kernel")

@@ -54,14 +54,11 @@ int64_t encode_groups(const int64_t *keys, const int64_t *counts, int64_t ngroup
 """
 
 
-def _declare(lib: ctypes.CDLL) -> None:
-    pointer, size = ctypes.c_void_p, ctypes.c_int64
-    lib.encode_groups.restype = size
-    lib.encode_groups.argtypes = [pointer, pointer, size, pointer, pointer]
-
+_P, _N = ctypes.c_void_p, ctypes.c_int64
+SIGNATURES: dict[str, ckernel.Signature] = {"encode_groups": (_N, [_P, _P, _N, _P, _P])}
 
 # The compiled loop, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy).
-load = ckernel.loader("encode_kernel", SOURCE, "SAG2WB_POSTINGS_KERNEL", _declare)
+load = ckernel.loader("encode_kernel", SOURCE, "SAG2WB_POSTINGS_KERNEL", SIGNATURES)
 
 
 def encode_groups(keys: np.ndarray, counts) -> list[bytes]:

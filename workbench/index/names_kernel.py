@@ -85,20 +85,11 @@ done:
 """
 
 
-def _declare(lib: ctypes.CDLL) -> None:
-    lib.nk_merge.restype = ctypes.c_int64
-    lib.nk_merge.argtypes = [
-        ctypes.c_char_p,
-        ctypes.c_int64,
-        ctypes.c_int64,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-    ]
-
+_P, _N = ctypes.c_void_p, ctypes.c_int64
+SIGNATURES: dict[str, ckernel.Signature] = {"nk_merge": (_N, [ctypes.c_char_p, _N, _N, _P, _P, _P])}
 
 # the compiled merge, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy)
-load = ckernel.loader("names_kernel", SOURCE, "SAG2WB_POSTINGS_KERNEL", _declare)
+load = ckernel.loader("names_kernel", SOURCE, "SAG2WB_POSTINGS_KERNEL", SIGNATURES)
 
 
 def merge(packed: list[str], counts: list[int]) -> tuple[str, np.ndarray, int] | None:

@@ -12,9 +12,9 @@ on random and real blobs). A phrase's starts are kept by one merge of two sorted
 both tokens are common (10k-100k positions each); the same starts are kept
 (tests/test_question_kernel.py compares with `find_sorted`).
 
-The C source is compiled once per source version with the system's C compiler (`cc`, or $CC)
-into $XDG_CACHE_HOME/sag2wb/kernels, written atomically; without a compiler, or with
-SAG2WB_POSTINGS_KERNEL=numpy, `load()` is None and the numpy path runs.
+The C source is compiled once per source, flags and compiler with the system's C compiler (`cc`,
+or $CC) into $XDG_CACHE_HOME/sag2wb/kernels, written atomically (`workbench/ckernel.py`); without a
+compiler, or with SAG2WB_POSTINGS_KERNEL=numpy, `load()` is None and the numpy path runs.
 """
 
 from __future__ import annotations
@@ -178,29 +178,17 @@ int64_t top_bm25(int64_t nphr, const int64_t *const *rows, const double *const *
 """
 
 
-def _declare(lib: ctypes.CDLL) -> None:
-    lib.decode_blobs.restype = ctypes.c_int64
-    lib.decode_blobs.argtypes = [
-        ctypes.c_char_p,
-        ctypes.c_void_p,
-        ctypes.c_int64,
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-        ctypes.c_int64,
-    ]
-    lib.keep_followed.restype = ctypes.c_int64
-    pointer, size = ctypes.c_void_p, ctypes.c_int64
-    lib.keep_followed.argtypes = [pointer, size, pointer, size, size, pointer]
-    lib.add_among.restype = None
-    lib.add_among.argtypes = [pointer, size, size, pointer, pointer, pointer, pointer]
-    lib.add_among_slots.restype = None
-    lib.add_among_slots.argtypes = [pointer, size, size, pointer, pointer, pointer, pointer, pointer]
-    lib.top_bm25.restype = ctypes.c_int64
-    lib.top_bm25.argtypes = [size, pointer, pointer, pointer, size, pointer, pointer, size, pointer, pointer]
-
+_P, _N = ctypes.c_void_p, ctypes.c_int64
+SIGNATURES: dict[str, ckernel.Signature] = {
+    "decode_blobs": (_N, [ctypes.c_char_p, _P, _N, _P, _P, _N]),
+    "keep_followed": (_N, [_P, _N, _P, _N, _N, _P]),
+    "add_among": (None, [_P, _N, _N, _P, _P, _P, _P]),
+    "add_among_slots": (None, [_P, _N, _N, _P, _P, _P, _P, _P]),
+    "top_bm25": (_N, [_N, _P, _P, _P, _N, _P, _P, _N, _P, _P]),
+}
 
 # The compiled loops, or None (no compiler, a failed compile, SAG2WB_POSTINGS_KERNEL=numpy).
-load = ckernel.loader("postings_kernel", SOURCE, "SAG2WB_POSTINGS_KERNEL", _declare)
+load = ckernel.loader("postings_kernel", SOURCE, "SAG2WB_POSTINGS_KERNEL", SIGNATURES)
 
 
 def decode_blobs(lib: ctypes.CDLL, blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray]:

@@ -18,9 +18,9 @@ import numpy as np
 
 from workbench import ckernel
 
-SOURCE = r"""
-#include <stdint.h>
-#include <stdlib.h>
+SOURCE = (
+    ckernel.GROW
+    + r"""
 #include <string.h>
 
 /* open addressing; a key of up to 16 bytes sits in its slot (one cache line per look-up) */
@@ -33,16 +33,6 @@ typedef struct {
     int64_t text_cap;
     unsigned char *texts; int64_t texts_len, texts_cap;
 } Words;
-
-static int grow(void **p, int64_t *cap, int64_t need, int64_t size) {
-    if (need <= *cap) return 0;
-    int64_t c = *cap ? *cap : 4096;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, (size_t)(c * size));
-    if (!q) return -1;
-    *p = q; *cap = c;
-    return 0;
-}
 
 void *wk_new(void) { return calloc(1, sizeof(Words)); }
 
@@ -201,42 +191,32 @@ int64_t wk_texts(Words *w, const int64_t *ids, const int64_t *counts, int64_t nc
     return o;
 }
 """
+)
 
-
-def _declare(lib: ctypes.CDLL) -> None:
-    lib.wk_new.restype = ctypes.c_void_p
-    lib.wk_free.argtypes = [ctypes.c_void_p]
-    lib.wk_free.restype = None
-    lib.wk_size.restype = lib.wk_lookup.restype = lib.wk_texts.restype = ctypes.c_int64
-    lib.wk_settle.restype = ctypes.c_int
-
+_P, _N, _TEXT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p
+SIGNATURES: dict[str, ckernel.Signature] = {
+    "wk_new": (_P, []),
+    "wk_free": (None, [_P]),
+    "wk_size": (_N, [_P]),
+    "wk_lookup": (_N, [_P, _TEXT, _P, _N, _P, _P, _P, _P]),
+    "wk_settle": (ctypes.c_int, [_P, _N, _N, _TEXT, _P, _P]),
+    "wk_texts": (_N, [_P, _P, _P, _N, _P, _P]),
+}
 
 # the compiled loop, or None (no compiler, a failed compile, SAG2WB_WORDS_KERNEL=numpy)
-load = ckernel.loader("words_kernel", SOURCE, "SAG2WB_WORDS_KERNEL", _declare)
+load = ckernel.loader("words_kernel", SOURCE, "SAG2WB_WORDS_KERNEL", SIGNATURES)
 
 
 _p = ckernel.pointer
 
 
-class WordTable:
+class WordTable(ckernel.Owned):
     """Chunks numbered 0, 1, 2, ... in order of first look-up, and their joined tokens, in C
     memory (freed with the object)."""
 
-    handle: ctypes.c_void_p | None = None
-
     def __init__(self, lib: ctypes.CDLL) -> None:
         self.lib = lib
-        self.handle = ctypes.c_void_p(lib.wk_new())
-        if not self.handle.value:
-            raise MemoryError("build: no memory for the word table")
-
-    def __del__(self) -> None:
-        if self.handle is not None and self.handle.value:
-            self.lib.wk_free(self.handle)
-            self.handle = None
-
-    def __len__(self) -> int:
-        return int(self.lib.wk_size(self.handle))
+        super().__init__(lib.wk_new, lib.wk_free, lib.wk_size, "build: no memory for the word table")
 
     def lookup(self, columns: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """(ids, counts, new): the ids of each column's chunks one column after another, each

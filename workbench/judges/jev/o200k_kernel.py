@@ -37,8 +37,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib.util
-import os
-import threading
 from pathlib import Path
 
 from workbench import ckernel
@@ -353,8 +351,12 @@ CHECKED = {
     "uniclass_o200k.bin": "8dd93d0b36e25eecc2ac43f4bc99f56fbd360fb01bb144778152fa75a6518d6d",
 }
 
-_LOADED: list = []  # [the library or None], once per process
-_LOAD_LOCK = threading.Lock()
+_TEXT, _N = ctypes.c_char_p, ctypes.c_int64
+SIGNATURES: dict[str, ckernel.Signature] = {
+    "o200k_load": (ctypes.c_int, [_TEXT, _N, _TEXT, _N]),
+    "o200k_count": (_N, [_TEXT, _N]),
+    "o200k_set_heap_from": (None, [_N]),
+}
 
 
 def data_dir() -> Path | None:
@@ -377,26 +379,15 @@ def _compile() -> ctypes.CDLL | None:
     for name, data in (("o200k.vocab", vocab), ("uniclass_o200k.bin", classes)):
         if hashlib.sha256(data).hexdigest() != CHECKED[name]:  # ~2 ms for both
             return None
-    lib = ckernel.compiled("o200k_kernel", SOURCE)
-    if lib is None:
-        return None
-    lib.o200k_load.restype = ctypes.c_int
-    lib.o200k_load.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64]
-    lib.o200k_count.restype = ctypes.c_int64
-    lib.o200k_count.argtypes = [ctypes.c_char_p, ctypes.c_int64]
-    lib.o200k_set_heap_from.restype = None
-    lib.o200k_set_heap_from.argtypes = [ctypes.c_int64]
-    if lib.o200k_load(vocab, len(vocab), classes, len(classes)) != 0:
+    lib = load.library()
+    if lib is None or lib.o200k_load(vocab, len(vocab), classes, len(classes)) != 0:
         return None
     return lib
 
 
-def load() -> ctypes.CDLL | None:
-    """The compiled counter with its tables loaded, or None (no compiler, no quicktok data, data
-    files other than those checked, SAG2WB_O200K_KERNEL=quicktok)."""
-    if os.environ.get(VARIABLE, "").strip().lower() == "quicktok":
-        return None
-    return ckernel.load_once(_LOADED, _LOAD_LOCK, VARIABLE, _compile)
+# The compiled counter with its tables loaded, or None (no compiler, no quicktok data, data files
+# other than those checked, SAG2WB_O200K_KERNEL=quicktok or numpy).
+load = ckernel.loader("o200k_kernel", SOURCE, VARIABLE, SIGNATURES, build=_compile, off=("quicktok", "numpy"))
 
 
 def count(lib: ctypes.CDLL, text: str) -> int | None:
