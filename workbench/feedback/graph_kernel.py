@@ -32,9 +32,10 @@ Issue 33's eighth stop: a look-up is two dependent cache misses (the bucket's st
 rows), so an exact score fetches all its buckets, then all their rows, before it searches, and
 a bound's look-ups fetch their buckets at once and each next one's rows (kernel CPU 0.93x).
 
-The C source below is compiled once per source version with the system's C compiler (`cc`,
-or $CC) into $XDG_CACHE_HOME/sag2wb/kernels (~/.cache/...), written atomically (`workbench/ckernel.py`); without a
-compiler, or with SAG2WB_GRAPH_KERNEL=numpy, `load()` is None and the numpy path runs.
+The C source below is compiled once per source, flags and compiler with the system's C compiler
+(`cc`, or $CC) into $XDG_CACHE_HOME/sag2wb/kernels (~/.cache/...), written atomically
+(`workbench/ckernel.py`); without a compiler, or with SAG2WB_GRAPH_KERNEL=numpy, `load()` is None
+and the numpy path runs.
 """
 
 from __future__ import annotations
