@@ -1,6 +1,7 @@
 """workbench.ckernel: a C source built once into the user's cache, by name and digest; None
 (the caller's numpy path) without a compiler or with a source that does not compile; a cached
-library that does not load is built again; processes racing to build see one whole library."""
+library that is damaged or lacks its recorded sha256 is built again, not loaded; processes racing
+to build see one whole library."""
 
 from __future__ import annotations
 
@@ -60,15 +61,38 @@ def _in_a_process(cache, name: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code, name, SOURCE], stdout=subprocess.PIPE, env=env, text=True)
 
 
-def test_a_cached_library_that_does_not_load_is_built_again(cache):
+@pytest.mark.parametrize("kept", [100, 0.5, -1])
+def test_a_damaged_cached_library_is_built_again(cache, kept):
+    """Cut in its ELF headers (dlopen refuses it), cut after them (dlopen maps it, and the first
+    page past the cut killed the process with SIGBUS), or one byte changed: built again, never
+    loaded, the process lives."""
     if ckernel.compiled("t", SOURCE) is None:
         pytest.skip("no C compiler here")
     (target,) = ckernel.kernels_dir().glob("t-*.so")
+    whole = target.read_bytes()
+    damaged = bytearray(whole[: int(len(whole) * kept)] if isinstance(kept, float) else whole[:kept])
+    if kept == -1:
+        damaged = bytearray(whole)
+        damaged[len(whole) // 2] ^= 0xFF
     torn = target.with_suffix(".torn")
-    torn.write_bytes(target.read_bytes()[:100])  # a cut copy, renamed over (this process maps the old file)
+    torn.write_bytes(bytes(damaged))  # renamed over: this process maps the old file
     os.replace(torn, target)
-    assert _in_a_process(cache, "t").communicate(timeout=120)[0].strip() == "42"
-    assert target.stat().st_size > 100
+    process = _in_a_process(cache, "t")
+    assert process.communicate(timeout=120)[0].strip() == "42" and process.returncode == 0
+    assert target.read_bytes() == whole  # the build is deterministic: the same library again
+
+
+def test_a_library_without_its_recorded_sum_is_built_again(cache):
+    if ckernel.compiled("t", SOURCE) is None:
+        pytest.skip("no C compiler here")
+    (target,) = ckernel.kernels_dir().glob("t-*.so")
+    recorded = target.with_name(target.name + ".sha256")
+    assert len(recorded.read_text().strip()) == 64
+    recorded.unlink()  # e.g. a crash between the two renames
+    mtime = target.stat().st_mtime_ns
+    time.sleep(0.01)
+    assert _twice(ckernel.compiled("t", SOURCE)) == 42
+    assert recorded.exists() and target.stat().st_mtime_ns != mtime
 
 
 def test_turned_off(monkeypatch):
@@ -84,6 +108,8 @@ def test_processes_racing_to_build_each_load_the_whole_library(cache):
     if any(p.returncode for p in procs) and not list(ckernel.kernels_dir().glob("race-*.so")):
         pytest.skip("no C compiler here")
     assert outs == ["42"] * 6 and len(list(ckernel.kernels_dir().glob("race-*.so"))) == 1
+    (target,) = ckernel.kernels_dir().glob("race-*.so")
+    assert ckernel._intact(target)  # the sum recorded is the library's, whoever renamed last
 
 
 def test_load_once_builds_once_under_threads_and_honours_the_numpy_switch(monkeypatch):
