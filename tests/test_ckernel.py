@@ -95,6 +95,20 @@ def test_a_library_without_its_recorded_sum_is_built_again(cache):
     assert recorded.exists() and target.stat().st_mtime_ns != mtime
 
 
+def test_a_killed_builds_folder_is_swept_by_the_next_build_and_a_live_ones_is_not(cache):
+    folder = ckernel.kernels_dir()
+    folder.mkdir(parents=True)
+    dead, live = folder / (ckernel.BUILDING + "dead"), folder / (ckernel.BUILDING + "live")
+    for d in (dead, live):
+        d.mkdir()
+        (d / "t.c").write_text(SOURCE)
+    long_ago = time.time() - ckernel.STALE_AFTER - 60
+    os.utime(dead, (long_ago, long_ago))
+    if ckernel.compiled("t", SOURCE) is None:
+        pytest.skip("no C compiler here")
+    assert not dead.exists() and (live / "t.c").exists()
+
+
 def test_turned_off(monkeypatch):
     monkeypatch.setenv("SAG2WB_X_KERNEL", " NumPy ")
     assert ckernel.turned_off("SAG2WB_X_KERNEL")

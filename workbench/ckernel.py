@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -207,13 +208,29 @@ def _intact(target: Path) -> bool:
         return False
 
 
+BUILDING = ".building-"  # a build's temporary folder in the cache, renamed from when done
+STALE_AFTER = 600.0  # seconds: a compile times out after 120, so an older folder's builder is dead
+
+
+def _sweep(folder: Path) -> None:
+    """The temporary folders of builds killed before they cleaned up (kill -9, a power cut), gone."""
+    now = time.time()
+    for old in folder.glob(BUILDING + "*"):
+        try:
+            if now - old.stat().st_mtime > STALE_AFTER:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass  # another builder swept it first
+
+
 def _build(name: str, source: str, target: Path) -> bool:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not compiler:
         return False
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        _sweep(target.parent)
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix=BUILDING) as tmp:
             src, out = Path(tmp) / f"{name}.c", Path(tmp) / f"{name}.so"
             src.write_text(source, encoding="utf-8")
             done = subprocess.run([compiler, *FLAGS, str(src), "-o", str(out)], capture_output=True, timeout=120)
