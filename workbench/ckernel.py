@@ -108,24 +108,22 @@ class Kernel:
     once per process (thread-safe), or None (no compiler, a failed compile, $variable one of
     `off`).
 
-    `declare`: the functions' signatures (a table), or a function of the library that declares
-    them. `build`: what builds the library when more than compiling and declaring is needed
-    (checks before, tables loaded after); it calls `library()`. `loaded` holds the kept answer
-    (a test puts a fresh list there to build again)."""
+    `signatures`: the functions' types (`declare`). `build`: what builds the library when more
+    than compiling and declaring is needed (checks before, tables loaded after); it calls
+    `library()`. `loaded` holds the kept answer (a test puts a fresh list there to build again)."""
 
     def __init__(
         self,
         name: str,
         source: str,
         variable: str,
-        declare: Mapping[str, Signature] | Callable[[ctypes.CDLL], object] | None = None,
+        signatures: Mapping[str, Signature],
         *,
         build: Callable[[], ctypes.CDLL | None] | None = None,
         off: Sequence[str] = OFF,
     ) -> None:
         self.name, self.source, self.variable, self.off = name, source, variable, tuple(off)
-        self.setup = declare if callable(declare) else None
-        self.signatures = declare if isinstance(declare, Mapping) else {}
+        self.signatures = signatures
         self.build = build if build is not None else self.library
         self.loaded: list = []
         self.lock = threading.Lock()
@@ -138,8 +136,6 @@ class Kernel:
         lib = compiled(self.name, self.source)
         if lib is not None:
             declare(lib, self.signatures)
-            if self.setup is not None:
-                self.setup(lib)
         return lib
 
 
@@ -178,8 +174,8 @@ def digest(source: str) -> str:
 
 def compiled(name: str, source: str) -> ctypes.CDLL | None:
     """The library built from `source` (C), or None when it cannot be built or loaded; cached
-    under `digest(source)`. A cached library that does not load (a truncated or foreign file)
-    is built again once."""
+    under `digest(source)`. A cached library that is not the one built (`_intact`) or does not
+    load (a foreign file) is built again once."""
     target = kernels_dir() / f"{name}-{digest(source)}.so"
     for _ in range(2):
         if not _intact(target) and not _build(name, source, target):
